@@ -1,0 +1,17 @@
+# Every dependency comes from Debian's packages; scripts/setup.sh installs them.
+find_package(Threads REQUIRED)
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+find_package(absl REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+find_package(dnnl REQUIRED)
+
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+
+if(CONVOY_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+if(CONVOY_BUILD_BENCHMARKS)
+  find_package(benchmark REQUIRED)
+endif()

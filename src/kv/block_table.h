@@ -1,0 +1,39 @@
+// The KV blocks of one sequence, in order: token position p lives in block blocks()[p / block_size]
+// at slot p % block_size.
+#ifndef CONVOY_KV_BLOCK_TABLE_H_
+#define CONVOY_KV_BLOCK_TABLE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "kv/block_allocator.h"
+
+namespace convoy {
+
+class BlockTable {
+ public:
+  explicit BlockTable(int32_t block_size) : block_size_(block_size) {}
+  BlockTable(BlockTable&&) = default;
+  BlockTable& operator=(BlockTable&&) = default;
+
+  int32_t block_size() const { return block_size_; }
+  const std::vector<BlockId>& blocks() const { return blocks_; }
+  // Tokens the blocks can hold.
+  int64_t capacity() const { return static_cast<int64_t>(blocks_.size()) * block_size_; }
+  // Blocks still needed to hold `num_tokens` tokens in all.
+  int32_t BlocksNeeded(int64_t num_tokens) const;
+
+  // Grows the table to hold `num_tokens`; all or nothing (RESOURCE_EXHAUSTED leaves it unchanged).
+  absl::Status Reserve(int64_t num_tokens, BlockAllocator* allocator);
+  // Returns every block to the allocator; the table is empty afterwards.
+  void ReleaseAll(BlockAllocator* allocator);
+
+ private:
+  int32_t block_size_;
+  std::vector<BlockId> blocks_;
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_KV_BLOCK_TABLE_H_
