@@ -1,0 +1,50 @@
+// The CPU executor: the Llama forward pass over a paged KV cache in host memory. Linear layers run
+// through oneDNN (bf16) or OpenBLAS (fp32); attention, norms and rotary embeddings are parallelized
+// with OpenMP. Not thread-safe: one engine loop calls Step at a time.
+#ifndef CONVOY_EXECUTOR_CPU_CPU_EXECUTOR_H_
+#define CONVOY_EXECUTOR_CPU_CPU_EXECUTOR_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "executor/executor.h"
+#include "model/model_weights.h"
+
+namespace convoy {
+
+enum class CpuWeightFormat {
+  kAuto,  // bf16 when the checkpoint is bf16, fp32 otherwise
+  kF32,   // exact: what the reference comparisons use
+  kBF16,  // half the bytes per decode step; oneDNN matrix products
+};
+
+struct CpuExecutorOptions {
+  int num_threads = 0;                  // 0: every core
+  int64_t kv_cache_bytes = int64_t{1} << 30;
+  int32_t block_size = 16;
+  CpuWeightFormat weight_format = CpuWeightFormat::kAuto;
+};
+
+class CpuExecutor final : public Executor {
+ public:
+  // Prepares the weights (converted and laid out once for the matrix-product library) and
+  // allocates the KV cache: kv_cache_bytes / bytes per block blocks. The weights may be released
+  // after Create returns.
+  static absl::StatusOr<std::unique_ptr<CpuExecutor>> Create(const ModelWeights& weights,
+                                                             const CpuExecutorOptions& options);
+  ~CpuExecutor() override;
+
+  absl::StatusOr<StepResult> Step(const StepPlan& plan) override;
+  const ModelConfig& model_config() const override;
+  const KvCacheSpec& kv_spec() const override;
+
+ private:
+  struct Impl;
+  explicit CpuExecutor(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_EXECUTOR_CPU_CPU_EXECUTOR_H_
