@@ -1,1 +1,21 @@
-// placeholder, being written
+#include "kv/block_table.h"
+
+namespace convoy {
+
+int32_t BlockTable::BlocksNeeded(int64_t num_tokens) const {
+  int64_t total = (num_tokens + block_size_ - 1) / block_size_;
+  int64_t have = static_cast<int64_t>(blocks_.size());
+  return total > have ? static_cast<int32_t>(total - have) : 0;
+}
+
+absl::Status BlockTable::Reserve(int64_t num_tokens, BlockAllocator* allocator) {
+  return allocator->Allocate(BlocksNeeded(num_tokens), &blocks_);
+}
+
+void BlockTable::ReleaseAll(BlockAllocator* allocator) {
+  // A table only holds blocks it was given, so Release cannot fail here.
+  for (BlockId b : blocks_) allocator->Release(b).IgnoreError();
+  blocks_.clear();
+}
+
+}  // namespace convoy

@@ -1,1 +1,276 @@
-// placeholder, being written
+#include "executor/cpu/cpu_executor.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <exception>
+
+#include "absl/strings/str_format.h"
+#include "convoy/status_macros.h"
+#include "executor/cpu/attention.h"
+#include "executor/cpu/linear.h"
+#include "executor/cpu/ops.h"
+#include "executor/sampler.h"
+
+namespace convoy {
+namespace {
+
+struct Layer {
+  std::vector<float> input_norm;
+  std::vector<float> post_attention_norm;
+  std::unique_ptr<Linear> qkv;      // [q + k + v, hidden]
+  std::unique_ptr<Linear> o;        // [hidden, q]
+  std::unique_ptr<Linear> gate_up;  // [2 * intermediate, hidden]
+  std::unique_ptr<Linear> down;     // [hidden, intermediate]
+};
+
+// Grows `v` to at least n elements; keeps its memory between steps.
+float* Scratch(std::vector<float>* v, int64_t n) {
+  if (static_cast<int64_t>(v->size()) < n) v->resize(n);
+  return v->data();
+}
+
+}  // namespace
+
+struct CpuExecutor::Impl {
+  ModelConfig config;
+  KvCacheSpec kv_spec;
+  std::unique_ptr<PagedKvCache> cache;
+  std::vector<float> embed;  // [vocab, hidden]
+  std::vector<float> final_norm;
+  std::unique_ptr<Linear> lm_head;
+  std::vector<Layer> layers;
+  std::unique_ptr<RopeTable> rope;
+  int num_threads = 1;
+
+  // Step scratch, reused.
+  std::vector<float> x, h, qkv, attn, proj, gate_up, act, cos_sin, logits;
+  std::vector<std::pair<float, int32_t>> sample_scratch;
+
+  absl::StatusOr<StepResult> Run(const StepPlan& plan);
+};
+
+CpuExecutor::CpuExecutor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CpuExecutor::~CpuExecutor() = default;
+const ModelConfig& CpuExecutor::model_config() const { return impl_->config; }
+const KvCacheSpec& CpuExecutor::kv_spec() const { return impl_->kv_spec; }
+
+absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
+    const ModelWeights& weights, const CpuExecutorOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  const ModelConfig& c = weights.config();
+  impl->config = c;
+  impl->num_threads = options.num_threads > 0 ? options.num_threads : omp_get_num_procs();
+  omp_set_num_threads(impl->num_threads);
+  openblas_set_num_threads(impl->num_threads);
+
+  if (options.block_size <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("block_size must be positive, got %d", options.block_size));
+  }
+  KvCacheSpec& kv = impl->kv_spec;
+  kv.num_layers = static_cast<int32_t>(c.num_hidden_layers);
+  kv.num_kv_heads = static_cast<int32_t>(c.num_key_value_heads);
+  kv.head_dim = static_cast<int32_t>(c.head_dim);
+  kv.block_size = options.block_size;
+  kv.bytes_per_element = sizeof(float);
+  kv.num_blocks = kv.BlocksForBudget(options.kv_cache_bytes);
+  if (kv.num_blocks < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "kv_cache_bytes %d holds no block: one block of %d tokens needs %d bytes",
+        options.kv_cache_bytes, kv.block_size, kv.BytesPerBlock()));
+  }
+
+  LinearFormat format = LinearFormat::kF32;
+  if (options.weight_format == CpuWeightFormat::kBF16 ||
+      (options.weight_format == CpuWeightFormat::kAuto && c.torch_dtype == DType::kBF16)) {
+    format = LinearFormat::kBF16;
+  }
+
+  AppendAsFloat(weights.embed_tokens(), &impl->embed);
+  AppendAsFloat(weights.norm(), &impl->final_norm);
+  ASSIGN_OR_RETURN(impl->lm_head, Linear::Create({&weights.lm_head()}, format));
+  for (const LayerWeights& lw : weights.layers()) {
+    Layer layer;
+    AppendAsFloat(lw.input_layernorm, &layer.input_norm);
+    AppendAsFloat(lw.post_attention_layernorm, &layer.post_attention_norm);
+    ASSIGN_OR_RETURN(layer.qkv, Linear::Create({&lw.q_proj, &lw.k_proj, &lw.v_proj}, format));
+    ASSIGN_OR_RETURN(layer.o, Linear::Create({&lw.o_proj}, format));
+    ASSIGN_OR_RETURN(layer.gate_up, Linear::Create({&lw.gate_proj, &lw.up_proj}, format));
+    ASSIGN_OR_RETURN(layer.down, Linear::Create({&lw.down_proj}, format));
+    impl->layers.push_back(std::move(layer));
+  }
+  impl->rope = std::make_unique<RopeTable>(c);
+  try {
+    impl->cache = std::make_unique<PagedKvCache>(kv);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "cannot allocate a KV cache of %d blocks (%d bytes)", kv.num_blocks,
+        kv.BytesPerBlock() * kv.num_blocks));
+  }
+  return std::unique_ptr<CpuExecutor>(new CpuExecutor(std::move(impl)));
+}
+
+absl::StatusOr<StepResult> CpuExecutor::Step(const StepPlan& plan) {
+  RETURN_IF_ERROR(ValidateStepPlan(plan, impl_->config, impl_->kv_spec));
+  try {
+    return impl_->Run(plan);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrFormat("CPU executor step failed: %s", e.what()));
+  }
+}
+
+absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
+  const ModelConfig& c = config;
+  const int32_t num_rows = static_cast<int32_t>(plan.rows.size());
+  int32_t padded = 0;
+  StepResult result;
+  for (const StepRow& row : plan.rows) {
+    padded = std::max<int32_t>(padded, static_cast<int32_t>(row.token_ids.size()));
+    result.real_tokens += static_cast<int64_t>(row.token_ids.size());
+  }
+  result.padded_length = padded;
+  const int64_t m = static_cast<int64_t>(num_rows) * padded;  // rows x padded length
+  result.padded_tokens = m - result.real_tokens;
+
+  const int64_t hidden = c.hidden_size;
+  const int64_t q_size = c.q_size();
+  const int64_t kv_size = c.kv_size();
+  const int64_t qkv_width = q_size + 2 * kv_size;
+  const int64_t inter = c.intermediate_size;
+  const int64_t hd = c.head_dim;
+  const int64_t half = hd / 2;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+
+  // Embeddings of the padded token matrix; padding slots carry token 0 and are masked out below.
+  float* xs = Scratch(&x, m * hidden);
+  for (int32_t r = 0; r < num_rows; ++r) {
+    const StepRow& row = plan.rows[r];
+    for (int32_t t = 0; t < padded; ++t) {
+      const int32_t token = t < static_cast<int32_t>(row.token_ids.size()) ? row.token_ids[t] : 0;
+      std::memcpy(xs + (static_cast<int64_t>(r) * padded + t) * hidden,
+                  embed.data() + static_cast<int64_t>(token) * hidden, sizeof(float) * hidden);
+    }
+  }
+  // Rotary angles per (row, token).
+  float* angles = Scratch(&cos_sin, m * 2 * half);
+  for (int32_t r = 0; r < num_rows; ++r) {
+    for (int32_t t = 0; t < static_cast<int32_t>(plan.rows[r].token_ids.size()); ++t) {
+      float* a = angles + (static_cast<int64_t>(r) * padded + t) * 2 * half;
+      rope->Angles(plan.rows[r].start_pos + t, a, a + half);
+    }
+  }
+
+  float* hs = Scratch(&h, m * hidden);
+  float* qkvs = Scratch(&qkv, m * qkv_width);
+  float* attns = Scratch(&attn, m * q_size);
+  float* projs = Scratch(&proj, m * hidden);
+  float* gus = Scratch(&gate_up, m * 2 * inter);
+  float* acts = Scratch(&act, m * inter);
+
+  std::vector<AttentionRow> attention_rows(num_rows);
+  for (int32_t r = 0; r < num_rows; ++r) {
+    const StepRow& row = plan.rows[r];
+    attention_rows[r] = {qkvs + static_cast<int64_t>(r) * padded * qkv_width,
+                         attns + static_cast<int64_t>(r) * padded * q_size,
+                         static_cast<int32_t>(row.token_ids.size()), row.start_pos,
+                         row.block_table.data()};
+  }
+  const AttentionShape shape{static_cast<int32_t>(c.num_attention_heads),
+                             static_cast<int32_t>(c.num_key_value_heads), static_cast<int32_t>(hd),
+                             qkv_width, q_size, static_cast<float>(1.0 / std::sqrt(hd))};
+  const int32_t block_size = kv_spec.block_size;
+
+  for (int32_t l = 0; l < static_cast<int32_t>(layers.size()); ++l) {
+    Layer& layer = layers[l];
+    RmsNorm(xs, layer.input_norm.data(), m, hidden, eps, hs);
+    layer.qkv->Forward(hs, m, qkvs);
+
+    // Rotary embedding on Q and K, then K and V into their paged slots (real tokens only).
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < m; ++i) {
+      const int32_t r = static_cast<int32_t>(i / padded);
+      const int32_t t = static_cast<int32_t>(i % padded);
+      const StepRow& row = plan.rows[r];
+      if (t >= static_cast<int32_t>(row.token_ids.size())) continue;
+      float* q = qkvs + i * qkv_width;
+      float* k = q + q_size;
+      const float* v = k + kv_size;
+      const float* a = angles + i * 2 * half;
+      RopeTable::Apply(q, c.num_attention_heads, hd, a, a + half);
+      RopeTable::Apply(k, c.num_key_value_heads, hd, a, a + half);
+      const int32_t pos = row.start_pos + t;
+      const BlockId block = row.block_table[pos / block_size];
+      for (int32_t kh = 0; kh < static_cast<int32_t>(c.num_key_value_heads); ++kh) {
+        std::memcpy(cache->At(block, l, 0, kh, pos % block_size), k + kh * hd, sizeof(float) * hd);
+        std::memcpy(cache->At(block, l, 1, kh, pos % block_size), v + kh * hd, sizeof(float) * hd);
+      }
+    }
+    PagedAttention(cache.get(), l, shape, attention_rows.data(), num_rows);
+    // Padding slots of the attention output are zero so the projections stay finite.
+    for (int32_t r = 0; r < num_rows; ++r) {
+      const int32_t len = static_cast<int32_t>(plan.rows[r].token_ids.size());
+      if (len < padded) {
+        std::memset(attns + (static_cast<int64_t>(r) * padded + len) * q_size, 0,
+                    sizeof(float) * (padded - len) * q_size);
+      }
+    }
+    layer.o->Forward(attns, m, projs);
+    AddInPlace(xs, projs, m * hidden);
+
+    RmsNorm(xs, layer.post_attention_norm.data(), m, hidden, eps, hs);
+    layer.gate_up->Forward(hs, m, gus);
+    SiluMul(gus, m, inter, acts);
+    layer.down->Forward(acts, m, projs);
+    AddInPlace(xs, projs, m * hidden);
+  }
+
+  // Logits only where they are used: each sampling row's last token, every token of rows that
+  // asked for their logits.
+  std::vector<int64_t> gather;  // index into the padded matrix
+  std::vector<int64_t> first_logit_row(num_rows, -1);
+  for (int32_t r = 0; r < num_rows; ++r) {
+    const StepRow& row = plan.rows[r];
+    const int32_t len = static_cast<int32_t>(row.token_ids.size());
+    first_logit_row[r] = static_cast<int64_t>(gather.size());
+    if (row.return_logits) {
+      for (int32_t t = 0; t < len; ++t) gather.push_back(static_cast<int64_t>(r) * padded + t);
+    } else if (row.sample) {
+      gather.push_back(static_cast<int64_t>(r) * padded + len - 1);
+    }
+  }
+  const int64_t num_logit_rows = static_cast<int64_t>(gather.size());
+  const int64_t vocab = c.vocab_size;
+  float* ls = Scratch(&logits, num_logit_rows * vocab);
+  if (num_logit_rows > 0) {
+    for (int64_t i = 0; i < num_logit_rows; ++i) {
+      std::memcpy(hs + i * hidden, xs + gather[i] * hidden, sizeof(float) * hidden);
+    }
+    RmsNorm(hs, final_norm.data(), num_logit_rows, hidden, eps, hs);
+    lm_head->Forward(hs, num_logit_rows, ls);
+  }
+
+  result.rows.resize(num_rows);
+  for (int32_t r = 0; r < num_rows; ++r) {
+    const StepRow& row = plan.rows[r];
+    RowResult& out = result.rows[r];
+    out.seq_id = row.seq_id;
+    const int32_t len = static_cast<int32_t>(row.token_ids.size());
+    const float* row_logits = ls + first_logit_row[r] * vocab;
+    if (row.return_logits) out.logits.assign(row_logits, row_logits + len * vocab);
+    if (row.sample) {
+      const float* last = row.return_logits ? row_logits + (len - 1) * vocab : row_logits;
+      SampledToken s = SampleToken(last, static_cast<int32_t>(vocab), row.sampling,
+                                   row.sample_index, &sample_scratch);
+      out.token = s.token;
+      out.logprob = s.logprob;
+      out.top_logprobs = std::move(s.top_logprobs);
+    }
+  }
+  return result;
+}
+
+}  // namespace convoy

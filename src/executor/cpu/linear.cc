@@ -1,1 +1,143 @@
-// placeholder, being written
+#include "executor/cpu/linear.h"
+
+#include <cblas.h>
+
+#include <cstring>
+#include <map>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "absl/strings/str_format.h"
+#include "common/half.h"
+
+namespace convoy {
+namespace {
+
+class F32Linear final : public Linear {
+ public:
+  F32Linear(int64_t in, int64_t out, std::vector<float> w) : Linear(in, out), w_(std::move(w)) {}
+  int64_t weight_bytes() const override { return in_ * out_ * 4; }
+  void Forward(const float* x, int64_t m, float* y) override {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m),
+                static_cast<blasint>(out_), static_cast<blasint>(in_), 1.0f, x,
+                static_cast<blasint>(in_), w_.data(), static_cast<blasint>(in_), 0.0f, y,
+                static_cast<blasint>(out_));
+  }
+
+ private:
+  std::vector<float> w_;  // [out, in]
+};
+
+// oneDNN keeps its weights in a blocked layout chosen once; the same layout serves every M on
+// this library version, so one reordered copy backs a primitive per distinct M.
+class BF16Linear final : public Linear {
+ public:
+  using tag = dnnl::memory::format_tag;
+  using dt = dnnl::memory::data_type;
+
+  BF16Linear(int64_t in, int64_t out, const std::vector<uint16_t>& w_out_in)
+      : Linear(in, out), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
+    dnnl::memory::desc plain({in_, out_}, dt::bf16, tag::ba);  // [in, out] viewed over [out, in]
+    weights_desc_ = PrimitiveDesc(1, dnnl::memory::desc({in_, out_}, dt::bf16, tag::any))
+                        .weights_desc();
+    dnnl::memory src(plain, engine_, const_cast<uint16_t*>(w_out_in.data()));
+    weights_ = dnnl::memory(weights_desc_, engine_);
+    dnnl::reorder(src, weights_).execute(stream_, src, weights_);
+    stream_.wait();
+  }
+
+  int64_t weight_bytes() const override { return in_ * out_ * 2; }
+
+  void Forward(const float* x, int64_t m, float* y) override {
+    Entry& e = EntryFor(m);
+    uint16_t* xb = static_cast<uint16_t*>(e.src.get_data_handle());
+    const int64_t n = m * in_;
+    for (int64_t i = 0; i < n; ++i) xb[i] = FloatToBF16(x[i]);
+    e.dst.set_data_handle(y);
+    e.matmul.execute(stream_, {{DNNL_ARG_SRC, e.src}, {DNNL_ARG_WEIGHTS, weights_},
+                               {DNNL_ARG_DST, e.dst}});
+    stream_.wait();
+  }
+
+ private:
+  struct Entry {
+    dnnl::matmul matmul;
+    dnnl::memory src;  // bf16 copy of the activations
+    dnnl::memory dst;  // points at the caller's output
+  };
+
+  dnnl::matmul::primitive_desc PrimitiveDesc(int64_t m, const dnnl::memory::desc& weights) {
+    dnnl::memory::desc src({m, in_}, dt::bf16, tag::ab);
+    dnnl::memory::desc dst({m, out_}, dt::f32, tag::ab);
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), engine_);
+  }
+
+  Entry& EntryFor(int64_t m) {
+    auto it = entries_.find(m);
+    if (it != entries_.end()) return it->second;
+    auto pd = PrimitiveDesc(m, weights_desc_);
+    Entry e{dnnl::matmul(pd), dnnl::memory(pd.src_desc(), engine_),
+            dnnl::memory(pd.dst_desc(), engine_, DNNL_MEMORY_NONE)};
+    return entries_.emplace(m, std::move(e)).first->second;
+  }
+
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  dnnl::memory::desc weights_desc_;
+  dnnl::memory weights_;
+  std::map<int64_t, Entry> entries_;  // by M
+};
+
+}  // namespace
+
+void AppendAsFloat(const TensorView& view, std::vector<float>* out) {
+  const int64_t n = view.NumElements();
+  const size_t base = out->size();
+  out->resize(base + n);
+  float* dst = out->data() + base;
+  switch (view.dtype) {
+    case DType::kF32:
+      std::memcpy(dst, view.data, n * sizeof(float));
+      break;
+    case DType::kF16:
+    case DType::kBF16: {
+      const bool bf16 = view.dtype == DType::kBF16;
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t bits;
+        std::memcpy(&bits, view.data + 2 * i, 2);
+        dst[i] = bf16 ? BF16ToFloat(bits) : FP16ToFloat(bits);
+      }
+      break;
+    }
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Linear>> Linear::Create(const std::vector<const TensorView*>& parts,
+                                                       LinearFormat format) {
+  if (parts.empty()) return absl::InvalidArgumentError("Linear::Create: no weights");
+  const int64_t in = parts[0]->shape.at(1);
+  int64_t out = 0;
+  for (const TensorView* p : parts) {
+    if (p->shape.size() != 2 || p->shape[1] != in) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: a fused linear layer needs [out, %d] weights, found %d dimensions", p->name, in,
+          p->shape.size()));
+    }
+    out += p->shape[0];
+  }
+  std::vector<float> w;
+  w.reserve(in * out);
+  for (const TensorView* p : parts) AppendAsFloat(*p, &w);
+  if (format == LinearFormat::kF32) return std::make_unique<F32Linear>(in, out, std::move(w));
+
+  std::vector<uint16_t> wb(w.size());
+  for (size_t i = 0; i < w.size(); ++i) wb[i] = FloatToBF16(w[i]);
+  std::vector<float>().swap(w);
+  try {
+    return std::make_unique<BF16Linear>(in, out, wb);
+  } catch (const dnnl::error& e) {
+    return absl::InternalError(absl::StrFormat("oneDNN bf16 matmul for %s: %s", parts[0]->name,
+                                               e.what()));
+  }
+}
+
+}  // namespace convoy

@@ -1,1 +1,83 @@
-// placeholder, being written
+#include "executor/cpu/ops.h"
+
+#include <cmath>
+#include <numbers>
+
+namespace convoy {
+
+void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,
+             float* out) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* yr = out + r * dim;
+    double sum = 0.0;
+    for (int64_t i = 0; i < dim; ++i) sum += static_cast<double>(xr[i]) * xr[i];
+    const float scale = static_cast<float>(1.0 / std::sqrt(sum / dim + eps));
+    for (int64_t i = 0; i < dim; ++i) yr[i] = weight[i] * (xr[i] * scale);
+  }
+}
+
+void SiluMul(const float* gate_up, int64_t rows, int64_t inter, float* out) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* g = gate_up + r * 2 * inter;
+    const float* u = g + inter;
+    float* o = out + r * inter;
+    for (int64_t i = 0; i < inter; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  }
+}
+
+void AddInPlace(float* x, const float* y, int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+RopeTable::RopeTable(const ModelConfig& config) {
+  const int64_t dim = config.head_dim;
+  inv_freq_.resize(dim / 2);
+  const RopeScaling& s = config.rope_scaling;
+  for (int64_t i = 0; i < dim / 2; ++i) {
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(dim);
+    float inv = static_cast<float>(1.0 / std::pow(config.rope_theta, static_cast<double>(exponent)));
+    if (s.rope_type == "llama3") {
+      // Long wavelengths are slowed by `factor`, short ones kept, the band between blended.
+      const double low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
+      const double high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
+      const double wavelen = 2.0 * std::numbers::pi / inv;
+      if (wavelen > low_wavelen) {
+        inv = static_cast<float>(inv / s.factor);
+      } else if (wavelen >= high_wavelen) {
+        const double smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) /
+                              (s.high_freq_factor - s.low_freq_factor);
+        inv = static_cast<float>((1.0 - smooth) * inv / s.factor + smooth * inv);
+      }
+    }
+    inv_freq_[i] = inv;
+  }
+}
+
+void RopeTable::Angles(int64_t position, float* cos_out, float* sin_out) const {
+  const float p = static_cast<float>(position);
+  for (size_t i = 0; i < inv_freq_.size(); ++i) {
+    const float angle = p * inv_freq_[i];  // rounded to fp32, as in transformers
+    cos_out[i] = static_cast<float>(std::cos(static_cast<double>(angle)));
+    sin_out[i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+  }
+}
+
+void RopeTable::Apply(float* x, int64_t num_heads, int64_t head_dim, const float* cos_v,
+                      const float* sin_v) {
+  const int64_t half = head_dim / 2;
+  for (int64_t h = 0; h < num_heads; ++h) {
+    float* v = x + h * head_dim;
+    for (int64_t i = 0; i < half; ++i) {
+      const float a = v[i];
+      const float b = v[i + half];
+      v[i] = a * cos_v[i] - b * sin_v[i];
+      v[i + half] = b * cos_v[i] + a * sin_v[i];
+    }
+  }
+}
+
+}  // namespace convoy

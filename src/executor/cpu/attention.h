@@ -1,0 +1,63 @@
+// Attention over the paged KV cache on the CPU. K and V are read through each row's block table;
+// nothing is gathered into a contiguous per-sequence copy.
+//
+// Cache layout, fp32: block b, layer l, k|v, kv head h, slot s, element d at
+//   ((((b * layers + l) * 2 + kv) * kv_heads + h) * block_size + s) * head_dim + d.
+#ifndef CONVOY_EXECUTOR_CPU_ATTENTION_H_
+#define CONVOY_EXECUTOR_CPU_ATTENTION_H_
+
+#include <cstdint>
+
+#include "kv/block_allocator.h"
+#include "kv/kv_cache_spec.h"
+
+namespace convoy {
+
+class PagedKvCache {
+ public:
+  explicit PagedKvCache(const KvCacheSpec& spec);
+  ~PagedKvCache();
+  PagedKvCache(const PagedKvCache&) = delete;
+  PagedKvCache& operator=(const PagedKvCache&) = delete;
+
+  const KvCacheSpec& spec() const { return spec_; }
+  // The head_dim floats of (block, layer, k or v, kv head, slot).
+  float* At(BlockId block, int32_t layer, int32_t kv, int32_t head, int32_t slot) {
+    const int64_t index =
+        ((((static_cast<int64_t>(block) * spec_.num_layers + layer) * 2 + kv) * spec_.num_kv_heads +
+          head) * spec_.block_size + slot) * spec_.head_dim;
+    return data_ + index;
+  }
+
+ private:
+  KvCacheSpec spec_;
+  float* data_ = nullptr;
+};
+
+// One row of a step as attention sees it: `len` query tokens at positions start_pos.. whose K and V
+// are already written to the cache.
+struct AttentionRow {
+  const float* q;  // [len, q_stride], heads of head_dim floats, rope applied
+  float* out;      // [len, out_stride]
+  int32_t len;
+  int32_t start_pos;
+  const BlockId* blocks;
+};
+
+struct AttentionShape {
+  int32_t num_heads;
+  int32_t num_kv_heads;
+  int32_t head_dim;
+  int64_t q_stride;
+  int64_t out_stride;
+  float scale;  // 1 / sqrt(head_dim)
+};
+
+// For each row, token t and head h: softmax over context positions [0, start_pos + t] (causal)
+// of q . k * scale, times V. Parallel over rows, heads and tokens.
+void PagedAttention(PagedKvCache* cache, int32_t layer, const AttentionShape& shape,
+                    const AttentionRow* rows, int32_t num_rows);
+
+}  // namespace convoy
+
+#endif  // CONVOY_EXECUTOR_CPU_ATTENTION_H_

@@ -1,0 +1,40 @@
+// Element-wise parts of the Llama forward pass on the CPU, each parallel over rows.
+#ifndef CONVOY_EXECUTOR_CPU_OPS_H_
+#define CONVOY_EXECUTOR_CPU_OPS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "model/model_config.h"
+
+namespace convoy {
+
+// out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, for `rows` rows of `dim` floats.
+// `out` may alias `x`.
+void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* out);
+
+// out[r, i] = silu(gate_up[r, i]) * gate_up[r, inter + i]; gate_up rows hold gate then up.
+void SiluMul(const float* gate_up, int64_t rows, int64_t inter, float* out);
+
+// x[r] += y[r] over rows x dim.
+void AddInPlace(float* x, const float* y, int64_t n);
+
+// Rotary embedding tables in the layout Hugging Face Llama uses (rotate-half, not interleaved):
+// the angle of pair i at position p is p * inv_freq[i], computed in fp32 as transformers does.
+class RopeTable {
+ public:
+  explicit RopeTable(const ModelConfig& config);
+  int64_t half_dim() const { return static_cast<int64_t>(inv_freq_.size()); }
+  // Fills cos and sin (half_dim floats each) for `position`.
+  void Angles(int64_t position, float* cos_out, float* sin_out) const;
+  // Rotates `num_heads` heads of head_dim floats at `x` in place with precomputed cos/sin.
+  static void Apply(float* x, int64_t num_heads, int64_t head_dim, const float* cos_v,
+                    const float* sin_v);
+
+ private:
+  std::vector<float> inv_freq_;
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_EXECUTOR_CPU_OPS_H_

@@ -1,0 +1,109 @@
+// The CPU executor against Hugging Face transformers: logits at every position of every prompt,
+// for models that transformers itself wrote (scripts/make_reference.py made the fixtures).
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "executor/cpu/cpu_executor.h"
+#include "gtest/gtest.h"
+#include "kv/block_allocator.h"
+#include "kv/block_table.h"
+#include "model/model_weights.h"
+#include "nlohmann/json.hpp"
+#include "status_matchers.h"
+
+namespace convoy {
+namespace {
+
+struct Reference {
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::vector<std::vector<float>>> logits;  // [prompt][position][vocab]
+};
+
+Reference LoadReference(const std::string& dir) {
+  std::ifstream in(dir + "/reference.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(text.str());
+  Reference r;
+  r.prompts = j["prompts"].get<std::vector<std::vector<int32_t>>>();
+  r.logits = j["logits"].get<std::vector<std::vector<std::vector<float>>>>();
+  return r;
+}
+
+// max |a - b| / max |b| over one prompt's logits.
+double RelativeError(const std::vector<float>& got, const std::vector<std::vector<float>>& want) {
+  double max_diff = 0.0, max_ref = 0.0;
+  size_t i = 0;
+  for (const auto& row : want) {
+    for (float w : row) {
+      max_diff = std::max(max_diff, std::abs(static_cast<double>(got[i++]) - w));
+      max_ref = std::max(max_ref, std::abs(static_cast<double>(w)));
+    }
+  }
+  return max_diff / max_ref;
+}
+
+class HfReferenceTest : public ::testing::TestWithParam<std::string> {};
+
+// All prompts of a fixture in one padded batch, then each alone: both match transformers.
+TEST_P(HfReferenceTest, LogitsMatchTransformersInFp32) {
+  const std::string dir = std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/hf/" + GetParam();
+  auto weights = ModelWeights::Load(dir);
+  ASSERT_OK(weights);
+  CpuExecutorOptions options;
+  options.weight_format = CpuWeightFormat::kF32;
+  options.kv_cache_bytes = 8 << 20;
+  options.block_size = 4;  // small blocks: every prompt spans several
+  auto executor = CpuExecutor::Create(**weights, options);
+  ASSERT_OK(executor);
+  const Reference ref = LoadReference(dir);
+  ASSERT_FALSE(ref.prompts.empty());
+  const int64_t vocab = (*weights)->config().vocab_size;
+  BlockAllocator allocator((*executor)->kv_spec().num_blocks);
+
+  auto run = [&](const std::vector<size_t>& which) {
+    StepPlan plan;
+    std::vector<BlockTable> tables;
+    for (size_t p : which) {
+      BlockTable table(options.block_size);
+      EXPECT_OK(table.Reserve(static_cast<int64_t>(ref.prompts[p].size()), &allocator));
+      StepRow row;
+      row.seq_id = static_cast<int64_t>(p);
+      row.token_ids = ref.prompts[p];
+      row.block_table = table.blocks();
+      row.return_logits = true;
+      plan.rows.push_back(row);
+      tables.push_back(std::move(table));
+    }
+    auto result = (*executor)->Step(plan);
+    EXPECT_OK(result);
+    for (size_t k = 0; k < which.size() && result.ok(); ++k) {
+      const size_t p = which[k];
+      const auto& got = result->rows[k].logits;
+      ASSERT_EQ(got.size(), ref.prompts[p].size() * vocab);
+      const double err = RelativeError(got, ref.logits[p]);
+      EXPECT_LE(err, 1e-4) << GetParam() << " prompt " << p << " (length "
+                           << ref.prompts[p].size() << ") in a batch of " << which.size();
+      // The greedy choice at the last position agrees too.
+      EXPECT_EQ(result->rows[k].token,
+                std::max_element(ref.logits[p].back().begin(), ref.logits[p].back().end()) -
+                    ref.logits[p].back().begin());
+    }
+    for (BlockTable& t : tables) t.ReleaseAll(&allocator);
+  };
+
+  std::vector<size_t> all(ref.prompts.size());
+  for (size_t p = 0; p < all.size(); ++p) all[p] = p;
+  run(all);
+  for (size_t p = 0; p < all.size(); ++p) run({p});
+  EXPECT_EQ(allocator.num_free(), allocator.num_blocks());
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, HfReferenceTest,
+                         ::testing::Values("gqa_untied_sharded", "mha_tied", "llama3_bf16"));
+
+}  // namespace
+}  // namespace convoy

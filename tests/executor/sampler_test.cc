@@ -1,0 +1,108 @@
+#include "executor/sampler.h"
+
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "status_matchers.h"
+
+namespace convoy {
+namespace {
+
+using ::convoy::testing::StatusIs;
+using ::testing::HasSubstr;
+
+double LogSoftmaxAt(const std::vector<float>& logits, int32_t i) {
+  double m = *std::max_element(logits.begin(), logits.end());
+  double s = 0;
+  for (float l : logits) s += std::exp(l - m);
+  return logits[i] - m - std::log(s);
+}
+
+TEST(SamplerTest, GreedyPicksArgmaxWithItsLogprob) {
+  std::vector<float> logits = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f};
+  std::vector<std::pair<float, int32_t>> scratch;
+  SampledToken t = SampleToken(logits.data(), 5, SamplingParams{}, 0, &scratch);
+  EXPECT_EQ(t.token, 1) << "ties go to the lowest id";
+  EXPECT_NEAR(t.logprob, LogSoftmaxAt(logits, 1), 1e-6);
+}
+
+TEST(SamplerTest, TopKOneAndTinyTopPAreGreedy) {
+  std::vector<float> logits = {0.1f, 0.3f, 3.0f, 0.2f};
+  std::vector<std::pair<float, int32_t>> scratch;
+  for (int64_t i = 0; i < 50; ++i) {
+    EXPECT_EQ(SampleToken(logits.data(), 4, {1.0f, 1, 1.0f, 9, 0}, i, &scratch).token, 2);
+    EXPECT_EQ(SampleToken(logits.data(), 4, {1.0f, 0, 0.01f, 9, 0}, i, &scratch).token, 2);
+  }
+}
+
+TEST(SamplerTest, SameSeedSameTokensOtherSeedOtherTokens) {
+  std::vector<float> logits(50, 0.0f);
+  std::vector<std::pair<float, int32_t>> scratch;
+  std::vector<int32_t> a, b, c;
+  for (int64_t i = 0; i < 40; ++i) {
+    a.push_back(SampleToken(logits.data(), 50, {1.0f, 0, 1.0f, 42, 0}, i, &scratch).token);
+    b.push_back(SampleToken(logits.data(), 50, {1.0f, 0, 1.0f, 42, 0}, i, &scratch).token);
+    c.push_back(SampleToken(logits.data(), 50, {1.0f, 0, 1.0f, 43, 0}, i, &scratch).token);
+  }
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+}
+
+// Draws follow softmax(logits / T) restricted by top-k and top-p. 20000 seeded draws are
+// deterministic, so the frequency bounds below cannot flake.
+TEST(SamplerTest, FrequenciesFollowTheTruncatedDistribution) {
+  const std::vector<float> logits = {std::log(0.5f), std::log(0.3f), std::log(0.15f),
+                                     std::log(0.05f)};
+  std::vector<std::pair<float, int32_t>> scratch;
+  auto frequencies = [&](SamplingParams p) {
+    std::map<int32_t, double> f;
+    const int n = 20000;
+    for (int i = 0; i < n; ++i) f[SampleToken(logits.data(), 4, p, i, &scratch).token] += 1.0 / n;
+    return f;
+  };
+  auto plain = frequencies({1.0f, 0, 1.0f, 5, 0});
+  EXPECT_NEAR(plain[0], 0.5, 0.02);
+  EXPECT_NEAR(plain[1], 0.3, 0.02);
+  EXPECT_NEAR(plain[3], 0.05, 0.01);
+  auto top2 = frequencies({1.0f, 2, 1.0f, 5, 0});
+  EXPECT_NEAR(top2[0], 0.625, 0.02);
+  EXPECT_EQ(top2.count(2) + top2.count(3), 0u);
+  auto nucleus = frequencies({1.0f, 0, 0.7f, 5, 0});  // 0.5 + 0.3 reaches 0.7
+  EXPECT_NEAR(nucleus[1], 0.375, 0.02);
+  EXPECT_EQ(nucleus.count(2), 0u);
+  auto hot = frequencies({2.0f, 0, 1.0f, 5, 0});  // p^(1/2), renormalized
+  const double z = std::sqrt(0.5) + std::sqrt(0.3) + std::sqrt(0.15) + std::sqrt(0.05);
+  EXPECT_NEAR(hot[3], std::sqrt(0.05) / z, 0.015);
+}
+
+TEST(SamplerTest, TopLogprobsAreTheMostLikelyInOrder) {
+  std::vector<float> logits = {0.0f, 3.0f, 1.0f, 2.0f};
+  std::vector<std::pair<float, int32_t>> scratch;
+  SampledToken t = SampleToken(logits.data(), 4, {0.0f, 0, 1.0f, 0, 3}, 0, &scratch);
+  ASSERT_EQ(t.top_logprobs.size(), 3u);
+  EXPECT_EQ(t.top_logprobs[0].token, 1);
+  EXPECT_EQ(t.top_logprobs[1].token, 3);
+  EXPECT_EQ(t.top_logprobs[2].token, 2);
+  EXPECT_NEAR(t.top_logprobs[1].logprob, LogSoftmaxAt(logits, 3), 1e-6);
+}
+
+TEST(SamplerTest, ValidationNamesTheField) {
+  EXPECT_THAT(ValidateSamplingParams({-1.0f, 0, 1.0f, 0, 0}, 10),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("temperature")));
+  EXPECT_THAT(ValidateSamplingParams({NAN, 0, 1.0f, 0, 0}, 10),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("temperature")));
+  EXPECT_THAT(ValidateSamplingParams({1.0f, -2, 1.0f, 0, 0}, 10),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("top_k")));
+  EXPECT_THAT(ValidateSamplingParams({1.0f, 0, 0.0f, 0, 0}, 10),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("top_p")));
+  EXPECT_THAT(ValidateSamplingParams({1.0f, 0, 1.5f, 0, 0}, 10),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("top_p")));
+  EXPECT_THAT(ValidateSamplingParams({1.0f, 0, 1.0f, 0, 11}, 10),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("num_top_logprobs")));
+  EXPECT_OK(ValidateSamplingParams({0.7f, 40, 0.9f, 1, 5}, 10));
+}
+
+}  // namespace
+}  // namespace convoy

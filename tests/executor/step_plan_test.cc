@@ -1,0 +1,107 @@
+// A malformed step plan is refused with a message naming the row and field, writes nothing, and
+// the executor keeps working.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "executor/cpu/cpu_executor.h"
+#include "gtest/gtest.h"
+#include "status_matchers.h"
+#include "test_models.h"
+
+namespace convoy {
+namespace {
+
+using ::convoy::testing::StatusIs;
+using ::testing::HasSubstr;
+
+class StepPlanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    weights_ = testing::LoadRandomModel("plans", testing::SmallGqaConfig());
+    ASSERT_NE(weights_, nullptr);
+    CpuExecutorOptions options;
+    options.kv_cache_bytes = 4 << 20;
+    options.block_size = 4;
+    auto executor = CpuExecutor::Create(*weights_, options);
+    ASSERT_OK(executor);
+    executor_ = std::move(executor).value();
+  }
+
+  StepRow GoodRow() {
+    StepRow row;
+    row.seq_id = 1;
+    row.token_ids = {5, 6, 7, 8, 9};
+    row.block_table = {0, 1};
+    return row;
+  }
+
+  std::unique_ptr<ModelWeights> weights_;
+  std::unique_ptr<CpuExecutor> executor_;
+};
+
+TEST_F(StepPlanTest, EachMalformedPlanNamesWhatIsWrong) {
+  struct Case {
+    std::string name;
+    std::function<void(StepPlan*)> breaks;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"no rows", [](StepPlan* p) { p->rows.clear(); }, "no rows"},
+      {"empty tokens", [](StepPlan* p) { p->rows[0].token_ids.clear(); }, "token_ids is empty"},
+      {"token too large", [](StepPlan* p) { p->rows[0].token_ids[2] = 320; },
+       "token_ids[2] = 320 is outside the vocabulary"},
+      {"negative token", [](StepPlan* p) { p->rows[0].token_ids[0] = -1; }, "token_ids[0] = -1"},
+      {"negative start", [](StepPlan* p) { p->rows[0].start_pos = -3; }, "start_pos -3"},
+      {"short block table", [](StepPlan* p) { p->rows[0].block_table = {0}; },
+       "block_table holds 4 tokens, the row needs 5"},
+      {"block out of range", [](StepPlan* p) { p->rows[0].block_table[1] = 1 << 30; },
+       "block_table[1]"},
+      {"duplicate sequence", [](StepPlan* p) { p->rows.push_back(p->rows[0]); }, "twice"},
+      {"past the context",
+       [](StepPlan* p) {
+         p->rows[0].start_pos = 510;
+         p->rows[0].block_table.assign(129, 0);
+       },
+       "exceed the model's context of 512"},
+      {"bad top_p",
+       [](StepPlan* p) {
+         p->rows[0].sampling.temperature = 1.0f;
+         p->rows[0].sampling.top_p = 0.0f;
+       },
+       "top_p"},
+  };
+  for (const Case& c : cases) {
+    StepPlan plan;
+    plan.rows.push_back(GoodRow());
+    c.breaks(&plan);
+    EXPECT_THAT(executor_->Step(plan),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.message)))
+        << c.name;
+  }
+  StepPlan good;
+  good.rows.push_back(GoodRow());
+  auto result = executor_->Step(good);
+  ASSERT_OK(result);
+  EXPECT_EQ(result->rows[0].seq_id, 1);
+  EXPECT_GE(result->rows[0].token, 0);
+}
+
+TEST_F(StepPlanTest, ReportsPaddingOfMixedLengths) {
+  StepPlan plan;
+  plan.rows.push_back(GoodRow());  // 5 tokens
+  StepRow decode;
+  decode.seq_id = 2;
+  decode.token_ids = {3};
+  decode.start_pos = 0;
+  decode.block_table = {2};
+  plan.rows.push_back(decode);
+  auto result = executor_->Step(plan);
+  ASSERT_OK(result);
+  EXPECT_EQ(result->padded_length, 5);
+  EXPECT_EQ(result->real_tokens, 6);
+  EXPECT_EQ(result->padded_tokens, 4);
+}
+
+}  // namespace
+}  // namespace convoy
