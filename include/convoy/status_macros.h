@@ -11,10 +11,10 @@
 #define CONVOY_CONCAT_(a, b) CONVOY_CONCAT_INNER_(a, b)
 
 // Returns the status from the enclosing function when `expr` is not OK.
-#define RETURN_IF_ERROR(expr)                          \
-  do {                                                 \
-    ::absl::Status convoy_status_ = (expr);            \
-    if (!convoy_status_.ok()) return convoy_status_;   \
+#define RETURN_IF_ERROR(expr)                        \
+  do {                                               \
+    ::absl::Status convoy_status_ = (expr);          \
+    if (!convoy_status_.ok()) return convoy_status_; \
   } while (false)
 
 // `ASSIGN_OR_RETURN(auto x, MakeX());` declares and assigns the value, or returns the error.

@@ -46,11 +46,13 @@ absl::StatusOr<std::vector<GenerationOutput>> Generator::Generate(
                                      r.prompt[j], model.vocab_size));
       }
     }
-    if (r.max_tokens < 1) return error(absl::StrFormat("max_tokens must be >= 1, got %d", r.max_tokens));
+    if (r.max_tokens < 1)
+      return error(absl::StrFormat("max_tokens must be >= 1, got %d", r.max_tokens));
     const int64_t total = static_cast<int64_t>(r.prompt.size()) + r.max_tokens - 1;
     if (total > model.max_position_embeddings) {
-      return error(absl::StrFormat("prompt of %d tokens plus max_tokens %d exceeds the context of %d",
-                                   r.prompt.size(), r.max_tokens, model.max_position_embeddings));
+      return error(
+          absl::StrFormat("prompt of %d tokens plus max_tokens %d exceeds the context of %d",
+                          r.prompt.size(), r.max_tokens, model.max_position_embeddings));
     }
     RETURN_IF_ERROR(ValidateSamplingParams(r.sampling, static_cast<int32_t>(model.vocab_size)));
   }
@@ -103,7 +105,8 @@ absl::StatusOr<std::vector<GenerationOutput>> Generator::Generate(
       if (!row.sample) continue;
       s.output.token_ids.push_back(out.token);
       s.output.logprobs.push_back(out.logprob);
-      if (s.request->sampling.num_top_logprobs > 0) s.output.top_logprobs.push_back(out.top_logprobs);
+      if (s.request->sampling.num_top_logprobs > 0)
+        s.output.top_logprobs.push_back(out.top_logprobs);
       const auto& stops = s.request->stop_token_ids;
       if (std::find(stops.begin(), stops.end(), out.token) != stops.end()) {
         s.output.finish_reason = FinishReason::kStop;

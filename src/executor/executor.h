@@ -59,7 +59,7 @@ struct StepResult {
   std::vector<RowResult> rows;  // in the plan's order
   int32_t padded_length = 0;    // the longest row: every row is padded to it
   int64_t real_tokens = 0;
-  int64_t padded_tokens = 0;    // rows x padded_length - real_tokens
+  int64_t padded_tokens = 0;  // rows x padded_length - real_tokens
 };
 
 class Executor {

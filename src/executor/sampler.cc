@@ -35,9 +35,9 @@ absl::Status ValidateSamplingParams(const SamplingParams& p, int32_t vocab_size)
     return absl::InvalidArgumentError(absl::StrFormat("top_p must be in (0, 1], got %g", p.top_p));
   }
   if (p.num_top_logprobs < 0 || p.num_top_logprobs > std::min(vocab_size, 100)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "num_top_logprobs must be in [0, %d], got %d", std::min(vocab_size, 100),
-        p.num_top_logprobs));
+    return absl::InvalidArgumentError(absl::StrFormat("num_top_logprobs must be in [0, %d], got %d",
+                                                      std::min(vocab_size, 100),
+                                                      p.num_top_logprobs));
   }
   return absl::OkStatus();
 }
@@ -59,7 +59,8 @@ SampledToken SampleToken(const float* logits, int32_t vocab_size, const Sampling
     }
   }
   double sum = 0.0;
-  for (int32_t i = 0; i < vocab_size; ++i) sum += std::exp(static_cast<double>(logits[i] - max_logit));
+  for (int32_t i = 0; i < vocab_size; ++i)
+    sum += std::exp(static_cast<double>(logits[i] - max_logit));
   const float log_z = max_logit + static_cast<float>(std::log(sum));
 
   SampledToken result;
@@ -117,7 +118,8 @@ SampledToken SampleToken(const float* logits, int32_t vocab_size, const Sampling
     for (int32_t i = 0; i < vocab_size; ++i) c[i] = {logits[i], i};
     const int32_t n = std::min(params.num_top_logprobs, vocab_size);
     std::partial_sort(c.begin(), c.begin() + n, c.end(), ByLogitDesc);
-    for (int32_t i = 0; i < n; ++i) result.top_logprobs.push_back({c[i].second, c[i].first - log_z});
+    for (int32_t i = 0; i < n; ++i)
+      result.top_logprobs.push_back({c[i].second, c[i].first - log_z});
   }
   return result;
 }

@@ -15,9 +15,8 @@ BlockAllocator::BlockAllocator(int32_t num_blocks) : ref_counts_(num_blocks, 0) 
 absl::Status BlockAllocator::Allocate(int32_t n, std::vector<BlockId>* out) {
   if (n < 0) return absl::InvalidArgumentError(absl::StrFormat("cannot allocate %d blocks", n));
   if (n > num_free()) {
-    return absl::ResourceExhaustedError(
-        absl::StrFormat("KV cache full: %d blocks needed, %d of %d free", n, num_free(),
-                        num_blocks()));
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "KV cache full: %d blocks needed, %d of %d free", n, num_free(), num_blocks()));
   }
   for (int32_t i = 0; i < n; ++i) {
     BlockId b = free_list_.back();
@@ -62,8 +61,9 @@ absl::Status BlockAllocator::CheckInvariants() const {
       return absl::InternalError(absl::StrFormat("block %d has ref count %d", b, ref_counts_[b]));
     }
     if (on_free_list[b] != (ref_counts_[b] == 0)) {
-      return absl::InternalError(absl::StrFormat("block %d has ref count %d but is %son the free list",
-                                                 b, ref_counts_[b], on_free_list[b] ? "" : "not "));
+      return absl::InternalError(
+          absl::StrFormat("block %d has ref count %d but is %son the free list", b, ref_counts_[b],
+                          on_free_list[b] ? "" : "not "));
     }
   }
   return absl::OkStatus();

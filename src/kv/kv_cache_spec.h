@@ -10,7 +10,7 @@ struct KvCacheSpec {
   int32_t num_layers = 0;
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
-  int32_t block_size = 16;    // tokens per block
+  int32_t block_size = 16;  // tokens per block
   int32_t bytes_per_element = 4;
   int32_t num_blocks = 0;
 

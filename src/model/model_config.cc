@@ -1,1 +1,472 @@
-// placeholder, being written
+#include "model/model_config.h"
+
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "convoy/status_macros.h"
+#include "model/file_util.h"
+#include "nlohmann/json.hpp"
+
+namespace convoy {
+namespace {
+
+using Json = nlohmann::json;
+
+// Reads config.json fields; every error is prefixed with the source file.
+class ConfigReader {
+ public:
+  ConfigReader(const Json& json, const std::string& source) : json_(json), source_(source) {}
+
+  absl::Status Invalid(const std::string& message) const {
+    return absl::InvalidArgumentError(absl::StrCat(source_, ": ", message));
+  }
+  absl::Status Unsupported(const std::string& message) const {
+    return absl::UnimplementedError(absl::StrCat(source_, ": ", message));
+  }
+
+  // A field that is absent or null.
+  bool IsMissing(const Json& object, const char* field) const {
+    auto it = object.find(field);
+    return it == object.end() || it->is_null();
+  }
+
+  absl::StatusOr<int64_t> Int(const Json& object, const std::string& path, const char* field,
+                              const int64_t* default_value) const {
+    if (IsMissing(object, field)) {
+      if (default_value != nullptr) return *default_value;
+      return Invalid(absl::StrFormat("field '%s%s' is required, found none", path, field));
+    }
+    const Json& value = object.at(field);
+    if (value.is_number_unsigned()) {
+      if (value.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+        return Invalid(
+            absl::StrFormat("field '%s%s' must be an integer that fits in 64 bits, "
+                            "found %s",
+                            path, field, value.dump()));
+      }
+      return static_cast<int64_t>(value.get<uint64_t>());
+    }
+    if (value.is_number_integer()) return value.get<int64_t>();
+    return Invalid(
+        absl::StrFormat("field '%s%s' must be an integer, found %s", path, field, value.dump()));
+  }
+
+  absl::StatusOr<int64_t> Int(const char* field, int64_t default_value) const {
+    return Int(json_, "", field, &default_value);
+  }
+  absl::StatusOr<int64_t> RequiredInt(const char* field) const {
+    return Int(json_, "", field, nullptr);
+  }
+
+  absl::StatusOr<double> Double(const Json& object, const std::string& path, const char* field,
+                                const double* default_value) const {
+    if (IsMissing(object, field)) {
+      if (default_value != nullptr) return *default_value;
+      return Invalid(absl::StrFormat("field '%s%s' is required, found none", path, field));
+    }
+    const Json& value = object.at(field);
+    if (!value.is_number()) {
+      return Invalid(
+          absl::StrFormat("field '%s%s' must be a number, found %s", path, field, value.dump()));
+    }
+    return value.get<double>();
+  }
+
+  absl::StatusOr<bool> Bool(const char* field, bool default_value) const {
+    if (IsMissing(json_, field)) return default_value;
+    const Json& value = json_.at(field);
+    if (!value.is_boolean()) {
+      return Invalid(
+          absl::StrFormat("field '%s' must be true or false, found %s", field, value.dump()));
+    }
+    return value.get<bool>();
+  }
+
+  // nullptr when absent or null.
+  absl::StatusOr<const std::string*> String(const Json& object, const std::string& path,
+                                            const char* field) const {
+    if (IsMissing(object, field)) return nullptr;
+    const Json& value = object.at(field);
+    if (!value.is_string()) {
+      return Invalid(
+          absl::StrFormat("field '%s%s' must be a string, found %s", path, field, value.dump()));
+    }
+    return value.get_ptr<const std::string*>();
+  }
+
+  const Json& json() const { return json_; }
+
+ private:
+  const Json& json_;
+  const std::string& source_;
+};
+
+absl::Status CheckArchitecture(const ConfigReader& reader) {
+  const Json& json = reader.json();
+  if (!reader.IsMissing(json, "architectures")) {
+    const Json& architectures = json.at("architectures");
+    if (!architectures.is_array()) {
+      return reader.Invalid(absl::StrCat("field 'architectures' must be a list of strings, found ",
+                                         architectures.dump()));
+    }
+    for (const Json& name : architectures) {
+      if (name.is_string() && name.get<std::string>() == "LlamaForCausalLM") {
+        return absl::OkStatus();
+      }
+    }
+    return reader.Unsupported(absl::StrCat(
+        "field 'architectures' must contain \"LlamaForCausalLM\", found ", architectures.dump()));
+  }
+  ASSIGN_OR_RETURN(const std::string* model_type, reader.String(json, "", "model_type"));
+  if (model_type == nullptr || *model_type != "llama") {
+    return reader.Unsupported(
+        absl::StrCat("field 'model_type' must be \"llama\" when 'architectures' is absent, found ",
+                     model_type == nullptr ? std::string("none") : Json(*model_type).dump()));
+  }
+  return absl::OkStatus();
+}
+
+// The rope scaling object: transformers 4 writes it as "rope_scaling" (rope_theta beside it),
+// transformers 5 as "rope_parameters" (rope_theta inside it).
+absl::StatusOr<RopeScaling> ParseRopeScaling(const ConfigReader& reader, const char* field) {
+  RopeScaling scaling;
+  const Json& json = reader.json();
+  if (reader.IsMissing(json, field)) return scaling;
+  const Json& object = json.at(field);
+  const std::string path = absl::StrCat(field, ".");
+  if (!object.is_object()) {
+    return reader.Invalid(
+        absl::StrCat("field '", field, "' must be null or an object, found ", object.dump()));
+  }
+  // Newer configs spell it "rope_type", older ones "type".
+  const char* type_field = object.contains("rope_type") ? "rope_type" : "type";
+  ASSIGN_OR_RETURN(const std::string* type, reader.String(object, path, type_field));
+  if (type == nullptr) {
+    return reader.Invalid(absl::StrFormat(
+        "field '%s.rope_type' is required when %s is set, found none", field, field));
+  }
+  if (*type == "default") return scaling;
+  if (*type != "llama3") {
+    return reader.Unsupported(absl::StrFormat(
+        "field '%s.%s' must be \"llama3\" (the only supported RoPE scaling), found \"%s\"", field,
+        type_field, *type));
+  }
+  scaling.rope_type = "llama3";
+  ASSIGN_OR_RETURN(scaling.factor, reader.Double(object, path, "factor", nullptr));
+  ASSIGN_OR_RETURN(scaling.low_freq_factor,
+                   reader.Double(object, path, "low_freq_factor", nullptr));
+  ASSIGN_OR_RETURN(scaling.high_freq_factor,
+                   reader.Double(object, path, "high_freq_factor", nullptr));
+  ASSIGN_OR_RETURN(scaling.original_max_position_embeddings,
+                   reader.Int(object, path, "original_max_position_embeddings", nullptr));
+  return scaling;
+}
+
+absl::StatusOr<DType> ParseTorchDType(const ConfigReader& reader) {
+  // transformers >= 4.56 writes "dtype"; older versions "torch_dtype".
+  const char* field = reader.json().contains("torch_dtype") ? "torch_dtype" : "dtype";
+  ASSIGN_OR_RETURN(const std::string* name, reader.String(reader.json(), "", field));
+  if (name == nullptr || *name == "float32") return DType::kF32;
+  if (*name == "float16") return DType::kF16;
+  if (*name == "bfloat16") return DType::kBF16;
+  return reader.Unsupported(absl::StrFormat(
+      "field '%s' must be \"float32\", \"float16\" or \"bfloat16\", found \"%s\"", field, *name));
+}
+
+absl::Status ParseTokenIds(const ConfigReader& reader, ModelConfig& config) {
+  const Json& json = reader.json();
+  if (reader.IsMissing(json, "bos_token_id")) {
+    if (json.contains("bos_token_id")) config.bos_token_id = -1;
+  } else {
+    ASSIGN_OR_RETURN(config.bos_token_id, reader.RequiredInt("bos_token_id"));
+  }
+  if (reader.IsMissing(json, "eos_token_id")) {
+    if (json.contains("eos_token_id")) config.eos_token_id = -1;
+    return absl::OkStatus();
+  }
+  const Json& eos = json.at("eos_token_id");
+  if (!eos.is_array()) {
+    ASSIGN_OR_RETURN(config.eos_token_id, reader.RequiredInt("eos_token_id"));
+    config.eos_token_ids = {config.eos_token_id};
+    return absl::OkStatus();
+  }
+  if (eos.empty()) {
+    return reader.Invalid("field 'eos_token_id' must be an integer or a non-empty list, found []");
+  }
+  for (const Json& id : eos) {
+    if (!id.is_number_integer()) {
+      return reader.Invalid(absl::StrCat(
+          "field 'eos_token_id' must be an integer or a list of integers, found ", eos.dump()));
+    }
+    config.eos_token_ids.push_back(id.get<int64_t>());
+  }
+  config.eos_token_id = config.eos_token_ids.front();
+  return absl::OkStatus();
+}
+
+absl::Status CheckUnsupportedFeatures(const ConfigReader& reader) {
+  for (const char* field : {"attention_bias", "mlp_bias"}) {
+    ASSIGN_OR_RETURN(bool has_bias, reader.Bool(field, false));
+    if (has_bias) {
+      return reader.Unsupported(absl::StrFormat(
+          "field '%s' must be false (biases are not supported), found true", field));
+    }
+  }
+  ASSIGN_OR_RETURN(const std::string* activation, reader.String(reader.json(), "", "hidden_act"));
+  if (activation != nullptr && *activation != "silu") {
+    return reader.Unsupported(
+        absl::StrFormat("field 'hidden_act' must be \"silu\", found \"%s\"", *activation));
+  }
+  return absl::OkStatus();
+}
+
+const char* DTypeJsonName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return "float32";
+    case DType::kF16:
+      return "float16";
+    case DType::kBF16:
+      return "bfloat16";
+  }
+  return "float32";
+}
+
+template <typename... Args>
+absl::Status InvalidField(const absl::FormatSpec<Args...>& format, const Args&... args) {
+  return absl::InvalidArgumentError(absl::StrFormat(format, args...));
+}
+
+}  // namespace
+
+const char* DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return "F32";
+    case DType::kF16:
+      return "F16";
+    case DType::kBF16:
+      return "BF16";
+  }
+  return "unknown";
+}
+
+int DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return 4;
+    case DType::kF16:
+    case DType::kBF16:
+      return 2;
+  }
+  return 0;
+}
+
+int64_t ModelConfig::NumParameters() const {
+  const int64_t embeddings = vocab_size * hidden_size;
+  const int64_t per_layer = 2 * hidden_size                         // the two norms
+                            + q_size() * hidden_size * 2            // q_proj, o_proj
+                            + kv_size() * hidden_size * 2           // k_proj, v_proj
+                            + intermediate_size * hidden_size * 3;  // gate, up, down
+  return embeddings * (tie_word_embeddings ? 1 : 2) + num_hidden_layers * per_layer + hidden_size;
+}
+
+absl::Status ModelConfig::Validate() const {
+  const std::pair<const char*, int64_t> positive[] = {
+      {"vocab_size", vocab_size},
+      {"hidden_size", hidden_size},
+      {"intermediate_size", intermediate_size},
+      {"num_hidden_layers", num_hidden_layers},
+      {"num_attention_heads", num_attention_heads},
+      {"num_key_value_heads", num_key_value_heads},
+      {"head_dim", head_dim},
+      {"max_position_embeddings", max_position_embeddings},
+  };
+  for (const auto& [field, value] : positive) {
+    if (value <= 0) return InvalidField("field '%s' must be positive, found %d", field, value);
+  }
+  if (num_attention_heads % num_key_value_heads != 0) {
+    return InvalidField("field 'num_key_value_heads' must divide num_attention_heads %d, found %d",
+                        num_attention_heads, num_key_value_heads);
+  }
+  if (head_dim % 2 != 0) {
+    return InvalidField("field 'head_dim' must be even (RoPE rotates pairs), found %d", head_dim);
+  }
+  // Keeps every tensor's element count far from int64 overflow.
+  constexpr int64_t kMaxDimension = int64_t{1} << 24;
+  for (const auto& [field, value] : positive) {
+    if (value > kMaxDimension) {
+      return InvalidField("field '%s' must be at most %d, found %d", field, kMaxDimension, value);
+    }
+  }
+  if (!(rms_norm_eps > 0) || !std::isfinite(rms_norm_eps)) {
+    return InvalidField("field 'rms_norm_eps' must be a positive number, found %g", rms_norm_eps);
+  }
+  if (!(rope_theta > 0) || !std::isfinite(rope_theta)) {
+    return InvalidField("field 'rope_theta' must be a positive number, found %g", rope_theta);
+  }
+  if (rope_scaling.rope_type == "llama3") {
+    if (!(rope_scaling.factor > 0) || !std::isfinite(rope_scaling.factor)) {
+      return InvalidField("field 'rope_scaling.factor' must be a positive number, found %g",
+                          rope_scaling.factor);
+    }
+    if (!(rope_scaling.low_freq_factor > 0) || !std::isfinite(rope_scaling.low_freq_factor)) {
+      return InvalidField(
+          "field 'rope_scaling.low_freq_factor' must be a positive number, found %g",
+          rope_scaling.low_freq_factor);
+    }
+    if (!(rope_scaling.high_freq_factor > rope_scaling.low_freq_factor) ||
+        !std::isfinite(rope_scaling.high_freq_factor)) {
+      return InvalidField(
+          "field 'rope_scaling.high_freq_factor' must be greater than low_freq_factor %g, "
+          "found %g",
+          rope_scaling.low_freq_factor, rope_scaling.high_freq_factor);
+    }
+    if (rope_scaling.original_max_position_embeddings <= 0) {
+      return InvalidField(
+          "field 'rope_scaling.original_max_position_embeddings' must be positive, found %d",
+          rope_scaling.original_max_position_embeddings);
+    }
+  } else if (rope_scaling.rope_type != "default") {
+    return InvalidField(
+        "field 'rope_scaling.rope_type' must be \"default\" or \"llama3\", found \"%s\"",
+        rope_scaling.rope_type);
+  }
+  if (bos_token_id < -1 || bos_token_id >= vocab_size) {
+    return InvalidField("field 'bos_token_id' must be in [0, vocab_size %d) or null, found %d",
+                        vocab_size, bos_token_id);
+  }
+  if (!eos_token_ids.empty() && eos_token_ids.front() != eos_token_id) {
+    return InvalidField("field 'eos_token_ids' must start with eos_token_id %d, found %d",
+                        eos_token_id, eos_token_ids.front());
+  }
+  for (int64_t id : eos_token_ids.empty() ? std::vector<int64_t>{eos_token_id} : eos_token_ids) {
+    if (id < -1 || id >= vocab_size || (id == -1 && eos_token_ids.size() > 1)) {
+      return InvalidField("field 'eos_token_id' must be in [0, vocab_size %d) or null, found %d",
+                          vocab_size, id);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
+                                             const std::string& source) {
+  Json json;
+  try {
+    json = Json::parse(json_text);
+  } catch (const Json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": not valid JSON: ", e.what()));
+  }
+  if (!json.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": expected a JSON object, found ", json.type_name()));
+  }
+  const ConfigReader reader(json, source);
+  RETURN_IF_ERROR(CheckArchitecture(reader));
+  RETURN_IF_ERROR(CheckUnsupportedFeatures(reader));
+
+  ModelConfig config;
+  ASSIGN_OR_RETURN(config.vocab_size, reader.RequiredInt("vocab_size"));
+  ASSIGN_OR_RETURN(config.hidden_size, reader.RequiredInt("hidden_size"));
+  ASSIGN_OR_RETURN(config.intermediate_size, reader.RequiredInt("intermediate_size"));
+  ASSIGN_OR_RETURN(config.num_hidden_layers, reader.RequiredInt("num_hidden_layers"));
+  ASSIGN_OR_RETURN(config.num_attention_heads, reader.RequiredInt("num_attention_heads"));
+  if (config.num_attention_heads <= 0) {
+    return reader.Invalid(absl::StrFormat("field 'num_attention_heads' must be positive, found %d",
+                                          config.num_attention_heads));
+  }
+  ASSIGN_OR_RETURN(config.num_key_value_heads,
+                   reader.Int("num_key_value_heads", config.num_attention_heads));
+  if (reader.IsMissing(json, "head_dim")) {
+    if (config.hidden_size % config.num_attention_heads != 0) {
+      return reader.Invalid(absl::StrFormat(
+          "field 'hidden_size' must be a multiple of num_attention_heads %d when head_dim is "
+          "absent, found %d",
+          config.num_attention_heads, config.hidden_size));
+    }
+    config.head_dim = config.hidden_size / config.num_attention_heads;
+  } else {
+    ASSIGN_OR_RETURN(config.head_dim, reader.RequiredInt("head_dim"));
+  }
+  ASSIGN_OR_RETURN(config.max_position_embeddings,
+                   reader.Int("max_position_embeddings", config.max_position_embeddings));
+  ASSIGN_OR_RETURN(config.rms_norm_eps,
+                   reader.Double(json, "", "rms_norm_eps", &config.rms_norm_eps));
+  ASSIGN_OR_RETURN(config.rope_theta, reader.Double(json, "", "rope_theta", &config.rope_theta));
+  if (reader.IsMissing(json, "rope_scaling") && !reader.IsMissing(json, "rope_parameters") &&
+      json.at("rope_parameters").is_object()) {
+    ASSIGN_OR_RETURN(config.rope_theta,
+                     reader.Double(json.at("rope_parameters"), "rope_parameters.", "rope_theta",
+                                   &config.rope_theta));
+    ASSIGN_OR_RETURN(config.rope_scaling, ParseRopeScaling(reader, "rope_parameters"));
+  } else {
+    ASSIGN_OR_RETURN(config.rope_scaling, ParseRopeScaling(reader, "rope_scaling"));
+  }
+  ASSIGN_OR_RETURN(config.tie_word_embeddings, reader.Bool("tie_word_embeddings", false));
+  ASSIGN_OR_RETURN(config.torch_dtype, ParseTorchDType(reader));
+  RETURN_IF_ERROR(ParseTokenIds(reader, config));
+
+  absl::Status status = config.Validate();
+  if (!status.ok())
+    return absl::Status(status.code(), absl::StrCat(source, ": ", status.message()));
+  return config;
+}
+
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  return ParseModelConfig(text, path);
+}
+
+std::string ModelConfigToJson(const ModelConfig& config) {
+  nlohmann::ordered_json json;
+  auto token_id = [](int64_t id) {
+    return id < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(id);
+  };
+  json["architectures"] = {config.architecture};
+  json["attention_bias"] = false;
+  json["attention_dropout"] = 0.0;
+  json["bos_token_id"] = token_id(config.bos_token_id);
+  if (config.eos_token_ids.size() > 1) {
+    json["eos_token_id"] = config.eos_token_ids;
+  } else {
+    json["eos_token_id"] = token_id(config.eos_token_id);
+  }
+  json["head_dim"] = config.head_dim;
+  json["hidden_act"] = "silu";
+  json["hidden_size"] = config.hidden_size;
+  json["initializer_range"] = 0.02;
+  json["intermediate_size"] = config.intermediate_size;
+  json["max_position_embeddings"] = config.max_position_embeddings;
+  json["mlp_bias"] = false;
+  json["model_type"] = "llama";
+  json["num_attention_heads"] = config.num_attention_heads;
+  json["num_hidden_layers"] = config.num_hidden_layers;
+  json["num_key_value_heads"] = config.num_key_value_heads;
+  json["pretraining_tp"] = 1;
+  json["rms_norm_eps"] = config.rms_norm_eps;
+  if (config.rope_scaling.rope_type == "llama3") {
+    nlohmann::ordered_json scaling;
+    scaling["factor"] = config.rope_scaling.factor;
+    scaling["high_freq_factor"] = config.rope_scaling.high_freq_factor;
+    scaling["low_freq_factor"] = config.rope_scaling.low_freq_factor;
+    scaling["original_max_position_embeddings"] =
+        config.rope_scaling.original_max_position_embeddings;
+    scaling["rope_type"] = "llama3";
+    json["rope_scaling"] = std::move(scaling);
+  } else {
+    json["rope_scaling"] = nullptr;
+  }
+  json["rope_theta"] = config.rope_theta;
+  json["tie_word_embeddings"] = config.tie_word_embeddings;
+  json["torch_dtype"] = DTypeJsonName(config.torch_dtype);
+  json["use_cache"] = true;
+  json["vocab_size"] = config.vocab_size;
+  return json.dump(2) + "\n";
+}
+
+}  // namespace convoy

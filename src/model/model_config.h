@@ -4,7 +4,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace convoy {
@@ -39,8 +41,13 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
   DType torch_dtype = DType::kF32;
+  // -1 when config.json has null.
   int64_t bos_token_id = 1;
+  // The first of eos_token_ids (config.json may give one id or a list); -1 when null.
   int64_t eos_token_id = 2;
+  // Every end-of-sequence id, in config.json's order. Empty means {eos_token_id}; when not empty,
+  // its first element equals eos_token_id.
+  std::vector<int64_t> eos_token_ids;
 
   int64_t q_size() const { return num_attention_heads * head_dim; }
   int64_t kv_size() const { return num_key_value_heads * head_dim; }
@@ -51,10 +58,13 @@ struct ModelConfig {
   absl::Status Validate() const;
 };
 
-// Parses config.json text. `source` names the file in error messages.
-absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& source);
+// Parses config.json text and validates it. `source` names the file in error messages. Only
+// Llama without biases, with SiLU and with no or "llama3" RoPE scaling is accepted.
+absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
+                                             const std::string& source);
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path);
-// Serializes to config.json text that Hugging Face transformers loads.
+// Serializes to config.json text that Hugging Face transformers' LlamaConfig loads. The text is
+// a function of `config` alone (stable bytes for the same config).
 std::string ModelConfigToJson(const ModelConfig& config);
 
 }  // namespace convoy

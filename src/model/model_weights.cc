@@ -1,1 +1,159 @@
-// placeholder, being written
+#include "model/model_weights.h"
+
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "convoy/status_macros.h"
+#include "model/file_util.h"
+#include "nlohmann/json.hpp"
+
+namespace convoy {
+namespace {
+
+constexpr char kSingleFile[] = "model.safetensors";
+constexpr char kIndexFile[] = "model.safetensors.index.json";
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+// Where each tensor lives: the tensor name -> its view in one of the opened files.
+using TensorIndex = std::map<std::string, const TensorView*>;
+
+// Opens the shards listed in the index file, each once, and checks that each holds the tensors
+// the index says it does.
+absl::Status OpenShards(const std::string& dir,
+                        std::vector<std::unique_ptr<SafetensorsFile>>& files, TensorIndex& index) {
+  const std::string index_path = JoinPath(dir, kIndexFile);
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(index_path));
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(index_path, ": not valid JSON: ", e.what()));
+  }
+  auto weight_map = json.is_object() ? json.find("weight_map") : json.end();
+  if (!json.is_object() || weight_map == json.end() || !weight_map->is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        index_path, ": expected an object with a 'weight_map' object of tensor name -> file"));
+  }
+  std::map<std::string, const SafetensorsFile*> opened;
+  for (const auto& [name, shard_json] : weight_map->items()) {
+    if (!shard_json.is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat(index_path, ": weight_map: tensor '", name,
+                                                     "': expected a file name, found ",
+                                                     shard_json.dump()));
+    }
+    const std::string shard = shard_json.get<std::string>();
+    if (shard.empty() || shard.find('/') != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(index_path, ": weight_map: tensor '", name,
+                       "': expected a file name in the model directory, found \"", shard, "\""));
+    }
+    auto it = opened.find(shard);
+    if (it == opened.end()) {
+      absl::StatusOr<std::unique_ptr<SafetensorsFile>> file =
+          SafetensorsFile::Open(JoinPath(dir, shard));
+      if (!file.ok()) {
+        return absl::Status(file.status().code(),
+                            absl::StrCat(file.status().message(), " (listed in ", index_path,
+                                         " for tensor '", name, "')"));
+      }
+      files.push_back(std::move(file).value());
+      it = opened.emplace(shard, files.back().get()).first;
+    }
+    const auto& tensors = it->second->tensors();
+    auto tensor = tensors.find(name);
+    if (tensor == tensors.end()) {
+      return absl::NotFoundError(absl::StrCat(it->second->path(), ": missing tensor '", name,
+                                              "', which ", index_path, " places there"));
+    }
+    index[name] = &tensor->second;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<TensorShape> LlamaTensorShapes(const ModelConfig& config) {
+  const int64_t hidden = config.hidden_size;
+  const int64_t intermediate = config.intermediate_size;
+  std::vector<TensorShape> shapes;
+  shapes.push_back({"model.embed_tokens.weight", {config.vocab_size, hidden}});
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    const std::string prefix = absl::StrCat("model.layers.", i, ".");
+    shapes.push_back({prefix + "input_layernorm.weight", {hidden}});
+    shapes.push_back({prefix + "self_attn.q_proj.weight", {config.q_size(), hidden}});
+    shapes.push_back({prefix + "self_attn.k_proj.weight", {config.kv_size(), hidden}});
+    shapes.push_back({prefix + "self_attn.v_proj.weight", {config.kv_size(), hidden}});
+    shapes.push_back({prefix + "self_attn.o_proj.weight", {hidden, config.q_size()}});
+    shapes.push_back({prefix + "post_attention_layernorm.weight", {hidden}});
+    shapes.push_back({prefix + "mlp.gate_proj.weight", {intermediate, hidden}});
+    shapes.push_back({prefix + "mlp.up_proj.weight", {intermediate, hidden}});
+    shapes.push_back({prefix + "mlp.down_proj.weight", {hidden, intermediate}});
+  }
+  shapes.push_back({"model.norm.weight", {hidden}});
+  if (!config.tie_word_embeddings) {
+    shapes.push_back({"lm_head.weight", {config.vocab_size, hidden}});
+  }
+  return shapes;
+}
+
+absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const std::string& dir) {
+  std::unique_ptr<ModelWeights> weights(new ModelWeights());
+  weights->dir_ = dir;
+  ASSIGN_OR_RETURN(weights->config_, LoadModelConfig(JoinPath(dir, "config.json")));
+
+  TensorIndex index;
+  std::string where;  // names the file(s) searched, for "missing tensor" errors
+  const std::string single_path = JoinPath(dir, kSingleFile);
+  if (PathExists(single_path)) {
+    ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(single_path));
+    for (const auto& [name, view] : file->tensors()) index[name] = &view;
+    weights->files_.push_back(std::move(file));
+    where = single_path;
+  } else if (PathExists(JoinPath(dir, kIndexFile))) {
+    RETURN_IF_ERROR(OpenShards(dir, weights->files_, index));
+    where = JoinPath(dir, kIndexFile);
+  } else {
+    return absl::NotFoundError(
+        absl::StrCat(dir, ": expected ", kSingleFile, " or ", kIndexFile, ", found neither"));
+  }
+
+  // Views in LlamaTensorShapes order.
+  std::vector<TensorView> views;
+  for (const TensorShape& expected : LlamaTensorShapes(weights->config_)) {
+    auto it = index.find(expected.name);
+    if (it == index.end()) {
+      return absl::NotFoundError(absl::StrFormat("%s: missing tensor '%s' (expected shape %s)",
+                                                 where, expected.name,
+                                                 ShapeString(expected.shape)));
+    }
+    const TensorView& view = *it->second;
+    if (view.shape != expected.shape) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: tensor '%s' has shape %s, expected %s", view.file, expected.name,
+                          ShapeString(view.shape), ShapeString(expected.shape)));
+    }
+    views.push_back(view);
+  }
+
+  size_t next = 0;
+  weights->embed_tokens_ = views[next++];
+  weights->layers_.resize(static_cast<size_t>(weights->config_.num_hidden_layers));
+  for (LayerWeights& layer : weights->layers_) {
+    for (TensorView* view :
+         {&layer.input_layernorm, &layer.q_proj, &layer.k_proj, &layer.v_proj, &layer.o_proj,
+          &layer.post_attention_layernorm, &layer.gate_proj, &layer.up_proj, &layer.down_proj}) {
+      *view = views[next++];
+    }
+  }
+  weights->norm_ = views[next++];
+  weights->lm_head_ = weights->config_.tie_word_embeddings ? weights->embed_tokens_ : views[next++];
+  return weights;
+}
+
+}  // namespace convoy

@@ -1,5 +1,6 @@
 // A Llama model directory (config.json + one or several safetensors files), memory-mapped and
-// checked against the architecture: every tensor present, with the expected shape and a known dtype.
+// checked against the architecture: every tensor present, with the expected shape and a known
+// dtype.
 #ifndef CONVOY_MODEL_MODEL_WEIGHTS_H_
 #define CONVOY_MODEL_MODEL_WEIGHTS_H_
 
@@ -23,11 +24,21 @@ struct LayerWeights {
   TensorView down_proj;                 // [hidden, intermediate]
 };
 
+// The tensors of a Llama model in Hugging Face names and order (embeddings, layers, final norm,
+// lm_head), with their shapes ([out, in] for projections); lm_head.weight only when the
+// embeddings are not tied.
+struct TensorShape {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+std::vector<TensorShape> LlamaTensorShapes(const ModelConfig& config);
+
 class ModelWeights {
  public:
   // Reads `dir`/config.json and either `dir`/model.safetensors or the shards listed in
   // `dir`/model.safetensors.index.json. Errors name the file, the tensor, what was expected and
-  // what was found.
+  // what was found. Tensors may be F32, F16 or BF16, each in its own dtype. Tensors that a Llama
+  // does not use (and lm_head.weight when the embeddings are tied) are ignored.
   static absl::StatusOr<std::unique_ptr<ModelWeights>> Load(const std::string& dir);
 
   const ModelConfig& config() const { return config_; }

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -18,7 +19,10 @@ struct TensorView {
   std::string name;
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
-  const std::byte* data = nullptr;  // into the mapping; valid while the file is open
+  // Into the mapping; valid while the file is open. Aligned to 8 bytes when the file's header
+  // length is a multiple of 8 and its offsets are (as WriteSafetensors writes them); other files
+  // may give unaligned data.
+  const std::byte* data = nullptr;
   size_t num_bytes = 0;
   std::string file;  // the file that holds it, for error messages
 
@@ -28,8 +32,10 @@ struct TensorView {
 // One mapped file. Tensors point into the mapping, which lives as long as this object.
 class SafetensorsFile {
  public:
-  // Maps `path` and validates the header: known dtypes, offsets inside the file and consistent
-  // with shapes. Errors name the file and the tensor.
+  // Maps `path` read-only and validates the header: known dtypes (F32, F16, BF16), offsets inside
+  // the data section and consistent with shapes. "__metadata__" is skipped. Errors name the file
+  // and the tensor and say what was expected and what was found: NOT_FOUND for a missing file,
+  // INVALID_ARGUMENT for a malformed one, UNIMPLEMENTED for another dtype.
   static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(const std::string& path);
   ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
@@ -46,7 +52,9 @@ class SafetensorsFile {
   std::map<std::string, TensorView> tensors_;
 };
 
-// Writes tensors (already in their dtype's byte layout) to a safetensors file.
+// Writes tensors (already in their dtype's byte layout, little-endian) to a safetensors file, in
+// the given order, with "__metadata__" {"format": "pt"} (which transformers expects) and the header
+// padded with spaces to a multiple of 8 bytes. Written to `path`.tmp, then renamed to `path`.
 struct TensorToWrite {
   std::string name;
   DType dtype = DType::kF32;
@@ -54,6 +62,17 @@ struct TensorToWrite {
   std::vector<std::byte> bytes;
 };
 absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors);
+
+// The same, for tensors too large to hold all at once: `fill(i, bytes)` is called once per tensor,
+// in order, with `bytes` sized to tensor i's bytes, and must write all of them.
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+};
+using TensorFiller = std::function<absl::Status(size_t index, std::vector<std::byte>& bytes)>;
+absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorSpec>& specs,
+                              const TensorFiller& fill);
 
 }  // namespace convoy
 

@@ -8,8 +8,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -18,6 +16,7 @@
 #include "executor/cpu/cpu_executor.h"
 #include "model/model_weights.h"
 #include "nlohmann/json.hpp"
+#include "tools/cli_flags.h"
 
 ABSL_FLAG(std::string, model, "", "Model directory (config.json + safetensors)");
 ABSL_FLAG(int32_t, max_tokens, 16, "Tokens to generate per prompt");
@@ -36,10 +35,16 @@ ABSL_FLAG(std::string, weights, "auto", "Weight format for the matrix products: 
 
 namespace {
 
-int Fail(const std::string& message) {
-  std::cerr << "convoy-run: " << message << "\n";
-  return 2;
-}
+const convoy::cli::CommandLine kCommandLine = {
+    "convoy-run",
+    "convoy-run --model DIR --token-ids 1,2,3 [--token-ids ...] [--max-tokens N]\n"
+    "           [--temperature T --top-k K --top-p P --seed S] [--top-logprobs N] [--json]\n\n"
+    "Generates from a model directory in-process, every prompt batched together.",
+    {"model", "max_tokens", "temperature", "top_k", "top_p", "seed", "top_logprobs",
+     "stop_token_ids", "json", "threads", "kv_cache_mb", "block_size", "prefill_chunk", "weights"},
+    {"token_ids"}};
+
+int Fail(const std::string& message) { return convoy::cli::BadUsage(kCommandLine, message); }
 
 bool ParseIds(const std::string& text, std::vector<int32_t>* out) {
   for (absl::string_view piece : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
@@ -53,24 +58,11 @@ bool ParseIds(const std::string& text, std::vector<int32_t>* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "convoy-run --model DIR --token-ids 1,2,3 [--token-ids ...] [--max-tokens N] [--json]");
-  // --token-ids may be repeated, one prompt each; absl flags keep only the last, so take them here.
-  std::vector<std::string> prompts_text;
-  std::vector<char*> rest;
-  for (int i = 0; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--token-ids" || arg == "--token_ids") {
-      if (i + 1 >= argc) return Fail("--token-ids needs a value");
-      prompts_text.push_back(argv[++i]);
-    } else if (arg.rfind("--token-ids=", 0) == 0 || arg.rfind("--token_ids=", 0) == 0) {
-      prompts_text.push_back(arg.substr(arg.find('=') + 1));
-    } else {
-      rest.push_back(argv[i]);
-    }
+  convoy::cli::ParsedFlags parsed;
+  if (int exit_code = convoy::cli::Parse(argc, argv, kCommandLine, &parsed); exit_code >= 0) {
+    return exit_code;
   }
-  int rest_argc = static_cast<int>(rest.size());
-  absl::ParseCommandLine(rest_argc, rest.data());
+  const std::vector<std::string>& prompts_text = parsed.values["token_ids"];
 
   const std::string model_dir = absl::GetFlag(FLAGS_model);
   if (model_dir.empty()) return Fail("--model DIR is required");
@@ -141,7 +133,8 @@ int main(int argc, char** argv) {
         nlohmann::json tops = nlohmann::json::array();
         for (const auto& step : out.top_logprobs) {
           nlohmann::json entry = nlohmann::json::array();
-          for (const auto& t : step) entry.push_back({{"token_id", t.token}, {"logprob", t.logprob}});
+          for (const auto& t : step)
+            entry.push_back({{"token_id", t.token}, {"logprob", t.logprob}});
           tops.push_back(entry);
         }
         j["top_logprobs"] = tops;

@@ -50,8 +50,8 @@ TEST_F(GeneratorTest, StopsAtMaxTokensOrAStopTokenAndFreesEveryBlock) {
   ASSERT_OK(second);
   const auto& stopped = (*second)[0];
   EXPECT_EQ(stopped.finish_reason, FinishReason::kStop);
-  const auto stop_at = std::find(stopped.token_ids.begin(), stopped.token_ids.end(),
-                                 b.stop_token_ids[0]);
+  const auto stop_at =
+      std::find(stopped.token_ids.begin(), stopped.token_ids.end(), b.stop_token_ids[0]);
   ASSERT_NE(stop_at, stopped.token_ids.end());
   EXPECT_EQ(stop_at + 1, stopped.token_ids.end());
   EXPECT_EQ((*second)[1].token_ids, (*first)[0].token_ids);
@@ -112,8 +112,8 @@ TEST_F(GeneratorTest, RefusesBadRequestsNamingTheField) {
   zero.max_tokens = 0;
   GenerationRequest too_long = ok;
   too_long.max_tokens = 512;
-  EXPECT_THAT(g.Generate({ok, empty}),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("request 1: prompt is empty")));
+  EXPECT_THAT(g.Generate({ok, empty}), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                HasSubstr("request 1: prompt is empty")));
   EXPECT_THAT(g.Generate({vocab}), StatusIs(absl::StatusCode::kInvalidArgument,
                                             HasSubstr("prompt[1] = 320 is outside")));
   EXPECT_THAT(g.Generate({zero}),

@@ -15,7 +15,8 @@ namespace {
 
 std::vector<int32_t> Prompt(int32_t length, int32_t salt, int64_t vocab) {
   std::vector<int32_t> p(length);
-  for (int32_t i = 0; i < length; ++i) p[i] = static_cast<int32_t>((i * 37 + salt * 101 + 3) % vocab);
+  for (int32_t i = 0; i < length; ++i)
+    p[i] = static_cast<int32_t>((i * 37 + salt * 101 + 3) % vocab);
   return p;
 }
 
@@ -50,7 +51,8 @@ class BatchInvarianceTest : public ::testing::TestWithParam<CpuWeightFormat> {
     std::vector<BlockTable> tables;
     std::vector<std::vector<float>> logits(prompts.size());
     std::vector<int32_t> done(prompts.size(), 0);
-    for (size_t i = 0; i < prompts.size(); ++i) tables.emplace_back(executor_->kv_spec().block_size);
+    for (size_t i = 0; i < prompts.size(); ++i)
+      tables.emplace_back(executor_->kv_spec().block_size);
     while (true) {
       StepPlan plan;
       std::vector<size_t> which;
@@ -90,8 +92,8 @@ class BatchInvarianceTest : public ::testing::TestWithParam<CpuWeightFormat> {
 
 TEST_P(BatchInvarianceTest, LogitsDoNotDependOnBatchOrChunking) {
   const int64_t vocab = weights_->config().vocab_size;
-  const std::vector<std::vector<int32_t>> prompts = {
-      Prompt(5, 1, vocab), Prompt(41, 2, vocab), Prompt(1, 3, vocab), Prompt(17, 4, vocab)};
+  const std::vector<std::vector<int32_t>> prompts = {Prompt(5, 1, vocab), Prompt(41, 2, vocab),
+                                                     Prompt(1, 3, vocab), Prompt(17, 4, vocab)};
   // Tolerance: fp32 products reordered by a different batch shape stay within 1e-5; bf16
   // products round their inputs identically whatever the batch.
   const double tolerance = 1e-5;

@@ -85,8 +85,8 @@ TEST_P(HfReferenceTest, LogitsMatchTransformersInFp32) {
       const auto& got = result->rows[k].logits;
       ASSERT_EQ(got.size(), ref.prompts[p].size() * vocab);
       const double err = RelativeError(got, ref.logits[p]);
-      EXPECT_LE(err, 1e-4) << GetParam() << " prompt " << p << " (length "
-                           << ref.prompts[p].size() << ") in a batch of " << which.size();
+      EXPECT_LE(err, 1e-4) << GetParam() << " prompt " << p << " (length " << ref.prompts[p].size()
+                           << ") in a batch of " << which.size();
       // The greedy choice at the last position agrees too.
       EXPECT_EQ(result->rows[k].token,
                 std::max_element(ref.logits[p].back().begin(), ref.logits[p].back().end()) -

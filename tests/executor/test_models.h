@@ -2,6 +2,8 @@
 #ifndef CONVOY_TESTS_EXECUTOR_TEST_MODELS_H_
 #define CONVOY_TESTS_EXECUTOR_TEST_MODELS_H_
 
+#include <unistd.h>
+
 #include <memory>
 #include <string>
 
@@ -33,7 +35,9 @@ inline std::unique_ptr<ModelWeights> LoadRandomModel(const std::string& name,
                                                      const ModelConfig& config,
                                                      DType dtype = DType::kF32,
                                                      uint64_t seed = 11) {
-  const std::string dir = ::testing::TempDir() + "/convoy_" + name;
+  // One directory per process: ctest runs each test case as its own process, in parallel.
+  const std::string dir =
+      ::testing::TempDir() + "/convoy_" + name + "_" + std::to_string(::getpid());
   RandomModelOptions options;
   options.config = config;
   options.config.torch_dtype = dtype;

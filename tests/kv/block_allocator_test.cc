@@ -1,10 +1,11 @@
+#include "kv/block_allocator.h"
+
 #include <algorithm>
 #include <random>
 #include <set>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kv/block_allocator.h"
 #include "kv/block_table.h"
 #include "kv/kv_cache_spec.h"
 #include "status_matchers.h"
@@ -69,7 +70,8 @@ TEST(BlockTableTest, ReservesWholeBlocksAndReleasesAll) {
   EXPECT_EQ(t.capacity(), 32);
   ASSERT_OK(t.Reserve(32, &a));  // already held
   EXPECT_EQ(t.blocks().size(), 2u);
-  EXPECT_THAT(t.Reserve(16 * 12, &a), StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("")));
+  EXPECT_THAT(t.Reserve(16 * 12, &a),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("")));
   EXPECT_EQ(t.blocks().size(), 2u) << "a failed reserve must change nothing";
   EXPECT_EQ(a.num_free(), 8);
   t.ReleaseAll(&a);
@@ -100,7 +102,8 @@ TEST(BlockAllocatorTest, RandomWorkloadKeepsInvariantsAndLeaksNothing) {
     const int kind = std::uniform_int_distribution<int>(0, 3)(rng);
     if (kind == 0 || live.empty()) {
       BlockTable t(8);
-      if (t.Reserve(std::uniform_int_distribution<int>(1, 40)(rng), &a).ok()) live.push_back(std::move(t));
+      if (t.Reserve(std::uniform_int_distribution<int>(1, 40)(rng), &a).ok())
+        live.push_back(std::move(t));
     } else if (kind == 1) {
       BlockTable& t = live[rng() % live.size()];
       const int64_t before = static_cast<int64_t>(t.blocks().size());

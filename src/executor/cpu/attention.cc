@@ -8,9 +8,7 @@
 #include <vector>
 
 #if defined(__AVX512F__)
-// gcc 12 reports its own _mm512_reduce_add_ps as reading an uninitialized vector.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
+#include "common/simd.h"
 #endif
 
 namespace convoy {
@@ -23,7 +21,7 @@ float Dot(const float* a, const float* b, int32_t n) {
     for (int32_t i = 0; i < n; i += 16) {
       acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
     }
-    return _mm512_reduce_add_ps(acc);
+    return HorizontalSum(acc);
   }
 #endif
   float sum = 0.0f;

@@ -25,7 +25,10 @@ class PagedKvCache {
   float* At(BlockId block, int32_t layer, int32_t kv, int32_t head, int32_t slot) {
     const int64_t index =
         ((((static_cast<int64_t>(block) * spec_.num_layers + layer) * 2 + kv) * spec_.num_kv_heads +
-          head) * spec_.block_size + slot) * spec_.head_dim;
+          head) *
+             spec_.block_size +
+         slot) *
+        spec_.head_dim;
     return data_ + index;
   }
 

@@ -79,9 +79,9 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
   kv.bytes_per_element = sizeof(float);
   kv.num_blocks = kv.BlocksForBudget(options.kv_cache_bytes);
   if (kv.num_blocks < 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "kv_cache_bytes %d holds no block: one block of %d tokens needs %d bytes",
-        options.kv_cache_bytes, kv.block_size, kv.BytesPerBlock()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("kv_cache_bytes %d holds no block: one block of %d tokens needs %d bytes",
+                        options.kv_cache_bytes, kv.block_size, kv.BytesPerBlock()));
   }
 
   LinearFormat format = LinearFormat::kF32;
@@ -107,9 +107,9 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
   try {
     impl->cache = std::make_unique<PagedKvCache>(kv);
   } catch (const std::bad_alloc&) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "cannot allocate a KV cache of %d blocks (%d bytes)", kv.num_blocks,
-        kv.BytesPerBlock() * kv.num_blocks));
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("cannot allocate a KV cache of %d blocks (%d bytes)", kv.num_blocks,
+                        kv.BytesPerBlock() * kv.num_blocks));
   }
   return std::unique_ptr<CpuExecutor>(new CpuExecutor(std::move(impl)));
 }
@@ -180,8 +180,11 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
                          row.block_table.data()};
   }
   const AttentionShape shape{static_cast<int32_t>(c.num_attention_heads),
-                             static_cast<int32_t>(c.num_key_value_heads), static_cast<int32_t>(hd),
-                             qkv_width, q_size, static_cast<float>(1.0 / std::sqrt(hd))};
+                             static_cast<int32_t>(c.num_key_value_heads),
+                             static_cast<int32_t>(hd),
+                             qkv_width,
+                             q_size,
+                             static_cast<float>(1.0 / std::sqrt(hd))};
   const int32_t block_size = kv_spec.block_size;
 
   for (int32_t l = 0; l < static_cast<int32_t>(layers.size()); ++l) {

@@ -20,7 +20,7 @@ enum class CpuWeightFormat {
 };
 
 struct CpuExecutorOptions {
-  int num_threads = 0;                  // 0: every core
+  int num_threads = 0;  // 0: every core
   int64_t kv_cache_bytes = int64_t{1} << 30;
   int32_t block_size = 16;
   CpuWeightFormat weight_format = CpuWeightFormat::kAuto;

@@ -37,8 +37,8 @@ class BF16Linear final : public Linear {
   BF16Linear(int64_t in, int64_t out, const std::vector<uint16_t>& w_out_in)
       : Linear(in, out), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
     dnnl::memory::desc plain({in_, out_}, dt::bf16, tag::ba);  // [in, out] viewed over [out, in]
-    weights_desc_ = PrimitiveDesc(1, dnnl::memory::desc({in_, out_}, dt::bf16, tag::any))
-                        .weights_desc();
+    weights_desc_ =
+        PrimitiveDesc(1, dnnl::memory::desc({in_, out_}, dt::bf16, tag::any)).weights_desc();
     dnnl::memory src(plain, engine_, const_cast<uint16_t*>(w_out_in.data()));
     weights_ = dnnl::memory(weights_desc_, engine_);
     dnnl::reorder(src, weights_).execute(stream_, src, weights_);
@@ -53,8 +53,8 @@ class BF16Linear final : public Linear {
     const int64_t n = m * in_;
     for (int64_t i = 0; i < n; ++i) xb[i] = FloatToBF16(x[i]);
     e.dst.set_data_handle(y);
-    e.matmul.execute(stream_, {{DNNL_ARG_SRC, e.src}, {DNNL_ARG_WEIGHTS, weights_},
-                               {DNNL_ARG_DST, e.dst}});
+    e.matmul.execute(stream_,
+                     {{DNNL_ARG_SRC, e.src}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, e.dst}});
     stream_.wait();
   }
 
@@ -118,9 +118,9 @@ absl::StatusOr<std::unique_ptr<Linear>> Linear::Create(const std::vector<const T
   int64_t out = 0;
   for (const TensorView* p : parts) {
     if (p->shape.size() != 2 || p->shape[1] != in) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: a fused linear layer needs [out, %d] weights, found %d dimensions", p->name, in,
-          p->shape.size()));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: a fused linear layer needs [out, %d] weights, found %d dimensions",
+                          p->name, in, p->shape.size()));
     }
     out += p->shape[0];
   }
@@ -135,8 +135,8 @@ absl::StatusOr<std::unique_ptr<Linear>> Linear::Create(const std::vector<const T
   try {
     return std::make_unique<BF16Linear>(in, out, wb);
   } catch (const dnnl::error& e) {
-    return absl::InternalError(absl::StrFormat("oneDNN bf16 matmul for %s: %s", parts[0]->name,
-                                               e.what()));
+    return absl::InternalError(
+        absl::StrFormat("oneDNN bf16 matmul for %s: %s", parts[0]->name, e.what()));
   }
 }
 

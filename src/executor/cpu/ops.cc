@@ -39,7 +39,8 @@ RopeTable::RopeTable(const ModelConfig& config) {
   const RopeScaling& s = config.rope_scaling;
   for (int64_t i = 0; i < dim / 2; ++i) {
     const float exponent = static_cast<float>(2 * i) / static_cast<float>(dim);
-    float inv = static_cast<float>(1.0 / std::pow(config.rope_theta, static_cast<double>(exponent)));
+    float inv =
+        static_cast<float>(1.0 / std::pow(config.rope_theta, static_cast<double>(exponent)));
     if (s.rope_type == "llama3") {
       // Long wavelengths are slowed by `factor`, short ones kept, the band between blended.
       const double low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;

@@ -1,0 +1,226 @@
+// The CPU executor's forward step on a TinyLlama-shaped random model (1.1B parameters):
+// prefill tokens/s and the matrix-product rate it implies, decode tokens/s at several batch sizes,
+// and batch-1 decode's weight-read rate as a fraction of the streaming-read bandwidth measured in
+// the same run.
+//
+//   build/bench/cpu/cpu_forward_bench [--benchmark_filter=...]
+// Environment: CONVOY_BENCH_MODEL_DIR (where the random model is written once and reused; default
+// ./bench-models), CONVOY_BENCH_SHAPE=tinyllama|tiny (tiny: a seconds-long smoke run).
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "executor/cpu/cpu_executor.h"
+#include "kv/block_allocator.h"
+#include "kv/block_table.h"
+#include "memory_bandwidth.h"
+#include "model/model_weights.h"
+#include "model/random_model.h"
+
+namespace convoy::bench {
+namespace {
+
+ModelConfig BenchConfig() {
+  const char* shape = std::getenv("CONVOY_BENCH_SHAPE");
+  ModelConfig c;
+  if (shape != nullptr && std::string(shape) == "tiny") {
+    c.vocab_size = 512;
+    c.hidden_size = 128;
+    c.intermediate_size = 352;
+    c.num_hidden_layers = 4;
+    c.num_attention_heads = 4;
+    c.num_key_value_heads = 2;
+  } else {  // TinyLlama-1.1B
+    c.vocab_size = 32000;
+    c.hidden_size = 2048;
+    c.intermediate_size = 5632;
+    c.num_hidden_layers = 22;
+    c.num_attention_heads = 32;
+    c.num_key_value_heads = 4;
+  }
+  c.head_dim = c.hidden_size / c.num_attention_heads;
+  c.max_position_embeddings = 2048;
+  c.torch_dtype = DType::kBF16;
+  return c;
+}
+
+// Parameters the linear layers (and the lm_head) read per token.
+double LinearParameters(const ModelConfig& c) {
+  const double per_layer = static_cast<double>(c.hidden_size) * (c.q_size() + 2 * c.kv_size()) +
+                           static_cast<double>(c.q_size()) * c.hidden_size +
+                           3.0 * c.hidden_size * c.intermediate_size;
+  return per_layer * c.num_hidden_layers + static_cast<double>(c.vocab_size) * c.hidden_size;
+}
+
+double StreamBandwidth() {
+  static const double bw = [] {
+    const double b = MeasureStreamingReadBandwidth(int64_t{2} << 30, 5);
+    std::fprintf(stderr, "streaming-read bandwidth: %.1f GB/s\n", b / 1e9);
+    return b;
+  }();
+  return bw;
+}
+
+const ModelWeights& Weights() {
+  static std::unique_ptr<ModelWeights> weights = [] {
+    const ModelConfig c = BenchConfig();
+    const char* base = std::getenv("CONVOY_BENCH_MODEL_DIR");
+    const std::string dir = std::string(base ? base : "bench-models") + "/random-" +
+                            std::to_string(c.hidden_size) + "x" +
+                            std::to_string(c.num_hidden_layers) + "-bf16";
+    if (!std::filesystem::exists(dir + "/config.json")) {
+      std::fprintf(stderr, "writing random model to %s\n", dir.c_str());
+      RandomModelOptions options{c, 1, DType::kBF16, 1};
+      absl::Status s = WriteRandomModel(dir, options);
+      if (!s.ok()) {
+        std::fprintf(stderr, "%s\n", s.ToString().c_str());
+        std::exit(1);
+      }
+    }
+    auto w = ModelWeights::Load(dir);
+    if (!w.ok()) {
+      std::fprintf(stderr, "%s\n", w.status().ToString().c_str());
+      std::exit(1);
+    }
+    return std::move(w).value();
+  }();
+  return *weights;
+}
+
+// One executor (one copy of the weights) in memory at a time.
+CpuExecutor& Executor(CpuWeightFormat format) {
+  static std::unique_ptr<CpuExecutor> executor;
+  static CpuWeightFormat current = CpuWeightFormat::kAuto;
+  if (executor == nullptr || current != format) {
+    executor.reset();
+    CpuExecutorOptions options;
+    options.weight_format = format;
+    options.kv_cache_bytes = int64_t{1} << 30;
+    auto created = CpuExecutor::Create(Weights(), options);
+    if (!created.ok()) {
+      std::fprintf(stderr, "%s\n", created.status().ToString().c_str());
+      std::exit(1);
+    }
+    executor = std::move(created).value();
+    current = format;
+  }
+  return *executor;
+}
+
+const char* FormatName(CpuWeightFormat f) { return f == CpuWeightFormat::kF32 ? "f32" : "bf16"; }
+
+void BM_StreamingRead(benchmark::State& state) {
+  for (auto _ : state) {
+    state.counters["GB/s"] = StreamBandwidth() / 1e9;
+  }
+}
+
+// One decode step for `batch` sequences, each with `context` tokens already in the cache.
+void BM_Decode(benchmark::State& state, CpuWeightFormat format) {
+  const int32_t batch = static_cast<int32_t>(state.range(0));
+  const int32_t context = 128;
+  const double bandwidth = StreamBandwidth();
+  CpuExecutor& executor = Executor(format);
+  const ModelConfig& c = executor.model_config();
+  BlockAllocator allocator(executor.kv_spec().num_blocks);
+  std::vector<BlockTable> tables;
+  StepPlan prefill, decode;
+  for (int32_t b = 0; b < batch; ++b) {
+    tables.emplace_back(executor.kv_spec().block_size);
+    if (!tables.back().Reserve(context + 1, &allocator).ok()) {
+      state.SkipWithError("KV cache too small");
+      return;
+    }
+    StepRow row;
+    row.seq_id = b;
+    for (int32_t t = 0; t < context; ++t)
+      row.token_ids.push_back(static_cast<int32_t>((b * 131 + t * 7) % (c.vocab_size - 3) + 3));
+    row.block_table = tables.back().blocks();
+    prefill.rows.push_back(row);
+    row.token_ids = {static_cast<int32_t>((b * 17) % (c.vocab_size - 5) + 5)};
+    row.start_pos = context;
+    decode.rows.push_back(row);
+  }
+  for (const StepRow& row : prefill.rows) {  // one at a time: keeps the padded matrix small
+    StepPlan one;
+    one.rows.push_back(row);
+    if (!executor.Step(one).ok()) state.SkipWithError("prefill failed");
+  }
+  for (auto _ : state) {
+    auto result = executor.Step(decode);  // rewrites position `context`: the same work each time
+    if (!result.ok()) state.SkipWithError(std::string(result.status().message()).c_str());
+    benchmark::DoNotOptimize(result);
+  }
+  const double bytes_per_step = LinearParameters(c) * (format == CpuWeightFormat::kF32 ? 4 : 2);
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["weights_GB/s"] =
+      benchmark::Counter(bytes_per_step / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["stream_GB/s"] = bandwidth / 1e9;
+  state.SetLabel(FormatName(format));
+  // The fraction itself: weight bytes per step over step time, against the streaming read.
+  state.counters["bw_fraction"] =
+      benchmark::Counter(bytes_per_step / bandwidth, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Prefill of one `length`-token prompt.
+void BM_Prefill(benchmark::State& state, CpuWeightFormat format) {
+  const int32_t length = static_cast<int32_t>(state.range(0));
+  CpuExecutor& executor = Executor(format);
+  const ModelConfig& c = executor.model_config();
+  BlockAllocator allocator(executor.kv_spec().num_blocks);
+  BlockTable table(executor.kv_spec().block_size);
+  if (!table.Reserve(length, &allocator).ok()) {
+    state.SkipWithError("KV cache too small");
+    return;
+  }
+  StepPlan plan;
+  StepRow row;
+  for (int32_t t = 0; t < length; ++t) row.token_ids.push_back((t * 7919) % (c.vocab_size - 3) + 3);
+  row.block_table = table.blocks();
+  plan.rows.push_back(row);
+  for (auto _ : state) {
+    auto result = executor.Step(plan);
+    if (!result.ok()) state.SkipWithError(std::string(result.status().message()).c_str());
+    benchmark::DoNotOptimize(result);
+  }
+  // Linear layers for every token; the lm_head runs for the sampled position only.
+  const double layer_params =
+      LinearParameters(c) - static_cast<double>(c.vocab_size) * c.hidden_size;
+  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(length),
+                                                  benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["matmul_TFLOP/s"] = benchmark::Counter(
+      2.0 * layer_params * length / 1e12, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(FormatName(format));
+}
+
+BENCHMARK(BM_StreamingRead)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Prefill, bf16, CpuWeightFormat::kBF16)
+    ->Arg(128)
+    ->Arg(512)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Decode, bf16, CpuWeightFormat::kBF16)
+    ->Arg(1)
+    ->Arg(8)
+    ->Arg(16)
+    ->Arg(32)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Decode, f32, CpuWeightFormat::kF32)
+    ->Arg(1)
+    ->Arg(16)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0)
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace convoy::bench
+
+BENCHMARK_MAIN();

@@ -1,0 +1,69 @@
+#include "kernels/device_utils.cuh"
+#include "kernels/rms_norm.cuh"
+
+namespace convoy::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+// Values per thread kept in registers between the two passes: hidden up to 8 * 4 * 256 = 8192.
+constexpr int kMaxVecsPerThread = 8;
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) RmsNormKernel(RmsNormParams p) {
+  __shared__ float scratch[32];
+  const int64_t row = p.row_index != nullptr ? p.row_index[blockIdx.x] : blockIdx.x;
+  float4* residual = reinterpret_cast<float4*>(p.residual + row * p.hidden);
+  const float4* delta =
+      p.delta != nullptr ? reinterpret_cast<const float4*>(p.delta + row * p.hidden) : nullptr;
+  const int num_vecs = static_cast<int>(p.hidden / 4);
+  float4 x[kMaxVecsPerThread];
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kMaxVecsPerThread; ++k) {
+    const int i = threadIdx.x + k * kThreads;
+    if (i < num_vecs) {
+      float4 v = residual[i];
+      if (delta != nullptr) {
+        const float4 d = delta[i];
+        v.x += d.x;
+        v.y += d.y;
+        v.z += d.z;
+        v.w += d.w;
+        residual[i] = v;
+      }
+      x[k] = v;
+      sum_sq += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+  }
+  const float inv_rms = rsqrtf(BlockSum(sum_sq, scratch) / static_cast<float>(p.hidden) + p.eps);
+  const T* weight = static_cast<const T*>(p.weight);
+  T* out = static_cast<T*>(p.out) + static_cast<int64_t>(blockIdx.x) * p.hidden;
+#pragma unroll
+  for (int k = 0; k < kMaxVecsPerThread; ++k) {
+    const int i = threadIdx.x + k * kThreads;
+    if (i < num_vecs) {
+      const float vals[4] = {x[k].x, x[k].y, x[k].z, x[k].w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        out[4 * i + j] = FromFloat<T>(vals[j] * inv_rms * ToFloat(weight[4 * i + j]));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchRmsNorm(const RmsNormParams& params, cudaStream_t stream) {
+  if (params.residual == nullptr || params.weight == nullptr || params.out == nullptr ||
+      params.hidden <= 0 || params.hidden % 4 != 0 ||
+      params.hidden > int64_t{4} * kThreads * kMaxVecsPerThread || params.num_rows < 0 ||
+      params.num_rows > INT32_MAX) {
+    return cudaErrorInvalidValue;
+  }
+  if (params.num_rows == 0) return cudaSuccess;
+  CONVOY_DISPATCH_HALF(params.dtype,
+                       RmsNormKernel<T><<<params.num_rows, kThreads, 0, stream>>>(params));
+  return cudaGetLastError();
+}
+
+}  // namespace convoy::kernels

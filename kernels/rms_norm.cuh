@@ -1,0 +1,31 @@
+// RMSNorm fused with the residual add: residual += delta (when given), then
+// out = residual * rsqrt(mean(residual^2) + eps) * weight, rounded to the 16-bit type.
+#ifndef CONVOY_KERNELS_RMS_NORM_CUH_
+#define CONVOY_KERNELS_RMS_NORM_CUH_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/half_type.cuh"
+
+namespace convoy::kernels {
+
+struct RmsNormParams {
+  float* residual = nullptr;     // [*, hidden]; updated in place when delta is set
+  const float* delta = nullptr;  // [*, hidden] or null
+  const void* weight = nullptr;  // [hidden], dtype
+  void* out = nullptr;           // [num_rows, hidden], dtype
+  // Output row r normalizes residual row row_index[r] (device memory); null: row r.
+  const int32_t* row_index = nullptr;
+  int64_t num_rows = 0;
+  int64_t hidden = 0;  // a multiple of 4
+  float eps = 1e-6f;
+  HalfType dtype = HalfType::kBF16;
+};
+
+cudaError_t LaunchRmsNorm(const RmsNormParams& params, cudaStream_t stream);
+
+}  // namespace convoy::kernels
+
+#endif  // CONVOY_KERNELS_RMS_NORM_CUH_

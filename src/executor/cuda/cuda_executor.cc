@@ -1,0 +1,445 @@
+#include "executor/cuda/cuda_executor.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "absl/strings/str_format.h"
+#include "convoy/status_macros.h"
+#include "executor/cuda/cuda_check.h"
+#include "executor/cuda/device_buffer.h"
+#include "executor/cuda/device_model.h"
+#include "executor/cuda/gemm.h"
+#include "executor/cuda/step_inputs.h"
+#include "kernels/embedding.cuh"
+#include "kernels/kv_write.cuh"
+#include "kernels/paged_attention_decode.cuh"
+#include "kernels/rms_norm.cuh"
+#include "kernels/rotary.cuh"
+#include "kernels/sampling.cuh"
+#include "kernels/silu_mul.cuh"
+
+namespace convoy {
+
+using cuda::DeviceBuffer;
+using cuda::PinnedBuffer;
+using kernels::HalfType;
+
+bool CudaDeviceAvailable() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the error so that later calls do not see it
+    return false;
+  }
+  return count > 0;
+}
+
+struct CudaExecutor::Impl {
+  ~Impl() {
+    for (auto& [size, exec] : graphs) cudaGraphExecDestroy(exec);
+    gemm.reset();
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+
+  absl::Status Init(const CudaExecutorOptions& opts);
+  absl::Status Forward(const cuda::StepLayout& layout);
+  absl::StatusOr<cudaGraphExec_t> GraphFor(int64_t batch);
+  absl::StatusOr<StepResult> Step(const StepPlan& plan);
+  absl::Status CheckCapacity(const StepPlan& plan) const;
+
+  CudaExecutorOptions options;
+  std::unique_ptr<cuda::DeviceModel> model;
+  KvCacheSpec spec;
+  int num_sms = 0;
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<cuda::Gemm> gemm;
+  kernels::KvCacheLayout cache_layout;  // layer_offset set per layer
+  int32_t scratch_block = 0;
+  int64_t max_blocks_per_row = 0;
+  int64_t partial_entries = 0;
+
+  // Step buffers, sized for the capacities in `options`.
+  DeviceBuffer kv_cache;
+  DeviceBuffer residual, delta;           // f32 [tokens, hidden]
+  DeviceBuffer normed, qkv, attn_out;     // 16-bit
+  DeviceBuffer gate_up, act;              // 16-bit
+  DeviceBuffer final_normed, logits;      // 16-bit [logit rows, hidden], f32 [logit rows, vocab]
+  DeviceBuffer partial_out, partial_lse;  // attention splits
+  DeviceBuffer inputs;                    // the staged step arrays
+  DeviceBuffer samples;                   // kernels::SampleOutput [rows]
+  PinnedBuffer staging;                   // host side of `inputs`
+  PinnedBuffer sample_staging;            // host side of `samples`
+  size_t inputs_capacity = 0;
+
+  std::map<int64_t, cudaGraphExec_t> graphs;
+};
+
+absl::Status CudaExecutor::Impl::Init(const CudaExecutorOptions& opts) {
+  options = opts;
+  const ModelConfig& c = model->config();
+  if (opts.block_size <= 0 || opts.max_tokens_per_step <= 0 || opts.max_rows_per_step <= 0 ||
+      opts.max_logit_rows <= 0 || opts.max_tokens_per_step > 65535) {
+    return absl::InvalidArgumentError(
+        "CudaExecutorOptions: block_size, max_tokens_per_step (<= 65535), max_rows_per_step and "
+        "max_logit_rows must be positive");
+  }
+  if (c.head_dim != 64 && c.head_dim != 128) {
+    return absl::UnimplementedError(
+        absl::StrFormat("the CUDA executor supports head_dim 64 and 128, not %d", c.head_dim));
+  }
+  if (c.num_attention_heads % c.num_key_value_heads != 0 ||
+      c.num_attention_heads / c.num_key_value_heads > kernels::kMaxGqaGroup ||
+      c.hidden_size % 8 != 0 || c.intermediate_size % 8 != 0 || c.hidden_size > 8192) {
+    return absl::UnimplementedError("the CUDA executor does not support this model shape");
+  }
+  CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, options.device));
+  CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  ASSIGN_OR_RETURN(gemm, cuda::Gemm::Create(stream));
+
+  const int64_t t = opts.max_tokens_per_step, h = c.hidden_size, lr = opts.max_logit_rows;
+  const int64_t qkv_cols = c.q_size() + 2 * c.kv_size();
+  ASSIGN_OR_RETURN(residual, DeviceBuffer::Allocate(t * h * 4));
+  ASSIGN_OR_RETURN(delta, DeviceBuffer::Allocate(t * h * 4));
+  ASSIGN_OR_RETURN(normed, DeviceBuffer::Allocate(t * h * 2));
+  ASSIGN_OR_RETURN(qkv, DeviceBuffer::Allocate(t * qkv_cols * 2));
+  ASSIGN_OR_RETURN(attn_out, DeviceBuffer::Allocate(t * c.q_size() * 2));
+  ASSIGN_OR_RETURN(gate_up, DeviceBuffer::Allocate(t * 2 * c.intermediate_size * 2));
+  ASSIGN_OR_RETURN(act, DeviceBuffer::Allocate(t * c.intermediate_size * 2));
+  ASSIGN_OR_RETURN(final_normed, DeviceBuffer::Allocate(lr * h * 2));
+  ASSIGN_OR_RETURN(logits, DeviceBuffer::Allocate(lr * c.vocab_size * 4));
+  partial_entries = int64_t{4} * num_sms * kernels::kMaxGqaGroup;
+  ASSIGN_OR_RETURN(partial_out, DeviceBuffer::Allocate(partial_entries * c.head_dim * 4));
+  ASSIGN_OR_RETURN(partial_lse, DeviceBuffer::Allocate(partial_entries * 4));
+  const int64_t rows = opts.max_rows_per_step;
+  ASSIGN_OR_RETURN(samples, DeviceBuffer::Allocate(rows * sizeof(kernels::SampleOutput)));
+  ASSIGN_OR_RETURN(sample_staging, PinnedBuffer::Allocate(rows * sizeof(kernels::SampleOutput)));
+  max_blocks_per_row = (c.max_position_embeddings + opts.block_size - 1) / opts.block_size;
+  const cuda::StepLayout most = cuda::StepLayout::For(t + rows, rows, lr, rows);
+  inputs_capacity = most.Bytes(rows * max_blocks_per_row + 1);
+  ASSIGN_OR_RETURN(inputs, DeviceBuffer::Allocate(inputs_capacity));
+  ASSIGN_OR_RETURN(staging, PinnedBuffer::Allocate(inputs_capacity));
+
+  // Warm-up: cuBLAS sets itself up on its first product.
+  RETURN_IF_ERROR(gemm->Linear(normed.get(), model->layers()[0].qkv, qkv.get(), 1, qkv_cols, h,
+                               model->dtype(), false));
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+
+  spec.num_layers = static_cast<int32_t>(c.num_hidden_layers);
+  spec.num_kv_heads = static_cast<int32_t>(c.num_key_value_heads);
+  spec.head_dim = static_cast<int32_t>(c.head_dim);
+  spec.block_size = opts.block_size;
+  spec.bytes_per_element = 2;
+  int64_t budget = opts.kv_cache_bytes;
+  if (budget <= 0) {
+    size_t free_bytes = 0, total_bytes = 0;
+    CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+    budget = static_cast<int64_t>(opts.gpu_memory_fraction * static_cast<double>(free_bytes));
+  }
+  // One block more than the spec announces: the scratch block of padded graph rows.
+  const int64_t blocks = spec.BlocksForBudget(budget) - 1;
+  if (blocks < 1) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("the KV cache budget of %d bytes holds no block of %d bytes", budget,
+                        spec.BytesPerBlock()));
+  }
+  spec.num_blocks = static_cast<int32_t>(std::min<int64_t>(blocks, INT32_MAX - 1));
+  scratch_block = spec.num_blocks;
+  ASSIGN_OR_RETURN(kv_cache,
+                   DeviceBuffer::Allocate((int64_t{spec.num_blocks} + 1) * spec.BytesPerBlock()));
+  const int64_t per_kv = int64_t{spec.num_kv_heads} * spec.block_size * spec.head_dim;
+  cache_layout.base = kv_cache.get();
+  cache_layout.block_stride = spec.BytesPerBlock() / 2;
+  cache_layout.v_offset = per_kv;
+  cache_layout.block_size = spec.block_size;
+  cache_layout.num_kv_heads = spec.num_kv_heads;
+  cache_layout.head_dim = spec.head_dim;
+  cache_layout.num_blocks = spec.num_blocks + 1;
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
+  const ModelConfig& c = model->config();
+  const HalfType dt = model->dtype();
+  const int64_t t = layout.num_tokens, h = c.hidden_size, in = c.intermediate_size;
+  const int64_t qkv_cols = c.q_size() + 2 * c.kv_size();
+  auto* base = inputs.as<std::byte>();
+  const auto* ids = reinterpret_cast<const int32_t*>(base + layout.token_ids);
+  const auto* positions = reinterpret_cast<const int32_t*>(base + layout.positions);
+  const auto* token_row = reinterpret_cast<const int32_t*>(base + layout.token_row);
+  const auto* row_block_offset = reinterpret_cast<const int32_t*>(base + layout.row_block_offset);
+  const auto* logit_token = reinterpret_cast<const int32_t*>(base + layout.logit_token);
+  const auto* sample_rows = reinterpret_cast<const kernels::SampleRow*>(base + layout.sample_rows);
+  const auto* block_ids = reinterpret_cast<const int32_t*>(base + layout.block_ids);
+
+  kernels::EmbeddingParams embed;
+  embed.table = model->embed_tokens();
+  embed.token_ids = ids;
+  embed.out = residual.as<float>();
+  embed.num_tokens = t;
+  embed.hidden = h;
+  embed.vocab = c.vocab_size;
+  embed.dtype = dt;
+  CUDA_RETURN_IF_ERROR(kernels::LaunchEmbedding(embed, stream));
+
+  kernels::RmsNormParams norm;
+  norm.residual = residual.as<float>();
+  norm.out = normed.get();
+  norm.num_rows = t;
+  norm.hidden = h;
+  norm.eps = static_cast<float>(c.rms_norm_eps);
+  norm.dtype = dt;
+
+  kernels::RotaryParams rope;
+  rope.qkv = qkv.get();
+  rope.row_stride = qkv_cols;
+  rope.positions = positions;
+  rope.inv_freq = model->inv_freq();
+  rope.num_tokens = t;
+  rope.num_q_heads = static_cast<int32_t>(c.num_attention_heads);
+  rope.num_kv_heads = static_cast<int32_t>(c.num_key_value_heads);
+  rope.head_dim = static_cast<int32_t>(c.head_dim);
+  rope.dtype = dt;
+
+  kernels::KvWriteParams kv_write;
+  kv_write.qkv = qkv.get();
+  kv_write.row_stride = qkv_cols;
+  kv_write.k_column = c.q_size();
+  kv_write.positions = positions;
+  kv_write.token_row = token_row;
+  kv_write.row_block_offset = row_block_offset;
+  kv_write.block_ids = block_ids;
+  kv_write.num_tokens = t;
+  kv_write.dtype = dt;
+
+  kernels::PagedAttentionDecodeParams attn;
+  attn.q = qkv.get();
+  attn.q_row_stride = qkv_cols;
+  attn.out = attn_out.get();
+  attn.positions = positions;
+  attn.token_row = token_row;
+  attn.row_block_offset = row_block_offset;
+  attn.block_ids = block_ids;
+  attn.num_queries = t;
+  attn.num_q_heads = static_cast<int32_t>(c.num_attention_heads);
+  attn.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  attn.num_splits = kernels::ChooseAttentionSplits(t, spec.num_kv_heads, num_sms);
+  attn.partial_out = partial_out.as<float>();
+  attn.partial_lse = partial_lse.as<float>();
+  attn.partial_capacity = partial_entries;
+  attn.dtype = dt;
+
+  kernels::SiluMulParams silu;
+  silu.gate_up = gate_up.get();
+  silu.out = act.get();
+  silu.num_tokens = t;
+  silu.intermediate = in;
+  silu.dtype = dt;
+
+  const int64_t layer_stride = int64_t{2} * cache_layout.v_offset;
+  for (size_t l = 0; l < model->layers().size(); ++l) {
+    const cuda::DeviceLayer& w = model->layers()[l];
+    norm.weight = w.input_norm;
+    norm.delta = l == 0 ? nullptr : delta.as<float>();
+    CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(norm, stream));
+    RETURN_IF_ERROR(gemm->Linear(normed.get(), w.qkv, qkv.get(), t, qkv_cols, h, dt, false));
+    CUDA_RETURN_IF_ERROR(kernels::LaunchRotary(rope, stream));
+    kernels::KvCacheLayout layer_cache = cache_layout;
+    layer_cache.layer_offset = static_cast<int64_t>(l) * layer_stride;
+    kv_write.cache = layer_cache;
+    CUDA_RETURN_IF_ERROR(kernels::LaunchKvWrite(kv_write, stream));
+    attn.cache = layer_cache;
+    CUDA_RETURN_IF_ERROR(kernels::LaunchPagedAttentionDecode(attn, stream));
+    RETURN_IF_ERROR(
+        gemm->Linear(attn_out.get(), w.o_proj, delta.get(), t, h, c.q_size(), dt, true));
+    norm.weight = w.post_norm;
+    norm.delta = delta.as<float>();
+    CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(norm, stream));
+    RETURN_IF_ERROR(gemm->Linear(normed.get(), w.gate_up, gate_up.get(), t, 2 * in, h, dt, false));
+    CUDA_RETURN_IF_ERROR(kernels::LaunchSiluMul(silu, stream));
+    RETURN_IF_ERROR(gemm->Linear(act.get(), w.down_proj, delta.get(), t, h, in, dt, true));
+  }
+
+  const int64_t lr = layout.num_logit_rows;
+  if (lr > 0) {
+    kernels::RmsNormParams final_norm = norm;
+    final_norm.weight = model->final_norm();
+    final_norm.delta = delta.as<float>();
+    final_norm.out = final_normed.get();
+    final_norm.row_index = logit_token;
+    final_norm.num_rows = lr;
+    CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(final_norm, stream));
+    RETURN_IF_ERROR(gemm->Linear(final_normed.get(), model->lm_head(), logits.get(), lr,
+                                 c.vocab_size, h, dt, true));
+  }
+  kernels::SamplingKernelParams sampling;
+  sampling.logits = logits.as<float>();
+  sampling.vocab = c.vocab_size;
+  sampling.rows = sample_rows;
+  sampling.out = samples.as<kernels::SampleOutput>();
+  sampling.num_rows = layout.num_samples;
+  CUDA_RETURN_IF_ERROR(kernels::LaunchSampling(sampling, stream));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<cudaGraphExec_t> CudaExecutor::Impl::GraphFor(int64_t batch) {
+  if (auto it = graphs.find(batch); it != graphs.end()) return it->second;
+  const cuda::StepLayout layout = cuda::StepLayout::For(batch, batch, batch, batch);
+  CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  const absl::Status forward = Forward(layout);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+  RETURN_IF_ERROR(forward);
+  CUDA_RETURN_IF_ERROR(end);
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t instantiate = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  CUDA_RETURN_IF_ERROR(instantiate);
+  graphs[batch] = exec;
+  return exec;
+}
+
+absl::Status CudaExecutor::Impl::CheckCapacity(const StepPlan& plan) const {
+  int64_t tokens = 0, logit_rows = 0;
+  for (size_t r = 0; r < plan.rows.size(); ++r) {
+    const StepRow& row = plan.rows[r];
+    const int64_t n = static_cast<int64_t>(row.token_ids.size());
+    tokens += n;
+    logit_rows += row.return_logits ? n : (row.sample ? 1 : 0);
+    const int64_t needed = (row.start_pos + n + spec.block_size - 1) / spec.block_size;
+    if (n == 0 || row.start_pos < 0 || static_cast<int64_t>(row.block_table.size()) < needed) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("row %d: block_table has %d blocks, positions up to %d need %d", r,
+                          row.block_table.size(), row.start_pos + n, needed));
+    }
+    for (int64_t b = 0; b < needed; ++b) {
+      if (row.block_table[b] < 0 || row.block_table[b] >= spec.num_blocks) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "row %d: block_table[%d] = %d is not a block", r, b, row.block_table[b]));
+      }
+    }
+    if (row.sample && row.sampling.num_top_logprobs > kernels::kMaxTopLogprobs) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "row %d: num_top_logprobs is at most %d on the GPU", r, kernels::kMaxTopLogprobs));
+    }
+  }
+  if (tokens > options.max_tokens_per_step ||
+      static_cast<int64_t>(plan.rows.size()) > options.max_rows_per_step ||
+      logit_rows > options.max_logit_rows) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "step of %d tokens, %d rows, %d logits rows exceeds the CUDA executor's capacity (%d, %d, "
+        "%d)",
+        tokens, plan.rows.size(), logit_rows, options.max_tokens_per_step,
+        options.max_rows_per_step, options.max_logit_rows));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepResult> CudaExecutor::Impl::Step(const StepPlan& plan) {
+  RETURN_IF_ERROR(ValidateStepPlan(plan, model->config(), spec));
+  RETURN_IF_ERROR(CheckCapacity(plan));
+  StepResult result;
+  if (plan.rows.empty()) return result;
+
+  // Decode steps (one sampled token per row, no logits back) replay a graph.
+  int64_t graph_batch = 0;
+  if (options.use_cuda_graphs) {
+    const bool decode = std::all_of(plan.rows.begin(), plan.rows.end(), [](const StepRow& r) {
+      return r.token_ids.size() == 1 && r.sample && !r.return_logits;
+    });
+    if (decode) {
+      for (int32_t size : options.graph_batch_sizes) {
+        if (size >= static_cast<int64_t>(plan.rows.size()) && size <= options.max_rows_per_step &&
+            (graph_batch == 0 || size < graph_batch)) {
+          graph_batch = size;
+        }
+      }
+    }
+  }
+  ASSIGN_OR_RETURN(const cuda::PackedStep packed,
+                   cuda::PackStep(plan, spec.block_size, scratch_block, graph_batch, staging.get(),
+                                  inputs_capacity));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(inputs.get(), staging.get(),
+                                       packed.layout.Bytes(packed.num_block_ids),
+                                       cudaMemcpyHostToDevice, stream));
+  if (graph_batch > 0) {
+    ASSIGN_OR_RETURN(cudaGraphExec_t exec, GraphFor(graph_batch));
+    CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec, stream));
+  } else {
+    RETURN_IF_ERROR(Forward(packed.layout));
+  }
+  const int64_t num_samples = packed.layout.num_samples;
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sample_staging.get(), samples.get(),
+                                       num_samples * sizeof(kernels::SampleOutput),
+                                       cudaMemcpyDeviceToHost, stream));
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+
+  const int64_t vocab = model->config().vocab_size;
+  const auto* outputs = sample_staging.as<kernels::SampleOutput>();
+  result.rows.resize(plan.rows.size());
+  for (size_t r = 0; r < plan.rows.size(); ++r) {
+    const StepRow& row = plan.rows[r];
+    RowResult& out = result.rows[r];
+    out.seq_id = row.seq_id;
+    if (packed.sample_index[r] >= 0) {
+      const kernels::SampleOutput& s = outputs[packed.sample_index[r]];
+      out.token = s.token;
+      out.logprob = s.logprob;
+      for (int i = 0; i < row.sampling.num_top_logprobs; ++i) {
+        out.top_logprobs.push_back({s.top_tokens[i], s.top_logprobs[i]});
+      }
+    }
+    if (packed.first_logits_row[r] >= 0) {
+      const int64_t n = static_cast<int64_t>(row.token_ids.size());
+      out.logits.resize(n * vocab);
+      CUDA_RETURN_IF_ERROR(cudaMemcpy(out.logits.data(),
+                                      logits.as<float>() + packed.first_logits_row[r] * vocab,
+                                      n * vocab * sizeof(float), cudaMemcpyDeviceToHost));
+    }
+  }
+  result.padded_length = packed.padded_length;
+  result.real_tokens = packed.real_tokens;
+  result.padded_tokens =
+      static_cast<int64_t>(plan.rows.size()) * packed.padded_length - packed.real_tokens;
+  return result;
+}
+
+CudaExecutor::CudaExecutor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaExecutor::~CudaExecutor() = default;
+
+namespace {
+
+HalfType ToHalfType(CudaWeightType type) {
+  return type == CudaWeightType::kF16 ? HalfType::kF16 : HalfType::kBF16;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(
+    const ModelWeights& weights, const CudaExecutorOptions& options) {
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
+  auto impl = std::make_unique<Impl>();
+  ASSIGN_OR_RETURN(impl->model,
+                   cuda::DeviceModel::Upload(weights, ToHalfType(options.weight_type)));
+  RETURN_IF_ERROR(impl->Init(options));
+  return std::unique_ptr<CudaExecutor>(new CudaExecutor(std::move(impl)));
+}
+
+absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::CreateRandom(
+    const ModelConfig& config, const CudaExecutorOptions& options, uint64_t seed) {
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
+  auto impl = std::make_unique<Impl>();
+  ASSIGN_OR_RETURN(impl->model,
+                   cuda::DeviceModel::Random(config, ToHalfType(options.weight_type), seed));
+  RETURN_IF_ERROR(impl->Init(options));
+  return std::unique_ptr<CudaExecutor>(new CudaExecutor(std::move(impl)));
+}
+
+absl::StatusOr<StepResult> CudaExecutor::Step(const StepPlan& plan) { return impl_->Step(plan); }
+const ModelConfig& CudaExecutor::model_config() const { return impl_->model->config(); }
+const KvCacheSpec& CudaExecutor::kv_spec() const { return impl_->spec; }
+int64_t CudaExecutor::weight_bytes() const { return impl_->model->weight_bytes(); }
+
+}  // namespace convoy

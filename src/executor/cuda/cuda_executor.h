@@ -1,0 +1,74 @@
+// The CUDA executor: the Llama forward pass on one NVIDIA GPU. Weights live on the device in bf16
+// (or fp16); the paged KV cache is one device allocation in the same type, laid out per block as
+// [layer][k|v][kv_head][slot][head_dim]. Matrix products run through cuBLAS; everything else is a
+// kernel from kernels/. A step runs on one stream: its inputs go up in one copy from pinned
+// memory, the sampled tokens come back in one copy, and decode steps replay CUDA graphs captured
+// per batch size. Nothing is allocated on the device inside a step.
+//
+// Not thread-safe: one engine loop calls Step at a time. A CUDA failure fails the step with
+// INTERNAL and a message naming the call; the executor stays usable unless the error is one that
+// breaks the CUDA context (then every later step fails the same way).
+#ifndef CONVOY_EXECUTOR_CUDA_CUDA_EXECUTOR_H_
+#define CONVOY_EXECUTOR_CUDA_CUDA_EXECUTOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "executor/executor.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
+
+namespace convoy {
+
+enum class CudaWeightType { kBF16, kF16 };
+
+struct CudaExecutorOptions {
+  int device = 0;
+  CudaWeightType weight_type = CudaWeightType::kBF16;
+  // The KV cache takes this fraction of the device memory free after the weights, the step
+  // buffers and a warm-up.
+  double gpu_memory_fraction = 0.9;
+  // When > 0, the KV cache takes exactly this many bytes instead (tests, benchmarks).
+  int64_t kv_cache_bytes = 0;
+  int32_t block_size = 16;
+  // Capacities of one step: tokens (prompt chunks plus decode tokens), rows, and rows of logits
+  // (one per sampled row plus every position of rows that return logits).
+  int32_t max_tokens_per_step = 8192;
+  int32_t max_rows_per_step = 256;
+  int32_t max_logit_rows = 512;
+  bool use_cuda_graphs = true;
+  // Decode steps of up to the largest size are padded to the next size here and replayed.
+  std::vector<int32_t> graph_batch_sizes = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128};
+};
+
+// Whether a CUDA device can be used. Errors from the runtime (no driver, no device) mean no.
+bool CudaDeviceAvailable();
+
+class CudaExecutor final : public Executor {
+ public:
+  // Uploads `weights` (which may be released afterwards) and sizes the KV cache.
+  static absl::StatusOr<std::unique_ptr<CudaExecutor>> Create(const ModelWeights& weights,
+                                                              const CudaExecutorOptions& options);
+  // A model of this shape with random weights made on the device (benchmarks).
+  static absl::StatusOr<std::unique_ptr<CudaExecutor>> CreateRandom(
+      const ModelConfig& config, const CudaExecutorOptions& options, uint64_t seed);
+  ~CudaExecutor() override;
+
+  absl::StatusOr<StepResult> Step(const StepPlan& plan) override;
+  const ModelConfig& model_config() const override;
+  const KvCacheSpec& kv_spec() const override;
+
+  // Bytes of weights on the device (for bandwidth figures).
+  int64_t weight_bytes() const;
+
+ private:
+  struct Impl;
+  explicit CudaExecutor(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_EXECUTOR_CUDA_CUDA_EXECUTOR_H_

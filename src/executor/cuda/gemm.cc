@@ -1,0 +1,46 @@
+#include "executor/cuda/gemm.h"
+
+#include "convoy/status_macros.h"
+#include "executor/cuda/cuda_check.h"
+
+namespace convoy::cuda {
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+cudaDataType_t CudaType(kernels::HalfType dtype) {
+  return dtype == kernels::HalfType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Gemm>> Gemm::Create(cudaStream_t stream) {
+  std::unique_ptr<Gemm> gemm(new Gemm());
+  CUBLAS_RETURN_IF_ERROR(cublasCreate(&gemm->handle_));
+  CUBLAS_RETURN_IF_ERROR(cublasSetStream(gemm->handle_, stream));
+  ASSIGN_OR_RETURN(gemm->workspace_, DeviceBuffer::Allocate(kWorkspaceBytes));
+  CUBLAS_RETURN_IF_ERROR(
+      cublasSetWorkspace(gemm->handle_, gemm->workspace_.get(), gemm->workspace_.size()));
+  CUBLAS_RETURN_IF_ERROR(cublasSetMathMode(gemm->handle_, CUBLAS_DEFAULT_MATH));
+  return gemm;
+}
+
+Gemm::~Gemm() {
+  if (handle_ != nullptr) cublasDestroy(handle_);
+}
+
+absl::Status Gemm::Linear(const void* x, const void* w, void* y, int64_t m, int64_t n, int64_t k,
+                          kernels::HalfType dtype, bool y_f32, bool accumulate) {
+  if (m <= 0) return absl::OkStatus();
+  const float alpha = 1.0f;
+  const float beta = accumulate ? 1.0f : 0.0f;
+  // Column-major view: y^T[n, m] = w[n, k] (stored as k x n) transposed times x^T[k, m].
+  CUBLAS_RETURN_IF_ERROR(cublasGemmEx(
+      handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+      static_cast<int>(k), &alpha, w, CudaType(dtype), static_cast<int>(k), x, CudaType(dtype),
+      static_cast<int>(k), &beta, y, y_f32 ? CUDA_R_32F : CudaType(dtype), static_cast<int>(n),
+      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  return absl::OkStatus();
+}
+
+}  // namespace convoy::cuda

@@ -1,0 +1,263 @@
+// Each kernel against a plain CPU reference on random inputs at odd sizes, outputs poisoned.
+#include <cmath>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/embedding.cuh"
+#include "kernels/fill_random.cuh"
+#include "kernels/gpu_test_util.h"
+#include "kernels/kv_write.cuh"
+#include "kernels/rms_norm.cuh"
+#include "kernels/rotary.cuh"
+#include "kernels/silu_mul.cuh"
+
+namespace convoy {
+namespace {
+
+using kernels::HalfType;
+using testing::DeviceArray;
+using testing::FromBF16;
+using testing::RandomFloats;
+using testing::RelativeError;
+using testing::ReportError;
+using testing::RoundBF16;
+using testing::ToBF16;
+
+TEST(EmbeddingKernel, GathersRowsAndZeroesBadIds) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  const int64_t vocab = 1001, hidden = 136, tokens = 37;
+  const std::vector<float> table = RoundBF16(RandomFloats(vocab * hidden, 1));
+  std::vector<int32_t> ids(tokens);
+  for (int64_t t = 0; t < tokens; ++t) ids[t] = static_cast<int32_t>((t * 389 + 7) % vocab);
+  ids[5] = -1;
+  ids[9] = static_cast<int32_t>(vocab);
+  DeviceArray<uint16_t> d_table(ToBF16(table));
+  DeviceArray<int32_t> d_ids(ids);
+  DeviceArray<float> d_out(tokens * hidden);
+  kernels::EmbeddingParams p;
+  p.table = d_table.get();
+  p.token_ids = d_ids.get();
+  p.out = d_out.get();
+  p.num_tokens = tokens;
+  p.hidden = hidden;
+  p.vocab = vocab;
+  CUDA_ASSERT_OK(kernels::LaunchEmbedding(p, nullptr));
+  CUDA_ASSERT_OK(cudaDeviceSynchronize());
+  std::vector<float> want(tokens * hidden, 0.0f);
+  for (int64_t t = 0; t < tokens; ++t) {
+    if (ids[t] < 0 || ids[t] >= vocab) continue;
+    for (int64_t i = 0; i < hidden; ++i) want[t * hidden + i] = table[ids[t] * hidden + i];
+  }
+  const double err = RelativeError(d_out.Download(), want);
+  ReportError("embedding", err);
+  EXPECT_EQ(err, 0.0);
+}
+
+TEST(EmbeddingKernel, RejectsBadShapes) {
+  kernels::EmbeddingParams p;
+  EXPECT_EQ(kernels::LaunchEmbedding(p, nullptr), cudaErrorInvalidValue);
+}
+
+void CheckRmsNorm(bool with_delta, bool with_index) {
+  const int64_t rows = 13, hidden = 1100, out_rows = with_index ? 5 : rows;
+  const float eps = 1e-5f;
+  std::vector<float> residual = RandomFloats(rows * hidden, 2, 3.0f);
+  const std::vector<float> delta = RandomFloats(rows * hidden, 3);
+  const std::vector<float> weight = RoundBF16(RandomFloats(hidden, 4));
+  const std::vector<int32_t> index = {12, 0, 7, 3, 9};
+  DeviceArray<float> d_residual(residual);
+  DeviceArray<float> d_delta(delta);
+  DeviceArray<uint16_t> d_weight(ToBF16(weight));
+  DeviceArray<int32_t> d_index(index);
+  DeviceArray<uint16_t> d_out(out_rows * hidden);
+  kernels::RmsNormParams p;
+  p.residual = d_residual.get();
+  p.delta = with_delta ? d_delta.get() : nullptr;
+  p.weight = d_weight.get();
+  p.out = d_out.get();
+  p.row_index = with_index ? d_index.get() : nullptr;
+  p.num_rows = out_rows;
+  p.hidden = hidden;
+  p.eps = eps;
+  CUDA_ASSERT_OK(kernels::LaunchRmsNorm(p, nullptr));
+  CUDA_ASSERT_OK(cudaDeviceSynchronize());
+  std::vector<float> want(out_rows * hidden);
+  std::vector<float> want_residual = residual;
+  for (int64_t r = 0; r < out_rows; ++r) {
+    const int64_t src = with_index ? index[r] : r;
+    double sum_sq = 0.0;
+    for (int64_t i = 0; i < hidden; ++i) {
+      float& x = want_residual[src * hidden + i];
+      if (with_delta) x += delta[src * hidden + i];
+      sum_sq += double{x} * x;
+    }
+    const double inv = 1.0 / std::sqrt(sum_sq / hidden + eps);
+    for (int64_t i = 0; i < hidden; ++i) {
+      want[r * hidden + i] = static_cast<float>(want_residual[src * hidden + i] * inv * weight[i]);
+    }
+  }
+  const double err = RelativeError(FromBF16(d_out.Download()), want);
+  ReportError(std::string("rms_norm") + (with_delta ? "+add" : "") + (with_index ? "+gather" : ""),
+              err);
+  EXPECT_LT(err, 1e-2);
+  EXPECT_LT(RelativeError(d_residual.Download(), want_residual), 1e-6);
+}
+
+TEST(RmsNormKernel, Plain) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  CheckRmsNorm(false, false);
+}
+TEST(RmsNormKernel, FusedResidualAdd) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  CheckRmsNorm(true, false);
+}
+TEST(RmsNormKernel, FusedAddWithGatheredRows) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  CheckRmsNorm(true, true);
+}
+
+TEST(RotaryKernel, RotatesQueryAndKeyHeadsOnly) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  const int tokens = 11, q_heads = 6, kv_heads = 2, head_dim = 64;
+  const int64_t stride = (q_heads + 2 * kv_heads) * head_dim;
+  const std::vector<float> qkv = RoundBF16(RandomFloats(tokens * stride, 5));
+  std::vector<int32_t> positions(tokens);
+  for (int t = 0; t < tokens; ++t) positions[t] = t * 97 + 3;
+  std::vector<float> inv_freq(head_dim / 2);
+  for (int i = 0; i < head_dim / 2; ++i) inv_freq[i] = std::pow(500000.0f, -2.0f * i / head_dim);
+  DeviceArray<uint16_t> d_qkv(ToBF16(qkv));
+  DeviceArray<int32_t> d_pos(positions);
+  DeviceArray<float> d_freq(inv_freq);
+  kernels::RotaryParams p;
+  p.qkv = d_qkv.get();
+  p.row_stride = stride;
+  p.positions = d_pos.get();
+  p.inv_freq = d_freq.get();
+  p.num_tokens = tokens;
+  p.num_q_heads = q_heads;
+  p.num_kv_heads = kv_heads;
+  p.head_dim = head_dim;
+  CUDA_ASSERT_OK(kernels::LaunchRotary(p, nullptr));
+  CUDA_ASSERT_OK(cudaDeviceSynchronize());
+  std::vector<float> want = qkv;
+  for (int t = 0; t < tokens; ++t) {
+    for (int h = 0; h < q_heads + kv_heads; ++h) {
+      float* x = want.data() + t * stride + h * head_dim;
+      for (int i = 0; i < head_dim / 2; ++i) {
+        const double angle = static_cast<double>(positions[t]) * inv_freq[i];
+        const double c = std::cos(angle), s = std::sin(angle);
+        const float a = x[i], b = x[i + head_dim / 2];
+        x[i] = static_cast<float>(a * c - b * s);
+        x[i + head_dim / 2] = static_cast<float>(b * c + a * s);
+      }
+    }
+  }
+  const double err = RelativeError(FromBF16(d_qkv.Download()), want);
+  ReportError("rotary", err);
+  EXPECT_LT(err, 1e-2);
+}
+
+TEST(KvWriteKernel, WritesEachTokenToItsBlockSlot) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  const int kv_heads = 3, head_dim = 64, block_size = 5, layers = 2, num_blocks = 9;
+  const int q_heads = 3;
+  const int64_t stride = (q_heads + 2 * kv_heads) * head_dim;
+  // Two rows: row 0 has tokens at positions 3..9 (blocks 4, 1), row 1 at 0..2 (block 7).
+  const std::vector<int32_t> positions = {3, 4, 5, 6, 7, 8, 9, 0, 1, 2};
+  const std::vector<int32_t> token_row = {0, 0, 0, 0, 0, 0, 0, 1, 1, 1};
+  const std::vector<int32_t> block_ids = {4, 1, 7};
+  const std::vector<int32_t> row_offset = {0, 2};
+  const int tokens = static_cast<int>(positions.size());
+  const std::vector<float> qkv = RoundBF16(RandomFloats(tokens * stride, 6));
+  kernels::KvCacheLayout layout;
+  layout.block_size = block_size;
+  layout.num_kv_heads = kv_heads;
+  layout.head_dim = head_dim;
+  layout.num_blocks = num_blocks;
+  layout.v_offset = int64_t{kv_heads} * block_size * head_dim;
+  layout.block_stride = 2 * layout.v_offset * layers;
+  layout.layer_offset = 2 * layout.v_offset;  // layer 1
+  const std::vector<float> cache_init =
+      RoundBF16(RandomFloats(num_blocks * layout.block_stride, 7));
+  DeviceArray<uint16_t> d_cache(ToBF16(cache_init));
+  DeviceArray<uint16_t> d_qkv(ToBF16(qkv));
+  DeviceArray<int32_t> d_pos(positions), d_row(token_row), d_blocks(block_ids), d_off(row_offset);
+  layout.base = d_cache.get();
+  kernels::KvWriteParams p;
+  p.qkv = d_qkv.get();
+  p.row_stride = stride;
+  p.k_column = q_heads * head_dim;
+  p.positions = d_pos.get();
+  p.token_row = d_row.get();
+  p.row_block_offset = d_off.get();
+  p.block_ids = d_blocks.get();
+  p.cache = layout;
+  p.num_tokens = tokens;
+  CUDA_ASSERT_OK(kernels::LaunchKvWrite(p, nullptr));
+  CUDA_ASSERT_OK(cudaDeviceSynchronize());
+  std::vector<float> want = cache_init;
+  for (int t = 0; t < tokens; ++t) {
+    const int block = block_ids[row_offset[token_row[t]] + positions[t] / block_size];
+    for (int kv = 0; kv < 2; ++kv) {
+      for (int h = 0; h < kv_heads; ++h) {
+        for (int d = 0; d < head_dim; ++d) {
+          want[kernels::KvOffset(layout, block, h, positions[t] % block_size, kv == 1) + d] =
+              qkv[t * stride + p.k_column + (kv * kv_heads + h) * head_dim + d];
+        }
+      }
+    }
+  }
+  const double err = RelativeError(FromBF16(d_cache.Download()), want);
+  ReportError("kv_write", err);
+  EXPECT_EQ(err, 0.0);
+}
+
+TEST(SiluMulKernel, GatesTheUpHalf) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  const int64_t tokens = 7, inter = 1000;
+  const std::vector<float> gate_up = RoundBF16(RandomFloats(tokens * 2 * inter, 8, 4.0f));
+  DeviceArray<uint16_t> d_in(ToBF16(gate_up));
+  DeviceArray<uint16_t> d_out(tokens * inter);
+  kernels::SiluMulParams p;
+  p.gate_up = d_in.get();
+  p.out = d_out.get();
+  p.num_tokens = tokens;
+  p.intermediate = inter;
+  CUDA_ASSERT_OK(kernels::LaunchSiluMul(p, nullptr));
+  CUDA_ASSERT_OK(cudaDeviceSynchronize());
+  std::vector<float> want(tokens * inter);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t i = 0; i < inter; ++i) {
+      const double g = gate_up[t * 2 * inter + i], u = gate_up[t * 2 * inter + inter + i];
+      want[t * inter + i] = static_cast<float>(g / (1.0 + std::exp(-g)) * u);
+    }
+  }
+  const double err = RelativeError(FromBF16(d_out.Download()), want);
+  ReportError("silu_mul", err);
+  EXPECT_LT(err, 1e-2);
+}
+
+TEST(FillRandomKernel, UniformInRange) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  const int64_t n = 100003;
+  DeviceArray<uint16_t> d(n);
+  kernels::FillRandomParams p;
+  p.data = d.get();
+  p.num_elements = n;
+  p.scale = 0.5f;
+  p.offset = 1.0f;
+  p.seed = 42;
+  CUDA_ASSERT_OK(kernels::LaunchFillRandom(p, nullptr));
+  CUDA_ASSERT_OK(cudaDeviceSynchronize());
+  const std::vector<float> v = FromBF16(d.Download());
+  double mean = 0.0;
+  for (float x : v) {
+    ASSERT_GE(x, 0.5f);
+    ASSERT_LE(x, 1.5f);
+    mean += x;
+  }
+  EXPECT_NEAR(mean / n, 1.0, 0.01);
+}
+
+}  // namespace
+}  // namespace convoy

@@ -1,0 +1,133 @@
+// The sampling kernel against a CPU reference: greedy choice, logprobs, top logprobs, and the
+// seeded draw restricted by top-k and top-p.
+#include "kernels/sampling.cuh"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/gpu_test_util.h"
+
+namespace convoy {
+namespace {
+
+using testing::DeviceArray;
+using testing::RandomFloats;
+using testing::ReportError;
+
+struct CpuSample {
+  std::vector<double> logprobs;  // log softmax of the raw logits
+  std::vector<int> order;        // most likely first, lowest id on ties
+};
+
+CpuSample Reference(const float* logits, int vocab) {
+  CpuSample s;
+  double max_logit = -INFINITY;
+  for (int i = 0; i < vocab; ++i) max_logit = std::max<double>(max_logit, logits[i]);
+  double sum = 0.0;
+  for (int i = 0; i < vocab; ++i) sum += std::exp(logits[i] - max_logit);
+  const double log_z = max_logit + std::log(sum);
+  for (int i = 0; i < vocab; ++i) s.logprobs.push_back(logits[i] - log_z);
+  s.order.resize(vocab);
+  std::iota(s.order.begin(), s.order.end(), 0);
+  std::stable_sort(s.order.begin(), s.order.end(),
+                   [&](int a, int b) { return logits[a] > logits[b]; });
+  return s;
+}
+
+TEST(SamplingKernel, GreedyLogprobsAndTopLogprobs) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  const int vocab = 32003, rows = 5;
+  std::vector<float> logits = RandomFloats(int64_t{vocab} * rows, 31, 6.0f);
+  logits[2 * vocab + 17] = logits[2 * vocab + 900] = 50.0f;  // a tie: lowest id wins
+  std::vector<kernels::SampleRow> sample_rows(rows);
+  for (int r = 0; r < rows; ++r) {
+    sample_rows[r].logits_row = rows - 1 - r;  // rows read logits out of order
+    sample_rows[r].num_top_logprobs = r * 4;
+    sample_rows[r].top_k = r == 4 ? 1 : 0;
+    sample_rows[r].temperature = r == 4 ? 0.7f : 0.0f;
+  }
+  DeviceArray<float> d_logits(logits);
+  DeviceArray<kernels::SampleRow> d_rows(sample_rows);
+  DeviceArray<kernels::SampleOutput> d_out(rows);
+  kernels::SamplingKernelParams p;
+  p.logits = d_logits.get();
+  p.vocab = vocab;
+  p.rows = d_rows.get();
+  p.out = d_out.get();
+  p.num_rows = rows;
+  CUDA_ASSERT_OK(kernels::LaunchSampling(p, nullptr));
+  CUDA_ASSERT_OK(cudaDeviceSynchronize());
+  const std::vector<kernels::SampleOutput> out = d_out.Download();
+  double max_err = 0.0;
+  for (int r = 0; r < rows; ++r) {
+    const CpuSample ref =
+        Reference(logits.data() + int64_t{sample_rows[r].logits_row} * vocab, vocab);
+    EXPECT_EQ(out[r].token, ref.order[0]) << "row " << r;
+    max_err = std::max(max_err, std::abs(out[r].logprob - ref.logprobs[ref.order[0]]));
+    for (int n = 0; n < sample_rows[r].num_top_logprobs; ++n) {
+      EXPECT_EQ(out[r].top_tokens[n], ref.order[n]) << "row " << r << " rank " << n;
+      max_err = std::max(max_err, std::abs(out[r].top_logprobs[n] - ref.logprobs[ref.order[n]]));
+    }
+  }
+  ReportError("sampling_logprob_abs", max_err);
+  EXPECT_LT(max_err, 1e-3);
+}
+
+TEST(SamplingKernel, SeededDrawsStayInsideTopKAndTopPAndRepeat) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  const int vocab = 5000, rows = 64;
+  const std::vector<float> one_row = RandomFloats(vocab, 41, 5.0f);
+  std::vector<float> logits;
+  for (int r = 0; r < rows; ++r) logits.insert(logits.end(), one_row.begin(), one_row.end());
+  std::vector<kernels::SampleRow> sample_rows(rows);
+  for (int r = 0; r < rows; ++r) {
+    sample_rows[r].logits_row = r;
+    sample_rows[r].temperature = 1.3f;
+    sample_rows[r].top_k = r % 2 == 0 ? 20 : 0;
+    sample_rows[r].top_p = r % 2 == 0 ? 1.0f : 0.5f;
+    sample_rows[r].seed = 1234;
+    sample_rows[r].sample_index = r / 2;
+  }
+  DeviceArray<float> d_logits(logits);
+  DeviceArray<kernels::SampleRow> d_rows(sample_rows);
+  DeviceArray<kernels::SampleOutput> d_out(rows);
+  kernels::SamplingKernelParams p;
+  p.logits = d_logits.get();
+  p.vocab = vocab;
+  p.rows = d_rows.get();
+  p.out = d_out.get();
+  p.num_rows = rows;
+  CUDA_ASSERT_OK(kernels::LaunchSampling(p, nullptr));
+  CUDA_ASSERT_OK(cudaDeviceSynchronize());
+  const std::vector<kernels::SampleOutput> first = d_out.Download();
+  CUDA_ASSERT_OK(kernels::LaunchSampling(p, nullptr));
+  CUDA_ASSERT_OK(cudaDeviceSynchronize());
+  const std::vector<kernels::SampleOutput> second = d_out.Download();
+
+  const CpuSample ref = Reference(one_row.data(), vocab);
+  std::vector<int> rank(vocab);
+  for (int i = 0; i < vocab; ++i) rank[ref.order[i]] = i;
+  // The top-p set at temperature 1.3.
+  std::vector<double> probs(vocab);
+  double total = 0.0;
+  for (int i = 0; i < vocab; ++i) total += probs[i] = std::exp(ref.logprobs[i] / 1.3);
+  int nucleus = 0;
+  for (double mass = 0.0; mass < 0.5 * total; ++nucleus) mass += probs[ref.order[nucleus]];
+  std::vector<int> distinct;
+  for (int r = 0; r < rows; ++r) {
+    EXPECT_EQ(first[r].token, second[r].token) << "row " << r;
+    ASSERT_GE(first[r].token, 0);
+    ASSERT_LT(first[r].token, vocab);
+    EXPECT_LT(rank[first[r].token], r % 2 == 0 ? 20 : nucleus) << "row " << r;
+    EXPECT_NEAR(first[r].logprob, ref.logprobs[first[r].token], 1e-3);
+    distinct.push_back(first[r].token);
+  }
+  std::sort(distinct.begin(), distinct.end());
+  EXPECT_GT(std::unique(distinct.begin(), distinct.end()) - distinct.begin(), 4);
+}
+
+}  // namespace
+}  // namespace convoy

@@ -1,0 +1,515 @@
+#include "model/model_config.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "model/test_dir.h"
+#include "nlohmann/json.hpp"
+#include "status_matchers.h"
+
+namespace convoy {
+namespace {
+
+using ::convoy::testing::StatusIs;
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using Json = nlohmann::json;
+
+// TinyLlama-1.1B-Chat-v1.0's config.json, as published.
+constexpr char kTinyLlamaConfig[] = R"({
+  "architectures": ["LlamaForCausalLM"],
+  "attention_bias": false,
+  "bos_token_id": 1,
+  "eos_token_id": 2,
+  "hidden_act": "silu",
+  "hidden_size": 2048,
+  "initializer_range": 0.02,
+  "intermediate_size": 5632,
+  "max_position_embeddings": 2048,
+  "model_type": "llama",
+  "num_attention_heads": 32,
+  "num_hidden_layers": 22,
+  "num_key_value_heads": 4,
+  "pretraining_tp": 1,
+  "rms_norm_eps": 1e-05,
+  "rope_scaling": null,
+  "rope_theta": 10000.0,
+  "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.35.0",
+  "use_cache": true,
+  "vocab_size": 32000
+})";
+
+// Llama-3.2-1B's config.json, as published.
+constexpr char kLlama32Config[] = R"({
+  "architectures": ["LlamaForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "bos_token_id": 128000,
+  "eos_token_id": [128001, 128008, 128009],
+  "head_dim": 64,
+  "hidden_act": "silu",
+  "hidden_size": 2048,
+  "initializer_range": 0.02,
+  "intermediate_size": 8192,
+  "max_position_embeddings": 131072,
+  "mlp_bias": false,
+  "model_type": "llama",
+  "num_attention_heads": 32,
+  "num_hidden_layers": 16,
+  "num_key_value_heads": 8,
+  "pretraining_tp": 1,
+  "rms_norm_eps": 1e-05,
+  "rope_scaling": {
+    "factor": 32.0,
+    "high_freq_factor": 4.0,
+    "low_freq_factor": 1.0,
+    "original_max_position_embeddings": 8192,
+    "rope_type": "llama3"
+  },
+  "rope_theta": 500000.0,
+  "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.45.0.dev0",
+  "use_cache": true,
+  "vocab_size": 128256
+})";
+
+Json Minimal() {
+  return Json{{"architectures", {"LlamaForCausalLM"}},
+              {"vocab_size", 1000},
+              {"hidden_size", 256},
+              {"intermediate_size", 512},
+              {"num_hidden_layers", 2},
+              {"num_attention_heads", 8}};
+}
+
+TEST(ModelConfigTest, MinimalConfigTakesDefaults) {
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(Minimal().dump(), "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->vocab_size, 1000);
+  EXPECT_EQ(config->num_key_value_heads, 8);  // = num_attention_heads
+  EXPECT_EQ(config->head_dim, 32);            // = hidden_size / num_attention_heads
+  EXPECT_EQ(config->q_size(), 256);
+  EXPECT_EQ(config->kv_size(), 256);
+  EXPECT_EQ(config->max_position_embeddings, 2048);
+  EXPECT_DOUBLE_EQ(config->rms_norm_eps, 1e-6);
+  EXPECT_DOUBLE_EQ(config->rope_theta, 10000.0);
+  EXPECT_EQ(config->rope_scaling.rope_type, "default");
+  EXPECT_FALSE(config->tie_word_embeddings);
+  EXPECT_EQ(config->torch_dtype, DType::kF32);
+  EXPECT_EQ(config->bos_token_id, 1);
+  EXPECT_EQ(config->eos_token_id, 2);
+}
+
+TEST(ModelConfigTest, ModelTypeLlamaWithoutArchitectures) {
+  Json json = Minimal();
+  json.erase("architectures");
+  json["model_type"] = "llama";
+  EXPECT_OK(ParseModelConfig(json.dump(), "config.json"));
+  json["model_type"] = "mistral";
+  EXPECT_THAT(ParseModelConfig(json.dump(), "config.json"),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       AllOf(HasSubstr("'model_type'"), HasSubstr("mistral"))));
+}
+
+TEST(ModelConfigTest, TinyLlamaGroupedQueryAttention) {
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(kTinyLlamaConfig, "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->num_attention_heads, 32);
+  EXPECT_EQ(config->num_key_value_heads, 4);
+  EXPECT_EQ(config->head_dim, 64);
+  EXPECT_EQ(config->kv_size(), 256);
+  EXPECT_EQ(config->torch_dtype, DType::kBF16);
+  EXPECT_DOUBLE_EQ(config->rms_norm_eps, 1e-5);
+  EXPECT_EQ(config->NumParameters(), 1100048384);  // "1.1B"
+}
+
+TEST(ModelConfigTest, Llama3RopeScalingAndEosList) {
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(kLlama32Config, "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->rope_scaling.rope_type, "llama3");
+  EXPECT_DOUBLE_EQ(config->rope_scaling.factor, 32.0);
+  EXPECT_DOUBLE_EQ(config->rope_scaling.low_freq_factor, 1.0);
+  EXPECT_DOUBLE_EQ(config->rope_scaling.high_freq_factor, 4.0);
+  EXPECT_EQ(config->rope_scaling.original_max_position_embeddings, 8192);
+  EXPECT_DOUBLE_EQ(config->rope_theta, 500000.0);
+  EXPECT_TRUE(config->tie_word_embeddings);
+  EXPECT_EQ(config->head_dim, 64);
+  EXPECT_EQ(config->bos_token_id, 128000);
+  EXPECT_EQ(config->eos_token_id, 128001);
+  EXPECT_THAT(config->eos_token_ids, ElementsAre(128001, 128008, 128009));
+  // Llama 3.2 1B has 1.24B parameters with the embeddings counted once.
+  EXPECT_EQ(config->NumParameters(), 1235814400);
+}
+
+TEST(ModelConfigTest, OlderRopeScalingTypeSpelling) {
+  Json json = Json::parse(kLlama32Config);
+  json["rope_scaling"].erase("rope_type");
+  json["rope_scaling"]["type"] = "llama3";
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(json.dump(), "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->rope_scaling.rope_type, "llama3");
+}
+
+// transformers 5 writes "dtype" and puts rope_theta and the scaling into "rope_parameters".
+TEST(ModelConfigTest, Transformers5RopeParameters) {
+  constexpr char kConfig[] = R"({
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "dtype": "bfloat16",
+    "vocab_size": 112, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 3,
+    "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 32,
+    "rope_parameters": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                        "original_max_position_embeddings": 64, "rope_theta": 500000.0,
+                        "rope_type": "llama3"}})";
+  auto config = ParseModelConfig(kConfig, "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->torch_dtype, DType::kBF16);
+  EXPECT_EQ(config->rope_theta, 500000.0);
+  EXPECT_EQ(config->rope_scaling.rope_type, "llama3");
+  EXPECT_EQ(config->rope_scaling.factor, 8.0);
+  EXPECT_EQ(config->rope_scaling.original_max_position_embeddings, 64);
+
+  constexpr char kDefault[] = R"({
+    "architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8,
+    "intermediate_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+    "rope_parameters": {"rope_theta": 1234.0, "rope_type": "default"}})";
+  auto plain = ParseModelConfig(kDefault, "config.json");
+  ASSERT_OK(plain);
+  EXPECT_EQ(plain->rope_theta, 1234.0);
+  EXPECT_EQ(plain->rope_scaling.rope_type, "default");
+
+  constexpr char kBad[] = R"({
+    "architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8,
+    "intermediate_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+    "rope_parameters": {"rope_theta": 1234.0, "rope_type": "yarn"}})";
+  EXPECT_THAT(ParseModelConfig(kBad, "config.json"),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       AllOf(HasSubstr("rope_parameters.rope_type"), HasSubstr("yarn"))));
+}
+
+TEST(ModelConfigTest, NullTokenIds) {
+  Json json = Minimal();
+  json["bos_token_id"] = nullptr;
+  json["eos_token_id"] = nullptr;
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(json.dump(), "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->bos_token_id, -1);
+  EXPECT_EQ(config->eos_token_id, -1);
+}
+
+struct BadConfigCase {
+  std::string description;
+  Json (*make)();
+  absl::StatusCode code;
+  std::vector<std::string> substrings;  // each must appear in the message
+};
+
+std::vector<BadConfigCase> BadConfigCases() {
+  using absl::StatusCode;
+  return {
+      {"other architecture",
+       [] {
+         Json j = Minimal();
+         j["architectures"] = {"MistralForCausalLM"};
+         return j;
+       },
+       StatusCode::kUnimplemented,
+       {"'architectures'", "LlamaForCausalLM", "MistralForCausalLM"}},
+      {"missing field",
+       [] {
+         Json j = Minimal();
+         j.erase("hidden_size");
+         return j;
+       },
+       StatusCode::kInvalidArgument,
+       {"'hidden_size'", "required", "found none"}},
+      {"kv heads do not divide heads",
+       [] {
+         Json j = Json::parse(kTinyLlamaConfig);
+         j["num_key_value_heads"] = 5;
+         return j;
+       },
+       StatusCode::kInvalidArgument,
+       {"config.json: field 'num_key_value_heads' must divide num_attention_heads 32, found 5"}},
+      {"string for an integer",
+       [] {
+         Json j = Minimal();
+         j["vocab_size"] = "many";
+         return j;
+       },
+       StatusCode::kInvalidArgument,
+       {"'vocab_size'", "integer", "\"many\""}},
+      {"fractional integer",
+       [] {
+         Json j = Minimal();
+         j["num_hidden_layers"] = 2.5;
+         return j;
+       },
+       StatusCode::kInvalidArgument,
+       {"'num_hidden_layers'", "integer", "2.5"}},
+      {"zero size",
+       [] {
+         Json j = Minimal();
+         j["intermediate_size"] = 0;
+         return j;
+       },
+       StatusCode::kInvalidArgument,
+       {"'intermediate_size'", "positive", "found 0"}},
+      {"zero heads",
+       [] {
+         Json j = Minimal();
+         j["num_attention_heads"] = 0;
+         return j;
+       },
+       StatusCode::kInvalidArgument,
+       {"'num_attention_heads'", "positive", "found 0"}},
+      {"hidden not a multiple of heads",
+       [] {
+         Json j = Minimal();
+         j["num_attention_heads"] = 7;
+         return j;
+       },
+       StatusCode::kInvalidArgument,
+       {"'hidden_size'", "num_attention_heads 7", "found 256"}},
+      {"odd head_dim",
+       [] {
+         Json j = Minimal();
+         j["head_dim"] = 31;
+         return j;
+       },
+       StatusCode::kInvalidArgument,
+       {"'head_dim'", "even", "found 31"}},
+      {"other rope type",
+       [] {
+         Json j = Minimal();
+         j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+         return j;
+       },
+       StatusCode::kUnimplemented,
+       {"'rope_scaling.rope_type'", "llama3", "\"linear\""}},
+      {"yarn with the older key",
+       [] {
+         Json j = Minimal();
+         j["rope_scaling"] = {{"type", "yarn"}, {"factor", 2.0}};
+         return j;
+       },
+       StatusCode::kUnimplemented,
+       {"'rope_scaling.type'", "\"yarn\""}},
+      {"llama3 without factor",
+       [] {
+         Json j = Json::parse(kLlama32Config);
+         j["rope_scaling"].erase("factor");
+         return j;
+       },
+       StatusCode::kInvalidArgument,
+       {"'rope_scaling.factor'", "required"}},
+      {"llama3 with high <= low",
+       [] {
+         Json j = Json::parse(kLlama32Config);
+         j["rope_scaling"]["high_freq_factor"] = 0.5;
+         return j;
+       },
+       StatusCode::kInvalidArgument,
+       {"'rope_scaling.high_freq_factor'", "low_freq_factor 1", "found 0.5"}},
+      {"rope_scaling not an object",
+       [] {
+         Json j = Minimal();
+         j["rope_scaling"] = 2;
+         return j;
+       },
+       StatusCode::kInvalidArgument,
+       {"'rope_scaling'", "found 2"}},
+      {"unknown dtype",
+       [] {
+         Json j = Minimal();
+         j["torch_dtype"] = "int8";
+         return j;
+       },
+       StatusCode::kUnimplemented,
+       {"'torch_dtype'", "bfloat16", "\"int8\""}},
+      {"attention bias",
+       [] {
+         Json j = Minimal();
+         j["attention_bias"] = true;
+         return j;
+       },
+       StatusCode::kUnimplemented,
+       {"'attention_bias'", "found true"}},
+      {"mlp bias",
+       [] {
+         Json j = Minimal();
+         j["mlp_bias"] = true;
+         return j;
+       },
+       StatusCode::kUnimplemented,
+       {"'mlp_bias'", "found true"}},
+      {"other activation",
+       [] {
+         Json j = Minimal();
+         j["hidden_act"] = "gelu";
+         return j;
+       },
+       StatusCode::kUnimplemented,
+       {"'hidden_act'", "silu", "\"gelu\""}},
+      {"eos outside the vocabulary",
+       [] {
+         Json j = Minimal();
+         j["eos_token_id"] = {2, 1000};
+         return j;
+       },
+       StatusCode::kInvalidArgument,
+       {"'eos_token_id'", "vocab_size 1000", "found 1000"}},
+      {"eos list of strings",
+       [] {
+         Json j = Minimal();
+         j["eos_token_id"] = {"</s>"};
+         return j;
+       },
+       StatusCode::kInvalidArgument,
+       {"'eos_token_id'", "\"</s>\""}},
+      {"bias not a bool",
+       [] {
+         Json j = Minimal();
+         j["tie_word_embeddings"] = "yes";
+         return j;
+       },
+       StatusCode::kInvalidArgument,
+       {"'tie_word_embeddings'", "\"yes\""}},
+      {"not an object",
+       [] {
+         return Json::array({1, 2});
+       },
+       StatusCode::kInvalidArgument,
+       {"JSON object", "array"}},
+  };
+}
+
+TEST(ModelConfigTest, EachErrorNamesTheFileTheFieldAndTheValue) {
+  for (const BadConfigCase& bad : BadConfigCases()) {
+    SCOPED_TRACE(bad.description);
+    absl::StatusOr<ModelConfig> config = ParseModelConfig(bad.make().dump(), "dir/config.json");
+    EXPECT_THAT(config, StatusIs(bad.code, HasSubstr("dir/config.json: ")));
+    for (const std::string& substring : bad.substrings) {
+      EXPECT_THAT(config, StatusIs(bad.code, HasSubstr(substring)));
+    }
+  }
+}
+
+TEST(ModelConfigTest, MalformedJson) {
+  EXPECT_THAT(ParseModelConfig("{\"vocab_size\": ", "x/config.json"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("x/config.json"), HasSubstr("not valid JSON"))));
+  EXPECT_THAT(ParseModelConfig("", "x/config.json"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("x/config.json")));
+}
+
+TEST(ModelConfigTest, ValidateNamesTheField) {
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(kTinyLlamaConfig, "config.json");
+  ASSERT_OK(config);
+  ModelConfig bad = *config;
+  bad.num_hidden_layers = -1;
+  EXPECT_THAT(bad.Validate(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                       HasSubstr("'num_hidden_layers' must be positive")));
+  bad = *config;
+  bad.rope_scaling.rope_type = "dynamic";
+  EXPECT_THAT(bad.Validate(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("'rope_scaling.rope_type'"), HasSubstr("dynamic"))));
+  bad = *config;
+  bad.rms_norm_eps = 0;
+  EXPECT_THAT(bad.Validate(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'rms_norm_eps'")));
+}
+
+void ExpectSameConfig(const ModelConfig& a, const ModelConfig& b) {
+  EXPECT_EQ(a.architecture, b.architecture);
+  EXPECT_EQ(a.vocab_size, b.vocab_size);
+  EXPECT_EQ(a.hidden_size, b.hidden_size);
+  EXPECT_EQ(a.intermediate_size, b.intermediate_size);
+  EXPECT_EQ(a.num_hidden_layers, b.num_hidden_layers);
+  EXPECT_EQ(a.num_attention_heads, b.num_attention_heads);
+  EXPECT_EQ(a.num_key_value_heads, b.num_key_value_heads);
+  EXPECT_EQ(a.head_dim, b.head_dim);
+  EXPECT_EQ(a.max_position_embeddings, b.max_position_embeddings);
+  EXPECT_EQ(a.rms_norm_eps, b.rms_norm_eps);
+  EXPECT_EQ(a.rope_theta, b.rope_theta);
+  EXPECT_EQ(a.rope_scaling.rope_type, b.rope_scaling.rope_type);
+  EXPECT_EQ(a.rope_scaling.factor, b.rope_scaling.factor);
+  EXPECT_EQ(a.rope_scaling.low_freq_factor, b.rope_scaling.low_freq_factor);
+  EXPECT_EQ(a.rope_scaling.high_freq_factor, b.rope_scaling.high_freq_factor);
+  EXPECT_EQ(a.rope_scaling.original_max_position_embeddings,
+            b.rope_scaling.original_max_position_embeddings);
+  EXPECT_EQ(a.tie_word_embeddings, b.tie_word_embeddings);
+  EXPECT_EQ(a.torch_dtype, b.torch_dtype);
+  EXPECT_EQ(a.bos_token_id, b.bos_token_id);
+  EXPECT_EQ(a.eos_token_id, b.eos_token_id);
+  EXPECT_EQ(a.eos_token_ids, b.eos_token_ids);
+}
+
+TEST(ModelConfigTest, ToJsonRoundTrips) {
+  for (const char* text : {kTinyLlamaConfig, kLlama32Config}) {
+    absl::StatusOr<ModelConfig> config = ParseModelConfig(text, "config.json");
+    ASSERT_OK(config);
+    const std::string written = ModelConfigToJson(*config);
+    absl::StatusOr<ModelConfig> reread = ParseModelConfig(written, "written.json");
+    ASSERT_OK(reread);
+    ExpectSameConfig(*config, *reread);
+    EXPECT_EQ(ModelConfigToJson(*reread), written);
+  }
+}
+
+TEST(ModelConfigTest, ToJsonHasWhatTransformersExpects) {
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(kLlama32Config, "config.json");
+  ASSERT_OK(config);
+  Json json = Json::parse(ModelConfigToJson(*config));
+  EXPECT_EQ(json["architectures"], Json({"LlamaForCausalLM"}));
+  EXPECT_EQ(json["model_type"], "llama");
+  EXPECT_EQ(json["hidden_act"], "silu");
+  EXPECT_EQ(json["attention_bias"], false);
+  EXPECT_EQ(json["mlp_bias"], false);
+  EXPECT_EQ(json["torch_dtype"], "bfloat16");
+  EXPECT_EQ(json["tie_word_embeddings"], true);
+  EXPECT_EQ(json["eos_token_id"], Json({128001, 128008, 128009}));
+  EXPECT_EQ(json["rope_scaling"]["rope_type"], "llama3");
+  EXPECT_EQ(json["rope_scaling"]["factor"], 32.0);
+  EXPECT_EQ(json["rope_scaling"]["original_max_position_embeddings"], 8192);
+  for (const char* key : {"initializer_range", "use_cache", "bos_token_id", "rms_norm_eps",
+                          "rope_theta", "num_key_value_heads", "head_dim"}) {
+    EXPECT_TRUE(json.contains(key)) << key;
+  }
+  ModelConfig plain = *config;
+  plain.rope_scaling = RopeScaling();
+  EXPECT_TRUE(Json::parse(ModelConfigToJson(plain))["rope_scaling"].is_null());
+}
+
+TEST(ModelConfigTest, DTypeNamesAndSizes) {
+  EXPECT_STREQ(DTypeName(DType::kF32), "F32");
+  EXPECT_STREQ(DTypeName(DType::kF16), "F16");
+  EXPECT_STREQ(DTypeName(DType::kBF16), "BF16");
+  EXPECT_EQ(DTypeSize(DType::kF32), 4);
+  EXPECT_EQ(DTypeSize(DType::kF16), 2);
+  EXPECT_EQ(DTypeSize(DType::kBF16), 2);
+}
+
+TEST(ModelConfigTest, LoadModelConfigReadsTheFileAndNamesIt) {
+  testing::TestDir dir;
+  const std::string path = dir.Join("config.json");
+  EXPECT_THAT(LoadModelConfig(path), StatusIs(absl::StatusCode::kNotFound, HasSubstr(path)));
+  testing::WriteBytes(path, kTinyLlamaConfig);
+  absl::StatusOr<ModelConfig> config = LoadModelConfig(path);
+  ASSERT_OK(config);
+  EXPECT_EQ(config->vocab_size, 32000);
+  Json json = Json::parse(kTinyLlamaConfig);
+  json["num_key_value_heads"] = 5;
+  testing::WriteBytes(path, json.dump());
+  EXPECT_THAT(LoadModelConfig(path),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr(path + ": field 'num_key_value_heads' must divide")));
+}
+
+}  // namespace
+}  // namespace convoy
