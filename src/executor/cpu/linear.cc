@@ -17,6 +17,12 @@ class F32Linear final : public Linear {
   F32Linear(int64_t in, int64_t out, std::vector<float> w) : Linear(in, out), w_(std::move(w)) {}
   int64_t weight_bytes() const override { return in_ * out_ * 4; }
   void Forward(const float* x, int64_t m, float* y) override {
+    if (m == 1) {  // a matrix-vector product streams the weights once, with no packing
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(out_),
+                  static_cast<blasint>(in_), 1.0f, w_.data(), static_cast<blasint>(in_), x, 1,
+                  0.0f, y, 1);
+      return;
+    }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m),
                 static_cast<blasint>(out_), static_cast<blasint>(in_), 1.0f, x,
                 static_cast<blasint>(in_), w_.data(), static_cast<blasint>(in_), 0.0f, y,
