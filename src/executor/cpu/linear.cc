@@ -19,8 +19,8 @@ class F32Linear final : public Linear {
   void Forward(const float* x, int64_t m, float* y) override {
     if (m == 1) {  // a matrix-vector product streams the weights once, with no packing
       cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(out_),
-                  static_cast<blasint>(in_), 1.0f, w_.data(), static_cast<blasint>(in_), x, 1,
-                  0.0f, y, 1);
+                  static_cast<blasint>(in_), 1.0f, w_.data(), static_cast<blasint>(in_), x, 1, 0.0f,
+                  y, 1);
       return;
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m),
