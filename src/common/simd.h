@@ -26,4 +26,29 @@ inline float HorizontalSum(__m512 v) {
 }  // namespace convoy
 
 #endif  // __AVX512F__
+
+#include <cstdint>
+
+#include "common/half.h"
+
+namespace convoy {
+
+// dst[i] = bf16(src[i]), rounding to nearest even, in parallel over the OpenMP threads. With
+// AVX512-BF16 the hardware converts (denormal inputs become zero); otherwise FloatToBF16.
+inline void ConvertToBF16(const float* src, uint16_t* dst, int64_t n) {
+#if defined(__AVX512BF16__)
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mask =
+        n - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(mask, src + i);
+    _mm256_mask_storeu_epi16(dst + i, mask, reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
+  }
+#else
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) dst[i] = FloatToBF16(src[i]);
+#endif
+}
+
+}  // namespace convoy
 #endif  // CONVOY_COMMON_SIMD_H_
