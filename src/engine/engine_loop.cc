@@ -1,0 +1,170 @@
+#include "engine/engine_loop.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "convoy/status_macros.h"
+
+namespace convoy {
+
+absl::StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::Create(Executor* executor,
+                                                               const EngineLoopOptions& options) {
+  if (executor == nullptr) return absl::InvalidArgumentError("no executor");
+  SchedulerOptions scheduler_options = options.scheduler;
+  const KvCacheSpec& kv = executor->kv_spec();
+  if (scheduler_options.block_size != kv.block_size) {
+    return absl::InvalidArgumentError(absl::StrCat("block_size ", scheduler_options.block_size,
+                                                   " differs from the executor's KV cache (",
+                                                   kv.block_size, ")"));
+  }
+  scheduler_options.num_blocks = kv.num_blocks;
+  const int64_t model_len = executor->model_config().max_position_embeddings;
+  if (model_len > 0 &&
+      (scheduler_options.max_model_len == 0 || scheduler_options.max_model_len > model_len)) {
+    scheduler_options.max_model_len = model_len;
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Scheduler> scheduler,
+                   Scheduler::Create(scheduler_options, options.observer));
+  std::unique_ptr<EngineLoop> loop(new EngineLoop(executor, options, std::move(scheduler)));
+  loop->thread_ = std::thread([raw = loop.get()] { raw->Run(); });
+  return loop;
+}
+
+EngineLoop::EngineLoop(Executor* executor, const EngineLoopOptions& options,
+                       std::unique_ptr<Scheduler> scheduler)
+    : executor_(executor),
+      clock_(options.clock != nullptr ? options.clock : RealClock::Get()),
+      scheduler_(std::move(scheduler)),
+      inbox_per_level_(scheduler_->options().priority_levels, 0),
+      waiting_per_level_(scheduler_->options().priority_levels, 0) {}
+
+EngineLoop::~EngineLoop() { Shutdown(/*drain=*/false); }
+
+absl::Status EngineLoop::Submit(Request request, EventCallback on_event) {
+  // ResolveLevel reads only the scheduler's constant options.
+  ASSIGN_OR_RETURN(const int32_t level, scheduler_->ResolveLevel(request.priority));
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::UnavailableError("the engine is shutting down");
+  const int32_t bound = scheduler_->options().queue_policy(level).max_queue_size;
+  if (bound > 0 && inbox_per_level_[level - 1] + waiting_per_level_[level - 1] >= bound) {
+    return absl::ResourceExhaustedError(absl::StrCat("the queue of priority level ", level,
+                                                     " is full (max_queue_size ", bound,
+                                                     "); retry later"));
+  }
+  ++inbox_per_level_[level - 1];
+  inbox_.emplace_back(std::move(request), std::move(on_event));
+  return absl::OkStatus();
+}
+
+void EngineLoop::Cancel(RequestId id) {
+  absl::MutexLock lock(&mu_);
+  cancels_.push_back(id);
+}
+
+void EngineLoop::Shutdown(bool drain) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!stopping_) drain_ = drain;
+    stopping_ = true;
+  }
+  absl::MutexLock join_lock(&join_mu_);
+  if (thread_.joinable()) thread_.join();
+}
+
+SchedulerStats EngineLoop::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+void EngineLoop::Dispatch(std::vector<Event> events) {
+  for (const Event& event : events) {
+    auto it = callbacks_.find(event.request_id);
+    if (it == callbacks_.end()) continue;
+    it->second(event);
+    if (event.kind == Event::Kind::kFinal) callbacks_.erase(it);
+  }
+}
+
+void EngineLoop::Run() {
+  std::optional<absl::Time> wake_at;
+  bool idle = false;          // the last Schedule had nothing to run
+  bool stop_noticed = false;  // a drain sleeps until deadlines like any other pass
+  while (true) {
+    std::vector<std::pair<Request, EventCallback>> inbox;
+    std::vector<RequestId> cancels;
+    bool stopping = false;
+    bool drain = true;
+    {
+      absl::MutexLock lock(&mu_);
+      if (idle) {
+        auto has_work = [this, stop_noticed]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return !inbox_.empty() || !cancels_.empty() || (stopping_ && !stop_noticed);
+        };
+        const absl::Condition condition(&has_work);
+        if (wake_at) {
+          mu_.AwaitWithTimeout(condition, *wake_at - clock_->Now());
+        } else {
+          mu_.Await(condition);
+        }
+      }
+      inbox.swap(inbox_);
+      cancels.swap(cancels_);
+      std::fill(inbox_per_level_.begin(), inbox_per_level_.end(), 0);
+      stopping = stopping_;
+      drain = drain_;
+      stop_noticed = stopping_;
+    }
+
+    absl::Time now = clock_->Now();
+    for (auto& [request, callback] : inbox) {
+      const RequestId id = request.id;
+      // A duplicate id must not replace the callback of the request that holds it.
+      const bool duplicate = callbacks_.contains(id);
+      absl::Status status = scheduler_->Submit(std::move(request), now);
+      if (status.ok() && !duplicate) {
+        callbacks_.emplace(id, std::move(callback));
+        continue;
+      }
+      Event rejected;
+      rejected.kind = Event::Kind::kFinal;
+      rejected.request_id = id;
+      rejected.outcome = Outcome::kRejected;
+      rejected.status = status.ok() ? absl::AlreadyExistsError("duplicate request id") : status;
+      callback(rejected);
+    }
+    for (RequestId id : cancels) scheduler_->Cancel(id, now).IgnoreError();
+    if (stopping && !drain) {
+      std::vector<RequestId> held;
+      for (const auto& [id, callback] : callbacks_) held.push_back(id);
+      for (RequestId id : held) scheduler_->Cancel(id, now).IgnoreError();
+    }
+
+    ScheduleDecision decision = scheduler_->Schedule(now);
+    if (decision.plan) {
+      absl::StatusOr<StepResult> result = executor_->Step(*decision.plan);
+      now = clock_->Now();
+      if (result.ok()) {
+        scheduler_->OnStepResult(*result, now).IgnoreError();  // failures end as events
+      } else {
+        scheduler_->OnStepFailed(result.status(), now);
+      }
+    }
+    Dispatch(scheduler_->TakeEvents());
+    idle = !decision.plan.has_value();
+    wake_at = decision.wake_at;
+
+    {
+      absl::MutexLock lock(&mu_);
+      for (int32_t level = 1; level <= scheduler_->options().priority_levels; ++level) {
+        waiting_per_level_[level - 1] = scheduler_->num_waiting(level);
+      }
+      stats_ = scheduler_->stats();
+      if (stopping_ && scheduler_->empty() && inbox_.empty()) break;
+    }
+  }
+  // Requests submitted after the last pass: Submit refuses new ones once stopping_ is set, so the
+  // inbox is empty here.
+}
+
+}  // namespace convoy

@@ -1,0 +1,97 @@
+// The engine loop: the one thread that owns the scheduler and drives the executor. Requests come in
+// from any thread through Submit and Cancel; each request's events go out through its callback, on
+// the loop thread. When there is nothing to run, the loop sleeps exactly until the scheduler's next
+// deadline (a queue timeout or the queue delay) or until a new request or cancellation arrives.
+// This is what the gRPC front end calls.
+#ifndef CONVOY_ENGINE_ENGINE_LOOP_H_
+#define CONVOY_ENGINE_ENGINE_LOOP_H_
+
+#include <functional>
+#include <memory>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "executor/executor.h"
+#include "scheduler/clock.h"
+#include "scheduler/scheduler.h"
+
+namespace convoy {
+
+struct EngineLoopOptions {
+  // num_blocks and block_size are taken from the executor's KV cache (a block_size that disagrees
+  // is refused).
+  SchedulerOptions scheduler;
+  // Where "now" comes from; null: the real clock. The loop sleeps for the durations it measures on
+  // it.
+  Clock* clock = nullptr;
+  // May be null; called on the loop thread.
+  SchedulerObserver* observer = nullptr;
+};
+
+class EngineLoop {
+ public:
+  // Called on the loop thread with each of a request's events, the last one final. Must not block
+  // and must not call back into the EngineLoop's Shutdown.
+  using EventCallback = std::function<void(const Event&)>;
+
+  // Starts the loop thread. `executor` must outlive the EngineLoop; only the loop thread uses it.
+  static absl::StatusOr<std::unique_ptr<EngineLoop>> Create(Executor* executor,
+                                                            const EngineLoopOptions& options);
+  // Shutdown(/*drain=*/false).
+  ~EngineLoop();
+
+  EngineLoop(const EngineLoop&) = delete;
+  EngineLoop& operator=(const EngineLoop&) = delete;
+
+  // Thread-safe. Refuses at once, without calling `on_event`: INVALID_ARGUMENT for a bad priority,
+  // RESOURCE_EXHAUSTED when the request's priority queue is full, UNAVAILABLE after Shutdown.
+  // Otherwise `on_event` gets the request's events and exactly one final event (kRejected, with the
+  // scheduler's status, when the scheduler refuses it later: a duplicate id, a prompt too long).
+  absl::Status Submit(Request request, EventCallback on_event);
+  // Thread-safe. Cancels a queued or running request at the next step boundary; no-op for an
+  // unknown or finished id.
+  void Cancel(RequestId id);
+  // Thread-safe, idempotent. Stops taking requests; with `drain` the held requests run to their
+  // end, otherwise they are cancelled. Returns when the loop thread has exited.
+  void Shutdown(bool drain = true);
+
+  // Snapshot of the scheduler's counters, refreshed after every step (thread-safe).
+  SchedulerStats stats() const;
+
+ private:
+  EngineLoop(Executor* executor, const EngineLoopOptions& options,
+             std::unique_ptr<Scheduler> scheduler);
+  void Run();
+  void Dispatch(std::vector<Event> events);
+
+  // Constant after construction.
+  Executor* const executor_;
+  Clock* const clock_;
+  std::unique_ptr<Scheduler> scheduler_;  // only the loop thread touches it (but ResolveLevel)
+
+  // Only the loop thread.
+  absl::flat_hash_map<RequestId, EventCallback> callbacks_;
+
+  mutable absl::Mutex mu_;
+  std::vector<std::pair<Request, EventCallback>> inbox_ ABSL_GUARDED_BY(mu_);
+  std::vector<RequestId> cancels_ ABSL_GUARDED_BY(mu_);
+  // Per level: requests in the inbox, and waiting in the scheduler as of the last step.
+  std::vector<int64_t> inbox_per_level_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> waiting_per_level_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool drain_ ABSL_GUARDED_BY(mu_) = true;
+  SchedulerStats stats_ ABSL_GUARDED_BY(mu_);
+
+  std::thread thread_;
+  absl::Mutex join_mu_;
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_ENGINE_ENGINE_LOOP_H_

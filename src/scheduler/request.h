@@ -1,0 +1,66 @@
+// What enters the scheduler (Request) and what comes out of it (Event).
+#ifndef CONVOY_SCHEDULER_REQUEST_H_
+#define CONVOY_SCHEDULER_REQUEST_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "convoy/sampling_params.h"
+#include "executor/executor.h"
+
+namespace convoy {
+
+using RequestId = int64_t;
+
+struct Request {
+  // Unique among the requests the scheduler holds.
+  RequestId id = 0;
+  std::vector<int32_t> prompt_tokens;  // at least one
+  SamplingParams sampling;
+  // Tokens to generate at most; 0: the configured default.
+  int32_t max_tokens = 0;
+  // Generation stops after any of these tokens (which is returned).
+  std::vector<int32_t> stop_token_ids;
+  // 1 is the highest level; 0: the configured default level.
+  int32_t priority = 0;
+  // How long the request may wait in the queue before it is first scheduled. ZeroDuration(): the
+  // level's default; InfiniteDuration(): never times out.
+  absl::Duration timeout = absl::ZeroDuration();
+};
+
+// How a request ended. Every request the scheduler accepted ends with exactly one of these;
+// kRejected is used by callers (the engine loop) for a request that Submit refused.
+enum class Outcome {
+  kCompleteLength,  // max_tokens (or the model's length) reached
+  kCompleteStop,    // a stop token was generated
+  kCancelled,
+  kTimedOut,  // waited in the queue past its timeout
+  kRejected,
+  kFailed,  // the executor failed a step that held the request
+};
+inline constexpr int kNumOutcomes = 6;
+const char* OutcomeName(Outcome outcome);
+
+struct Event {
+  enum class Kind { kToken, kFinal };
+  Kind kind = Kind::kToken;
+  RequestId request_id = 0;
+
+  // kToken: the `token_index`-th generated token (0 is the first).
+  int32_t token = -1;
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top_logprobs;
+  int64_t token_index = 0;
+
+  // kFinal.
+  Outcome outcome = Outcome::kCompleteLength;
+  absl::Status status;  // OK when complete; CANCELLED, DEADLINE_EXCEEDED, ... otherwise
+  int64_t num_generated = 0;
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_SCHEDULER_REQUEST_H_

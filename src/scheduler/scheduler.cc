@@ -1,0 +1,573 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+#include <limits>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "convoy/status_macros.h"
+#include "scheduler/firing_rule.h"
+
+namespace convoy {
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& options,
+                                                             SchedulerObserver* observer) {
+  RETURN_IF_ERROR(options.Validate());
+  return std::unique_ptr<Scheduler>(new Scheduler(options, observer));
+}
+
+Scheduler::Scheduler(const SchedulerOptions& options, SchedulerObserver* observer)
+    : options_(options),
+      observer_(observer),
+      allocator_(options.num_blocks),
+      queues_(options.priority_levels),
+      new_waiting_(options.priority_levels, 0) {
+  running_.reserve(options.max_batch_size);
+}
+
+absl::StatusOr<int32_t> Scheduler::ResolveLevel(int32_t priority) const {
+  if (priority == 0) return options_.default_priority_level;
+  if (priority < 0 || priority > options_.priority_levels) {
+    return absl::InvalidArgumentError(absl::StrCat("priority ", priority, " is outside 1..",
+                                                   options_.priority_levels,
+                                                   " (0 for the default level)"));
+  }
+  return priority;
+}
+
+int64_t Scheduler::num_waiting() const {
+  int64_t n = 0;
+  for (const auto& queue : queues_) n += static_cast<int64_t>(queue.size());
+  return n;
+}
+
+absl::Status Scheduler::Submit(Request request, absl::Time now) {
+  auto reject = [&](RejectReason reason, absl::Status status) {
+    ++stats_.rejections[static_cast<int>(reason)];
+    if (observer_ != nullptr) observer_->OnRejected(reason);
+    return status;
+  };
+  auto invalid = [&](auto&&... parts) {
+    return reject(RejectReason::kInvalidArgument,
+                  absl::InvalidArgumentError(absl::StrCat("request ", request.id, ": ", parts...)));
+  };
+  if (sequences_.contains(request.id)) {
+    return reject(RejectReason::kDuplicateId,
+                  absl::AlreadyExistsError(absl::StrCat("request id ", request.id, " is in use")));
+  }
+  absl::StatusOr<int32_t> level = ResolveLevel(request.priority);
+  if (!level.ok()) return invalid(level.status().message());
+  if (request.prompt_tokens.empty()) return invalid("the prompt is empty");
+  if (request.max_tokens < 0) return invalid("max_tokens ", request.max_tokens, " is negative");
+  if (request.timeout < absl::ZeroDuration()) return invalid("the timeout is negative");
+  const int64_t prompt_len = static_cast<int64_t>(request.prompt_tokens.size());
+  const int32_t max_tokens =
+      request.max_tokens == 0 ? options_.default_max_tokens : request.max_tokens;
+  int64_t max_len = prompt_len + max_tokens;
+  if (options_.max_model_len > 0) {
+    if (prompt_len >= options_.max_model_len) {
+      return invalid("the prompt has ", prompt_len, " tokens; the model takes at most ",
+                     options_.max_model_len - 1, " before generating");
+    }
+    max_len = std::min<int64_t>(max_len, options_.max_model_len);
+  }
+  const int64_t blocks = CeilDiv(max_len, options_.block_size);
+  if (blocks > options_.num_blocks) {
+    return invalid(max_len, " tokens need ", blocks, " KV blocks; the cache has ",
+                   options_.num_blocks);
+  }
+  const QueuePolicy& policy = options_.queue_policy(*level);
+  if (policy.max_queue_size > 0 && new_waiting_[*level - 1] >= policy.max_queue_size) {
+    return reject(RejectReason::kQueueFull,
+                  absl::ResourceExhaustedError(absl::StrCat(
+                      "the queue of priority level ", *level, " is full (max_queue_size ",
+                      policy.max_queue_size, "); retry later")));
+  }
+
+  auto seq = std::make_unique<Sequence>(std::move(request), options_.block_size);
+  seq->level = *level;
+  seq->max_tokens = max_tokens;
+  seq->arrival = now;
+  seq->arrival_order = next_arrival_order_++;
+  seq->tokens = seq->request.prompt_tokens;
+  seq->prompt_len = prompt_len;
+  const absl::Duration timeout =
+      seq->request.timeout == absl::ZeroDuration() ? policy.default_timeout : seq->request.timeout;
+  if (timeout != absl::InfiniteDuration()) {
+    seq->deadline = now + timeout;
+    deadlines_.emplace(*seq->deadline, seq->request.id);
+  }
+  auto& queue = queues_[seq->level - 1];
+  seq->queue_pos = queue.insert(queue.end(), seq.get());
+  ++new_waiting_[seq->level - 1];
+  const RequestId id = seq->request.id;
+  sequences_.emplace(id, std::move(seq));
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::Cancel(RequestId id, absl::Time now) {
+  auto it = sequences_.find(id);
+  if (it == sequences_.end()) {
+    // A static batch's member that is complete but not yet returned: nothing left to cancel.
+    for (const Event& held : held_finals_) {
+      if (held.request_id == id) return absl::OkStatus();
+    }
+    return absl::NotFoundError(absl::StrCat("request ", id, " is not held"));
+  }
+  Sequence* seq = it->second.get();
+  if (seq->in_flight) {
+    seq->cancel_requested = true;
+    return absl::OkStatus();
+  }
+  Finish(seq, Outcome::kCancelled, absl::CancelledError("cancelled"), now);
+  return absl::OkStatus();
+}
+
+void Scheduler::ExpireTimeouts(absl::Time now) {
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+    auto [deadline, id] = *deadlines_.begin();
+    Sequence* seq = sequences_.at(id).get();
+    Finish(seq, Outcome::kTimedOut,
+           absl::DeadlineExceededError(absl::StrCat("waited in the queue for ",
+                                                    absl::FormatDuration(now - seq->arrival),
+                                                    ", past its timeout")),
+           now);
+  }
+}
+
+int32_t Scheduler::EffectiveLevel(const Sequence& seq, absl::Time now) const {
+  if (options_.priority_aging == absl::InfiniteDuration() || now <= seq.arrival) return seq.level;
+  absl::Duration remainder;
+  const int64_t boost = absl::IDivDuration(now - seq.arrival, options_.priority_aging, &remainder);
+  return static_cast<int32_t>(std::max<int64_t>(1, seq.level - boost));
+}
+
+std::vector<Sequence*> Scheduler::NextCandidates(absl::Time now, size_t max_count,
+                                                 bool static_members_only) const {
+  std::vector<std::list<Sequence*>::const_iterator> heads;
+  heads.reserve(queues_.size());
+  for (const auto& queue : queues_) heads.push_back(queue.begin());
+  std::vector<Sequence*> out;
+  while (out.size() < max_count) {
+    int best = -1;
+    std::tuple<int32_t, uint64_t> best_key;
+    for (size_t l = 0; l < queues_.size(); ++l) {
+      if (heads[l] == queues_[l].end()) continue;
+      const Sequence& seq = **heads[l];
+      // In a running static batch only its preempted members (at the queue heads) may come back.
+      if (static_members_only && seq.static_batch != static_batch_) continue;
+      std::tuple<int32_t, uint64_t> key{EffectiveLevel(seq, now), seq.arrival_order};
+      if (best < 0 || key < best_key) {
+        best = static_cast<int>(l);
+        best_key = key;
+      }
+    }
+    if (best < 0) break;
+    out.push_back(*heads[best]);
+    ++heads[best];
+  }
+  return out;
+}
+
+std::optional<absl::Time> Scheduler::OldestWaitingArrival() const {
+  std::optional<absl::Time> oldest;
+  for (const auto& queue : queues_) {
+    // Queues are in arrival order except for preempted sequences at the head, which arrived
+    // earlier still; the head is the oldest of each.
+    if (!queue.empty() && (!oldest || queue.front()->arrival < *oldest)) {
+      oldest = queue.front()->arrival;
+    }
+  }
+  return oldest;
+}
+
+int32_t Scheduler::ChunkThatFits(const Sequence& seq, const Draft& draft) const {
+  const int64_t rows = static_cast<int64_t>(draft.rows.size()) + 1;
+  if (rows > options_.max_batch_size) return 0;
+  if (rows * draft.padded_length > options_.max_num_batched_tokens) return 0;
+  const int64_t cap = options_.max_num_batched_tokens / rows;
+  return static_cast<int32_t>(
+      std::min({seq.num_uncomputed(), int64_t{options_.prefill_chunk_size}, cap}));
+}
+
+void Scheduler::AddRow(Sequence* seq, int32_t num_tokens, Draft* draft) {
+  const int64_t end = seq->num_computed + num_tokens;
+  StepRow row;
+  row.seq_id = seq->request.id;
+  row.token_ids.assign(seq->tokens.begin() + seq->num_computed, seq->tokens.begin() + end);
+  row.start_pos = static_cast<int32_t>(seq->num_computed);
+  const auto& blocks = seq->blocks.blocks();
+  row.block_table.assign(blocks.begin(), blocks.begin() + CeilDiv(end, options_.block_size));
+  row.sample = end == static_cast<int64_t>(seq->tokens.size());
+  row.sampling = seq->request.sampling;
+  row.sample_index = seq->num_generated();
+  draft->plan.rows.push_back(std::move(row));
+  draft->rows.emplace_back(seq, num_tokens);
+  draft->padded_length = std::max(draft->padded_length, num_tokens);
+  draft->real_tokens += num_tokens;
+  seq->in_flight = true;
+}
+
+void Scheduler::Preempt(Sequence* seq) {
+  seq->blocks.ReleaseAll(&allocator_);
+  seq->num_computed = 0;
+  RemoveFromRunning(seq);
+  seq->state = SequenceState::kWaiting;
+  auto& queue = queues_[seq->level - 1];
+  seq->queue_pos = queue.insert(queue.begin(), seq);
+  ++stats_.preemptions;
+  if (observer_ != nullptr) observer_->OnPreempted(seq->request.id);
+}
+
+void Scheduler::PreemptForDecodes(absl::Time now) {
+  auto decode_need = [&](const Sequence& seq) -> int64_t {
+    return seq.decoding() ? seq.blocks.BlocksNeeded(static_cast<int64_t>(seq.tokens.size())) : 0;
+  };
+  int64_t need = 0;
+  for (const Sequence* seq : running_) need += decode_need(*seq);
+  while (need > allocator_.num_free()) {
+    // The lowest priority, then the latest admitted.
+    auto victim = std::max_element(running_.begin(), running_.end(), [](Sequence* a, Sequence* b) {
+      return std::tie(a->level, a->admit_order) < std::tie(b->level, b->admit_order);
+    });
+    need -= decode_need(**victim);
+    Preempt(*victim);
+  }
+}
+
+void Scheduler::AddRunningPrefills(absl::Time now, Draft* draft) {
+  std::vector<Sequence*> prefills;
+  for (Sequence* seq : running_) {
+    if (!seq->decoding() && !seq->in_flight) prefills.push_back(seq);
+  }
+  std::sort(prefills.begin(), prefills.end(), [&](Sequence* a, Sequence* b) {
+    return std::make_tuple(EffectiveLevel(*a, now), a->admit_order) <
+           std::make_tuple(EffectiveLevel(*b, now), b->admit_order);
+  });
+  for (Sequence* seq : prefills) {
+    const int32_t chunk = ChunkThatFits(*seq, *draft);
+    if (chunk == 0) break;
+    AddRow(seq, chunk, draft);
+  }
+}
+
+int32_t Scheduler::Admit(absl::Time now, int32_t limit, bool static_members_only, Draft* draft) {
+  int32_t admitted = 0;
+  // Padding a candidate's first chunk would add to the draft, or -1 when it does not fit.
+  auto added_padding = [&](const Sequence& seq) -> int64_t {
+    const int32_t chunk = ChunkThatFits(seq, *draft);
+    if (chunk == 0) return -1;
+    const int64_t rows = static_cast<int64_t>(draft->rows.size());
+    const int64_t length = std::max(draft->padded_length, chunk);
+    return (rows + 1) * length - rows * draft->padded_length - chunk;
+  };
+  while (admitted < limit) {
+    std::vector<Sequence*> window = NextCandidates(
+        now, static_cast<size_t>(options_.length_grouping_window), static_members_only);
+    if (window.empty()) break;
+    bool head = true;
+    while (!window.empty() && admitted < limit) {
+      // The head of each window goes first, so no length waits forever; then the least padding.
+      size_t pick = 0;
+      if (!head) {
+        int64_t best = std::numeric_limits<int64_t>::max();
+        for (size_t i = 0; i < window.size(); ++i) {
+          const int64_t padding = added_padding(*window[i]);
+          if (padding >= 0 && padding < best) {
+            best = padding;
+            pick = i;
+          }
+        }
+      }
+      head = false;
+      Sequence* seq = window[pick];
+      if (static_cast<int32_t>(running_.size()) >= options_.max_batch_size) return admitted;
+      const int32_t chunk = ChunkThatFits(*seq, *draft);
+      if (chunk == 0) return admitted;
+      // Admitted only when the blocks of all its tokens fit; then they are reserved whole.
+      const int64_t tokens = static_cast<int64_t>(seq->tokens.size());
+      if (!allocator_.CanAllocate(seq->blocks.BlocksNeeded(tokens))) return admitted;
+      if (!seq->blocks.Reserve(tokens, &allocator_).ok()) return admitted;
+      RemoveFromQueue(seq);
+      seq->state = SequenceState::kRunning;
+      seq->admit_order = next_admit_order_++;
+      if (!seq->started) {
+        seq->started = true;
+        if (seq->deadline) {
+          deadlines_.erase({*seq->deadline, seq->request.id});
+          seq->deadline.reset();
+        }
+        if (observer_ != nullptr) observer_->OnQueueTime(seq->level, now - seq->arrival);
+      }
+      if (options_.mode == BatchingMode::kStatic && seq->static_batch < 0) {
+        seq->static_batch = static_batch_;
+        ++static_members_left_;
+      }
+      running_.push_back(seq);
+      AddRow(seq, chunk, draft);
+      window.erase(window.begin() + static_cast<std::ptrdiff_t>(pick));
+      ++admitted;
+    }
+  }
+  return admitted;
+}
+
+ScheduleDecision Scheduler::Schedule(absl::Time now) {
+  ScheduleDecision decision;
+  if (in_flight_) return decision;
+  ExpireTimeouts(now);
+
+  Draft draft;
+  std::optional<absl::Time> fire_at;
+  const bool batch_running =
+      options_.mode == BatchingMode::kStatic ? static_batch_ >= 0 : !running_.empty();
+  if (batch_running) {
+    PreemptForDecodes(now);
+    for (Sequence* seq : running_) {
+      // PreemptForDecodes left enough free blocks for every decoding sequence.
+      if (seq->decoding() &&
+          seq->blocks.Reserve(static_cast<int64_t>(seq->tokens.size()), &allocator_).ok()) {
+        AddRow(seq, 1, &draft);
+      }
+    }
+    AddRunningPrefills(now, &draft);
+    // A running static batch takes back only its own preempted members.
+    Admit(now, options_.max_batch_size, options_.mode == BatchingMode::kStatic, &draft);
+  } else {
+    const std::optional<absl::Time> oldest = OldestWaitingArrival();
+    const FiringDecision firing =
+        DecideFiring(num_waiting(), oldest.value_or(now), now, options_.max_batch_size,
+                     options_.preferred_batch_sizes, options_.max_queue_delay);
+    if (firing.batch_size > 0) {
+      if (options_.mode == BatchingMode::kStatic) {
+        static_batch_ = next_static_batch_++;
+        static_members_left_ = 0;
+      }
+      if (Admit(now, firing.batch_size, /*static_members_only=*/false, &draft) == 0 &&
+          options_.mode == BatchingMode::kStatic) {
+        static_batch_ = -1;
+      }
+    }
+    fire_at = firing.wake_at;
+  }
+
+  if (draft.rows.empty()) {
+    decision.wake_at = fire_at;
+    if (!deadlines_.empty() &&
+        (!decision.wake_at || deadlines_.begin()->first < *decision.wake_at)) {
+      decision.wake_at = deadlines_.begin()->first;
+    }
+    return decision;
+  }
+
+  in_flight_ = true;
+  in_flight_rows_.clear();
+  StepStats step;
+  step.num_rows = static_cast<int32_t>(draft.rows.size());
+  for (const auto& [seq, num_tokens] : draft.rows) {
+    const bool sample = seq->num_computed + num_tokens == static_cast<int64_t>(seq->tokens.size());
+    in_flight_rows_.push_back({seq->request.id, num_tokens, sample});
+    if (seq->decoding()) {
+      ++step.num_decode_rows;
+    } else {
+      ++step.num_prefill_rows;
+    }
+  }
+  step.padded_length = draft.padded_length;
+  step.real_tokens = draft.real_tokens;
+  step.padded_tokens = int64_t{step.num_rows} * draft.padded_length - draft.real_tokens;
+  step.num_running = num_running();
+  step.kv_blocks_used = allocator_.num_used();
+  step.kv_blocks_free = allocator_.num_free();
+  step.queue_depth.reserve(queues_.size());
+  for (const auto& queue : queues_) step.queue_depth.push_back(static_cast<int64_t>(queue.size()));
+  ++stats_.steps;
+  stats_.rows += step.num_rows;
+  stats_.real_tokens += step.real_tokens;
+  stats_.padded_tokens += step.padded_tokens;
+  if (observer_ != nullptr) observer_->OnStepPlanned(step);
+  decision.plan = std::move(draft.plan);
+  return decision;
+}
+
+absl::Status Scheduler::OnStepResult(const StepResult& result, absl::Time now) {
+  if (!in_flight_) return absl::FailedPreconditionError("no step is in flight");
+  absl::Status mismatch;
+  if (result.rows.size() != in_flight_rows_.size()) {
+    mismatch = absl::InternalError(absl::StrCat("the step result has ", result.rows.size(),
+                                                " rows; the plan had ", in_flight_rows_.size()));
+  }
+  for (size_t i = 0; mismatch.ok() && i < in_flight_rows_.size(); ++i) {
+    if (result.rows[i].seq_id != in_flight_rows_[i].id) {
+      mismatch = absl::InternalError(absl::StrCat("row ", i, " of the step result is sequence ",
+                                                  result.rows[i].seq_id, "; the plan had ",
+                                                  in_flight_rows_[i].id));
+    }
+  }
+  if (!mismatch.ok()) {
+    OnStepFailed(mismatch, now);
+    return mismatch;
+  }
+  in_flight_ = false;
+  for (size_t i = 0; i < in_flight_rows_.size(); ++i) {
+    const RowRecord& record = in_flight_rows_[i];
+    auto it = sequences_.find(record.id);
+    if (it == sequences_.end()) continue;
+    Sequence* seq = it->second.get();
+    seq->in_flight = false;
+    if (seq->cancel_requested) {
+      Finish(seq, Outcome::kCancelled, absl::CancelledError("cancelled"), now);
+      continue;
+    }
+    seq->num_computed += record.num_tokens;
+    if (!record.sample) continue;
+    const RowResult& row = result.rows[i];
+    Event event;
+    event.kind = Event::Kind::kToken;
+    event.request_id = record.id;
+    event.token = row.token;
+    event.logprob = row.logprob;
+    event.top_logprobs = row.top_logprobs;
+    event.token_index = seq->num_generated();
+    seq->tokens.push_back(row.token);
+    events_.push_back(std::move(event));
+    if (observer_ != nullptr) {
+      if (seq->last_token_time) {
+        observer_->OnInterTokenTime(now - *seq->last_token_time);
+      } else {
+        observer_->OnFirstToken(now - seq->arrival);
+      }
+    }
+    seq->last_token_time = now;
+    const auto& stops = seq->request.stop_token_ids;
+    if (std::find(stops.begin(), stops.end(), row.token) != stops.end()) {
+      Finish(seq, Outcome::kCompleteStop, absl::OkStatus(), now);
+    } else if (seq->num_generated() >= seq->max_tokens ||
+               (options_.max_model_len > 0 &&
+                static_cast<int64_t>(seq->tokens.size()) >= options_.max_model_len)) {
+      Finish(seq, Outcome::kCompleteLength, absl::OkStatus(), now);
+    }
+  }
+  in_flight_rows_.clear();
+  return absl::OkStatus();
+}
+
+void Scheduler::OnStepFailed(const absl::Status& status, absl::Time now) {
+  if (!in_flight_) return;
+  in_flight_ = false;
+  for (const RowRecord& record : in_flight_rows_) {
+    auto it = sequences_.find(record.id);
+    if (it == sequences_.end()) continue;
+    Sequence* seq = it->second.get();
+    seq->in_flight = false;
+    if (seq->cancel_requested) {
+      Finish(seq, Outcome::kCancelled, absl::CancelledError("cancelled"), now);
+    } else {
+      Finish(seq, Outcome::kFailed, status, now);
+    }
+  }
+  in_flight_rows_.clear();
+}
+
+std::vector<Event> Scheduler::TakeEvents() {
+  std::vector<Event> out;
+  out.swap(events_);
+  return out;
+}
+
+void Scheduler::RemoveFromQueue(Sequence* seq) {
+  queues_[seq->level - 1].erase(seq->queue_pos);
+  if (!seq->started) --new_waiting_[seq->level - 1];
+}
+
+void Scheduler::RemoveFromRunning(Sequence* seq) {
+  auto it = std::find(running_.begin(), running_.end(), seq);
+  if (it != running_.end()) running_.erase(it);
+}
+
+void Scheduler::Finish(Sequence* seq, Outcome outcome, absl::Status status, absl::Time now) {
+  if (seq->state == SequenceState::kWaiting) {
+    RemoveFromQueue(seq);
+  } else if (seq->state == SequenceState::kRunning) {
+    RemoveFromRunning(seq);
+  }
+  if (seq->deadline) deadlines_.erase({*seq->deadline, seq->request.id});
+  seq->blocks.ReleaseAll(&allocator_);
+  seq->state = SequenceState::kFinished;
+
+  Event event;
+  event.kind = Event::Kind::kFinal;
+  event.request_id = seq->request.id;
+  event.outcome = outcome;
+  event.status = std::move(status);
+  event.num_generated = seq->num_generated();
+  ++stats_.outcomes[static_cast<int>(outcome)];
+  if (observer_ != nullptr) observer_->OnFinished(outcome);
+
+  const bool static_member = static_batch_ >= 0 && seq->static_batch == static_batch_;
+  const bool complete = outcome == Outcome::kCompleteLength || outcome == Outcome::kCompleteStop;
+  sequences_.erase(seq->request.id);  // `seq` is gone from here on
+  if (static_member) {
+    --static_members_left_;
+    if (complete) {
+      held_finals_.push_back(std::move(event));
+    } else {
+      events_.push_back(std::move(event));
+    }
+    ReleaseStaticBatchIfDone();
+  } else {
+    events_.push_back(std::move(event));
+  }
+}
+
+void Scheduler::ReleaseStaticBatchIfDone() {
+  if (static_batch_ < 0 || static_members_left_ > 0) return;
+  for (Event& event : held_finals_) events_.push_back(std::move(event));
+  held_finals_.clear();
+  static_batch_ = -1;
+}
+
+absl::Status Scheduler::CheckInvariants() const {
+  RETURN_IF_ERROR(allocator_.CheckInvariants());
+  auto fail = [](auto&&... parts) { return absl::InternalError(absl::StrCat(parts...)); };
+  if (static_cast<int32_t>(running_.size()) > options_.max_batch_size) {
+    return fail(running_.size(), " running sequences exceed max_batch_size");
+  }
+  int64_t held_blocks = 0;
+  for (const Sequence* seq : running_) {
+    if (seq->state != SequenceState::kRunning) return fail("running sequence not kRunning");
+    if (seq->blocks.capacity() < seq->num_computed) return fail("blocks do not cover the cache");
+    held_blocks += static_cast<int64_t>(seq->blocks.blocks().size());
+  }
+  if (held_blocks != allocator_.num_used()) {
+    return fail("running sequences hold ", held_blocks, " blocks; the allocator has ",
+                allocator_.num_used(), " in use");
+  }
+  int64_t waiting = 0;
+  int64_t with_deadline = 0;
+  for (size_t l = 0; l < queues_.size(); ++l) {
+    int64_t fresh = 0;
+    for (const Sequence* seq : queues_[l]) {
+      if (seq->state != SequenceState::kWaiting) return fail("queued sequence not kWaiting");
+      if (!seq->blocks.blocks().empty()) return fail("waiting sequence holds blocks");
+      if (seq->num_computed != 0) return fail("waiting sequence has computed tokens");
+      if (!seq->started) ++fresh;
+      if (seq->deadline) ++with_deadline;
+    }
+    if (fresh != new_waiting_[l]) return fail("new_waiting_ of level ", l + 1, " is off");
+    waiting += static_cast<int64_t>(queues_[l].size());
+  }
+  if (with_deadline != static_cast<int64_t>(deadlines_.size())) return fail("deadlines are off");
+  if (waiting + static_cast<int64_t>(running_.size()) != num_held()) {
+    return fail(waiting, " waiting + ", running_.size(), " running != ", num_held(), " held");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace convoy

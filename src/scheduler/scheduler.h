@@ -1,0 +1,174 @@
+// The dynamic batcher and iteration-level scheduler: pure bookkeeping over requests, sequences and
+// KV blocks, with no threads and no clock of its own (every call takes `now`). The engine loop owns
+// one and drives it:
+//
+//   Submit / Cancel (any time between steps)
+//   Schedule(now)        -> a StepPlan to run, or the time until which there is nothing to do
+//   OnStepResult(r, now) (or OnStepFailed) after the executor ran that plan
+//   TakeEvents()         -> token events and final outcomes, in order
+//
+// Rules (each checked by tests/scheduler):
+// - Admission: a bounded queue per priority level (RESOURCE_EXHAUSTED when full); a queue timeout
+//   per request, reported through Schedule's wake_at so a caller sleeps exactly until it fires;
+//   a request is admitted to the running batch only when the KV blocks of all its tokens fit.
+// - Firing (firing_rule.h): an idle engine starts when the batch reaches max_batch_size or a
+//   preferred size, or when the oldest request has waited max_queue_delay. In continuous mode a
+//   running batch takes new requests at every step boundary; in static mode it takes none until its
+//   last member finishes, and its members' final events are held until then.
+// - A step: every decoding sequence (one token each), then prompt chunks of running sequences, then
+//   new admissions, highest (aged) priority first, at most max_batch_size rows and
+//   max_num_batched_tokens padded tokens (rows x longest row); prompt chunks are shortened to fit
+//   (chunked prefill). Admissions take the head of the queue first, then within a window prefer
+//   those that add the least padding.
+// - KV: when decoding sequences need blocks that are not free, running sequences are preempted,
+//   lowest priority first and latest admitted first: blocks freed, tokens kept, recomputed later
+//   from the head of their queue.
+// - Plan, then commit: a step's allocations succeed whole or nothing changes.
+// - Every accepted request ends with exactly one final event; at the end all blocks are free.
+//
+// Not thread-safe.
+#ifndef CONVOY_SCHEDULER_SCHEDULER_H_
+#define CONVOY_SCHEDULER_SCHEDULER_H_
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <optional>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "executor/executor.h"
+#include "kv/block_allocator.h"
+#include "scheduler/request.h"
+#include "scheduler/scheduler_metrics.h"
+#include "scheduler/scheduler_options.h"
+#include "scheduler/sequence.h"
+
+namespace convoy {
+
+struct ScheduleDecision {
+  // The step to run now; then call OnStepResult or OnStepFailed before anything else but
+  // Submit, Cancel and TakeEvents.
+  std::optional<StepPlan> plan;
+  // When there is no plan: the earliest time something changes without new calls (a queue
+  // timeout or the queue delay expiring); nullopt: nothing until a new Submit.
+  std::optional<absl::Time> wake_at;
+};
+
+class Scheduler {
+ public:
+  // `observer` may be null; it must outlive the scheduler.
+  static absl::StatusOr<std::unique_ptr<Scheduler>> Create(const SchedulerOptions& options,
+                                                           SchedulerObserver* observer = nullptr);
+
+  // Queues a request. RESOURCE_EXHAUSTED when its level's queue is full; INVALID_ARGUMENT for a
+  // bad priority, an empty prompt, or one that could never fit the model or the KV cache;
+  // ALREADY_EXISTS for an id in use. On error the request is not held and gets no events.
+  absl::Status Submit(Request request, absl::Time now);
+
+  // Ends a waiting or running request as cancelled, freeing its queue place and blocks now, or,
+  // when its step is in flight, when that step's result arrives. A static batch's member that is
+  // complete but held back until its batch ends stays complete. NOT_FOUND when it is not held.
+  absl::Status Cancel(RequestId id, absl::Time now);
+
+  // Times out expired requests and plans the next step.
+  // REQUIRES: no step in flight.
+  ScheduleDecision Schedule(absl::Time now);
+
+  // Applies the in-flight step's result: tokens appended, stop rules applied.
+  // INTERNAL when the result does not match the plan (then the step's requests fail).
+  absl::Status OnStepResult(const StepResult& result, absl::Time now);
+  // The executor failed the in-flight step: its requests end as failed with `status`.
+  void OnStepFailed(const absl::Status& status, absl::Time now);
+
+  // Events since the last call, in the order they happened.
+  std::vector<Event> TakeEvents();
+
+  bool step_in_flight() const { return in_flight_; }
+  // No request held.
+  bool empty() const { return sequences_.empty(); }
+  int64_t num_held() const { return static_cast<int64_t>(sequences_.size()); }
+  int64_t num_waiting() const;
+  int64_t num_waiting(int32_t level) const { return queues_[level - 1].size(); }
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  const BlockAllocator& allocator() const { return allocator_; }
+  const SchedulerStats& stats() const { return stats_; }
+  const SchedulerOptions& options() const { return options_; }
+  // The level a request's priority resolves to, or INVALID_ARGUMENT.
+  absl::StatusOr<int32_t> ResolveLevel(int32_t priority) const;
+
+  // Cross-checks queues, running set, blocks and counts (tests).
+  absl::Status CheckInvariants() const;
+
+ private:
+  struct RowRecord {
+    RequestId id;
+    int32_t num_tokens;
+    bool sample;
+  };
+  // The step being planned.
+  struct Draft {
+    StepPlan plan;
+    std::vector<std::pair<Sequence*, int32_t>> rows;  // sequence, tokens this step
+    int32_t padded_length = 0;
+    int64_t real_tokens = 0;
+    int32_t blocks_needed = 0;  // beyond what the rows' sequences hold
+  };
+
+  Scheduler(const SchedulerOptions& options, SchedulerObserver* observer);
+
+  void ExpireTimeouts(absl::Time now);
+  void PreemptForDecodes(absl::Time now);
+  void Preempt(Sequence* seq);
+  // Adds prompt chunks of running sequences that are not decoding.
+  void AddRunningPrefills(absl::Time now, Draft* draft);
+  // Admits waiting requests, at most `limit`; returns how many.
+  int32_t Admit(absl::Time now, int32_t limit, bool static_members_only, Draft* draft);
+  // The longest chunk of `seq` the draft can take now; 0 when no row fits.
+  int32_t ChunkThatFits(const Sequence& seq, const Draft& draft) const;
+  void AddRow(Sequence* seq, int32_t num_tokens, Draft* draft);
+  std::optional<absl::Time> OldestWaitingArrival() const;
+  int32_t EffectiveLevel(const Sequence& seq, absl::Time now) const;
+  // The waiting sequences in the order they would be admitted.
+  std::vector<Sequence*> NextCandidates(absl::Time now, size_t max_count,
+                                        bool static_members_only) const;
+
+  void RemoveFromQueue(Sequence* seq);
+  void RemoveFromRunning(Sequence* seq);
+  void Finish(Sequence* seq, Outcome outcome, absl::Status status, absl::Time now);
+  void EmitFinal(const Event& event);
+  void ReleaseStaticBatchIfDone();
+
+  const SchedulerOptions options_;
+  SchedulerObserver* const observer_;
+
+  BlockAllocator allocator_;
+  absl::flat_hash_map<RequestId, std::unique_ptr<Sequence>> sequences_;
+  std::vector<std::list<Sequence*>> queues_;  // per level, index 0 is level 1
+  std::vector<int64_t> new_waiting_;          // per level: waiting and never started
+  std::vector<Sequence*> running_;
+  std::set<std::pair<absl::Time, RequestId>> deadlines_;
+  uint64_t next_arrival_order_ = 0;
+  uint64_t next_admit_order_ = 0;
+
+  bool in_flight_ = false;
+  std::vector<RowRecord> in_flight_rows_;
+
+  // Static mode: the batch now running (-1: none), its members, and the final events held back.
+  int64_t static_batch_ = -1;
+  int64_t next_static_batch_ = 0;
+  int64_t static_members_left_ = 0;
+  std::vector<Event> held_finals_;
+
+  std::vector<Event> events_;
+  SchedulerStats stats_;
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_SCHEDULER_SCHEDULER_H_

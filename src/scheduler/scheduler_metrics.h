@@ -1,0 +1,70 @@
+// Metrics hooks of the scheduler: counters kept by the scheduler (SchedulerStats) and an observer
+// called as things happen, to feed histograms and gauges (Prometheus lives elsewhere). Observer
+// methods run on the thread that calls the scheduler and must not call back into it.
+#ifndef CONVOY_SCHEDULER_SCHEDULER_METRICS_H_
+#define CONVOY_SCHEDULER_SCHEDULER_METRICS_H_
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "scheduler/request.h"
+
+namespace convoy {
+
+enum class RejectReason {
+  kQueueFull,        // the priority's queue is at max_queue_size
+  kInvalidArgument,  // bad priority, empty prompt, too long for the model or the cache, ...
+  kDuplicateId,
+};
+inline constexpr int kNumRejectReasons = 3;
+const char* RejectReasonName(RejectReason reason);
+
+// What one planned step holds, and the state after planning it.
+struct StepStats {
+  int32_t num_rows = 0;
+  int32_t num_prefill_rows = 0;  // prompt chunks (including recomputation after preemption)
+  int32_t num_decode_rows = 0;
+  int32_t padded_length = 0;  // the longest row
+  int64_t real_tokens = 0;
+  int64_t padded_tokens = 0;  // num_rows x padded_length - real_tokens
+  int32_t num_running = 0;
+  int32_t kv_blocks_used = 0;
+  int32_t kv_blocks_free = 0;
+  std::vector<int64_t> queue_depth;  // waiting requests per level, index 0 is level 1
+};
+
+struct SchedulerStats {
+  int64_t steps = 0;
+  int64_t rows = 0;
+  int64_t real_tokens = 0;
+  int64_t padded_tokens = 0;
+  int64_t preemptions = 0;
+  std::array<int64_t, kNumRejectReasons> rejections{};
+  std::array<int64_t, kNumOutcomes> outcomes{};
+
+  // Padded tokens per real token over every step so far.
+  double padding_waste() const {
+    return real_tokens == 0 ? 0.0 : static_cast<double>(padded_tokens) / real_tokens;
+  }
+};
+
+class SchedulerObserver {
+ public:
+  virtual ~SchedulerObserver() = default;
+  virtual void OnStepPlanned(const StepStats& stats) {}
+  virtual void OnRejected(RejectReason reason) {}
+  virtual void OnPreempted(RequestId id) {}
+  // Arrival to the first step that holds the request.
+  virtual void OnQueueTime(int32_t priority_level, absl::Duration queue_time) {}
+  // Arrival to the first generated token.
+  virtual void OnFirstToken(absl::Duration time_to_first_token) {}
+  // Between two consecutive tokens of one request.
+  virtual void OnInterTokenTime(absl::Duration time_between_tokens) {}
+  virtual void OnFinished(Outcome outcome) {}
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_SCHEDULER_SCHEDULER_METRICS_H_

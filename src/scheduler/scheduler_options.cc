@@ -1,0 +1,58 @@
+#include "scheduler/scheduler_options.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace convoy {
+
+absl::Status SchedulerOptions::Validate() const {
+  auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  if (max_batch_size < 1) return bad("max_batch_size ", max_batch_size, " must be at least 1");
+  if (max_queue_delay < absl::ZeroDuration()) return bad("max_queue_delay must not be negative");
+  for (int32_t p : preferred_batch_sizes) {
+    if (p < 1) return bad("preferred_batch_size ", p, " must be at least 1");
+    if (p > max_batch_size) {
+      return bad("preferred_batch_size ", p, " exceeds max_batch_size ", max_batch_size);
+    }
+  }
+  if (max_num_batched_tokens < max_batch_size) {
+    return bad("max_num_batched_tokens ", max_num_batched_tokens, " is less than max_batch_size ",
+               max_batch_size, " (every running sequence needs a token per step)");
+  }
+  if (prefill_chunk_size < 1) return bad("prefill_chunk_size must be at least 1");
+  if (length_grouping_window < 1) return bad("length_grouping_window must be at least 1");
+  if (priority_levels < 1) return bad("priority_levels ", priority_levels, " must be at least 1");
+  if (default_priority_level < 1 || default_priority_level > priority_levels) {
+    return bad("default_priority_level ", default_priority_level, " is outside 1..",
+               priority_levels);
+  }
+  if (!queue_policies.empty() && static_cast<int32_t>(queue_policies.size()) != priority_levels) {
+    return bad("queue_policies has ", queue_policies.size(), " entries for ", priority_levels,
+               " priority levels");
+  }
+  auto check_policy = [&](const QueuePolicy& policy, int32_t level) -> absl::Status {
+    if (policy.max_queue_size < 0) {
+      return bad("max_queue_size of level ", level, " must not be negative");
+    }
+    if (policy.default_timeout <= absl::ZeroDuration()) {
+      return bad("default_timeout of level ", level,
+                 " must be positive (InfiniteDuration for none)");
+    }
+    return absl::OkStatus();
+  };
+  if (absl::Status s = check_policy(default_queue_policy, 0); !s.ok()) return s;
+  for (size_t i = 0; i < queue_policies.size(); ++i) {
+    if (absl::Status s = check_policy(queue_policies[i], static_cast<int32_t>(i) + 1); !s.ok()) {
+      return s;
+    }
+  }
+  if (priority_aging <= absl::ZeroDuration()) {
+    return bad("priority_aging must be positive (InfiniteDuration for none)");
+  }
+  if (block_size < 1) return bad("block_size ", block_size, " must be at least 1");
+  if (num_blocks < 1) return bad("num_blocks ", num_blocks, " must be at least 1");
+  if (default_max_tokens < 1) return bad("default_max_tokens must be at least 1");
+  if (max_model_len < 0) return bad("max_model_len must not be negative");
+  return absl::OkStatus();
+}
+
+}  // namespace convoy

@@ -1,0 +1,59 @@
+// The scheduler's knobs as plain data. Filled from the config file (server_config.h) or directly
+// by tests. See proto/convoy/v1/server_config.proto for what each knob means to an operator.
+#ifndef CONVOY_SCHEDULER_SCHEDULER_OPTIONS_H_
+#define CONVOY_SCHEDULER_SCHEDULER_OPTIONS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace convoy {
+
+enum class BatchingMode {
+  kContinuous,  // iteration-level: sequences join and leave between steps (Orca)
+  kStatic,      // a batch runs until its longest member finishes; no one joins it
+};
+
+struct QueuePolicy {
+  int32_t max_queue_size = 1024;  // new requests waiting at the level; 0: unbounded
+  absl::Duration default_timeout = absl::InfiniteDuration();
+};
+
+struct SchedulerOptions {
+  BatchingMode mode = BatchingMode::kContinuous;
+  int32_t max_batch_size = 32;
+  // 0: an idle engine never waits for a batch to fill.
+  absl::Duration max_queue_delay = absl::ZeroDuration();
+  std::vector<int32_t> preferred_batch_sizes;
+  // Rows x the longest row of a step (padding included); at least max_batch_size.
+  int64_t max_num_batched_tokens = 2048;
+  int32_t prefill_chunk_size = 512;
+  // Waiting requests looked at together to group similar lengths; 1: strict order.
+  int32_t length_grouping_window = 16;
+
+  int32_t priority_levels = 1;
+  int32_t default_priority_level = 1;
+  // One per level (index 0 is level 1). Empty: every level uses `default_queue_policy`.
+  std::vector<QueuePolicy> queue_policies;
+  QueuePolicy default_queue_policy;
+  // A waiting request ranks one level higher per interval waited; InfiniteDuration(): no aging.
+  absl::Duration priority_aging = absl::Seconds(1);
+
+  int32_t block_size = 16;
+  int32_t num_blocks = 0;
+  int32_t default_max_tokens = 256;
+  // Prompt plus generated tokens at most (the model's context); 0: no limit.
+  int64_t max_model_len = 0;
+
+  const QueuePolicy& queue_policy(int32_t level) const {
+    return queue_policies.empty() ? default_queue_policy : queue_policies[level - 1];
+  }
+  // Checks every knob and their relations; the message names the field and the reason.
+  absl::Status Validate() const;
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_SCHEDULER_SCHEDULER_OPTIONS_H_

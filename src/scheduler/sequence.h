@@ -1,0 +1,56 @@
+// One request's state inside the scheduler. Owned by the Scheduler; only the engine loop's thread
+// touches it.
+#ifndef CONVOY_SCHEDULER_SEQUENCE_H_
+#define CONVOY_SCHEDULER_SEQUENCE_H_
+
+#include <cstdint>
+#include <list>
+#include <optional>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "kv/block_table.h"
+#include "scheduler/request.h"
+
+namespace convoy {
+
+enum class SequenceState {
+  kWaiting,  // in its level's queue (new, or preempted and waiting to be recomputed)
+  kRunning,  // holds KV blocks for every token it has, prefilling or decoding
+  kFinished,
+};
+
+struct Sequence {
+  Sequence(Request r, int32_t block_size) : request(std::move(r)), blocks(block_size) {}
+
+  Request request;
+  int32_t level = 1;  // resolved priority level
+  int32_t max_tokens = 0;
+  absl::Time arrival;
+  std::optional<absl::Time> deadline;  // queue timeout; cleared once first scheduled
+  uint64_t arrival_order = 0;          // tie-breaker: earlier submits rank first
+
+  // The prompt followed by the generated tokens. After preemption they are all recomputed.
+  std::vector<int32_t> tokens;
+  int64_t prompt_len = 0;
+  // Tokens whose K and V are in the cache: positions [0, num_computed).
+  int64_t num_computed = 0;
+  BlockTable blocks;
+
+  SequenceState state = SequenceState::kWaiting;
+  bool started = false;           // scheduled at least once
+  bool cancel_requested = false;  // cancelled while its step was in flight
+  bool in_flight = false;
+  uint64_t admit_order = 0;                  // larger: admitted (or re-admitted) later
+  int64_t static_batch = -1;                 // static mode: the batch it belongs to
+  std::list<Sequence*>::iterator queue_pos;  // valid while kWaiting in a level queue
+  std::optional<absl::Time> last_token_time;
+
+  int64_t num_generated() const { return static_cast<int64_t>(tokens.size()) - prompt_len; }
+  int64_t num_uncomputed() const { return static_cast<int64_t>(tokens.size()) - num_computed; }
+  bool decoding() const { return num_uncomputed() == 1 && num_generated() > 0; }
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_SCHEDULER_SEQUENCE_H_

@@ -1,0 +1,235 @@
+#include "scheduler/server_config.h"
+
+#include <fstream>
+#include <initializer_list>
+#include <set>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+
+namespace convoy {
+namespace {
+
+using google::protobuf::TextFormat;
+
+class CollectErrors : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string& message) override {
+    // The parser counts from 0.
+    errors_.push_back(absl::StrCat(line + 1, ":", column + 1, ": ", message));
+  }
+  const std::vector<std::string>& errors() const { return errors_; }
+
+ private:
+  std::vector<std::string> errors_;
+};
+
+// Finds where a field was written, to point an error at its line.
+class Locator {
+ public:
+  Locator(const TextFormat::ParseInfoTree* root, absl::string_view source)
+      : root_(root), source_(source) {}
+
+  // An INVALID_ARGUMENT naming source:line, the field path (e.g. "scheduler.max_batch_size") and
+  // the reason. `index` selects an element of a repeated last field; -1 otherwise. `outer` selects
+  // the element of a repeated first field (e.g. one priority_queue_policy), -1 otherwise.
+  absl::Status Error(std::initializer_list<const char*> path, int index, absl::string_view reason,
+                     int outer = -1) const {
+    const google::protobuf::Descriptor* descriptor = v1::ServerConfig::descriptor();
+    const TextFormat::ParseInfoTree* tree = root_;
+    std::vector<std::string> names;
+    int line = -1;
+    size_t i = 0;
+    for (const char* name : path) {
+      const google::protobuf::FieldDescriptor* field = descriptor->FindFieldByName(name);
+      if (field == nullptr) break;
+      names.push_back(name);
+      const bool last = ++i == path.size();
+      const int field_index = last ? (field->is_repeated() ? std::max(index, 0) : -1)
+                                   : (field->is_repeated() ? std::max(outer, 0) : -1);
+      if (field->is_repeated() && (last ? index >= 0 : outer >= 0)) {
+        names.back() += absl::StrCat("[", last ? index : outer, "]");
+      }
+      if (tree != nullptr) {
+        const auto location = tree->GetLocation(field, field_index);
+        if (location.line >= 0) line = location.line + 1;
+        tree = last ? nullptr : tree->GetTreeForNested(field, field_index);
+      }
+      if (!last) descriptor = field->message_type();
+    }
+    const std::string where = line > 0 ? absl::StrCat(source_, ":", line) : std::string(source_);
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": ", absl::StrJoin(names, "."), ": ", reason));
+  }
+
+ private:
+  const TextFormat::ParseInfoTree* root_;
+  std::string source_;
+};
+
+absl::Status Validate(const v1::ServerConfig& config, const Locator& at) {
+  const v1::SchedulerConfig& s = config.scheduler();
+  if (s.max_batch_size() < 1) {
+    return at.Error({"scheduler", "max_batch_size"}, -1, "max_batch_size must be at least 1");
+  }
+  for (int i = 0; i < s.preferred_batch_size_size(); ++i) {
+    const uint32_t p = s.preferred_batch_size(i);
+    if (p < 1) {
+      return at.Error({"scheduler", "preferred_batch_size"}, i,
+                      "preferred_batch_size must be at least 1");
+    }
+    if (p > s.max_batch_size()) {
+      return at.Error(
+          {"scheduler", "preferred_batch_size"}, i,
+          absl::StrCat("preferred_batch_size ", p, " exceeds max_batch_size ", s.max_batch_size()));
+    }
+  }
+  if (s.max_num_batched_tokens() < s.max_batch_size()) {
+    return at.Error({"scheduler", "max_num_batched_tokens"}, -1,
+                    absl::StrCat("max_num_batched_tokens ", s.max_num_batched_tokens(),
+                                 " is less than max_batch_size ", s.max_batch_size(),
+                                 " (each running sequence needs a token per step)"));
+  }
+  if (s.prefill_chunk_size() < 1) {
+    return at.Error({"scheduler", "prefill_chunk_size"}, -1,
+                    "prefill_chunk_size must be at least 1");
+  }
+  if (s.length_grouping_window() < 1) {
+    return at.Error({"scheduler", "length_grouping_window"}, -1,
+                    "length_grouping_window must be at least 1 (1: strict order)");
+  }
+  if (s.priority_levels() < 1) {
+    return at.Error({"scheduler", "priority_levels"}, -1, "priority_levels must be at least 1");
+  }
+  if (s.default_priority_level() < 1 || s.default_priority_level() > s.priority_levels()) {
+    return at.Error({"scheduler", "default_priority_level"}, -1,
+                    absl::StrCat("default_priority_level ", s.default_priority_level(),
+                                 " is outside 1..priority_levels (", s.priority_levels(), ")"));
+  }
+  std::set<uint32_t> seen;
+  for (int i = 0; i < s.priority_queue_policy_size(); ++i) {
+    const uint32_t level = s.priority_queue_policy(i).priority_level();
+    if (level < 1 || level > s.priority_levels()) {
+      return at.Error({"scheduler", "priority_queue_policy", "priority_level"}, -1,
+                      absl::StrCat("priority_level ", level, " is outside 1..priority_levels (",
+                                   s.priority_levels(), ")"),
+                      i);
+    }
+    if (!seen.insert(level).second) {
+      return at.Error({"scheduler", "priority_queue_policy", "priority_level"}, -1,
+                      absl::StrCat("priority_level ", level, " has a policy already"), i);
+    }
+  }
+  if (config.kv_cache().block_size() < 1) {
+    return at.Error({"kv_cache", "block_size"}, -1, "block_size must be at least 1");
+  }
+  if (config.kv_cache().memory_budget_bytes() < 1) {
+    return at.Error({"kv_cache", "memory_budget_bytes"}, -1,
+                    "memory_budget_bytes must be positive");
+  }
+  if (config.request_defaults().max_tokens() < 1) {
+    return at.Error({"request_defaults", "max_tokens"}, -1, "max_tokens must be at least 1");
+  }
+  return absl::OkStatus();
+}
+
+absl::Duration MicrosOrInfinite(uint64_t micros) {
+  return micros == 0 ? absl::InfiniteDuration() : absl::Microseconds(micros);
+}
+
+}  // namespace
+
+void FillServerConfigDefaults(v1::ServerConfig* config) {
+  v1::SchedulerConfig* s = config->mutable_scheduler();
+  if (s->mode() == v1::SchedulerConfig::MODE_UNSPECIFIED) {
+    s->set_mode(v1::SchedulerConfig::CONTINUOUS);
+  }
+  if (!s->has_max_batch_size()) s->set_max_batch_size(32);
+  if (!s->has_max_queue_delay_microseconds()) s->set_max_queue_delay_microseconds(0);
+  if (!s->has_max_num_batched_tokens()) s->set_max_num_batched_tokens(2048);
+  if (!s->has_prefill_chunk_size()) s->set_prefill_chunk_size(512);
+  if (!s->has_length_grouping_window()) s->set_length_grouping_window(16);
+  if (!s->has_priority_levels()) s->set_priority_levels(1);
+  if (!s->has_default_priority_level()) s->set_default_priority_level(s->priority_levels());
+  if (!s->has_max_queue_size()) s->set_max_queue_size(1024);
+  if (!s->has_default_timeout_microseconds()) s->set_default_timeout_microseconds(0);
+  if (!s->has_priority_aging_microseconds()) s->set_priority_aging_microseconds(1000000);
+  for (v1::PriorityQueuePolicy& policy : *s->mutable_priority_queue_policy()) {
+    if (!policy.has_max_queue_size()) policy.set_max_queue_size(s->max_queue_size());
+    if (!policy.has_default_timeout_microseconds()) {
+      policy.set_default_timeout_microseconds(s->default_timeout_microseconds());
+    }
+  }
+  v1::KvCacheConfig* kv = config->mutable_kv_cache();
+  if (!kv->has_block_size()) kv->set_block_size(16);
+  if (!kv->has_memory_budget_bytes()) kv->set_memory_budget_bytes(uint64_t{1} << 30);
+  v1::RequestDefaults* defaults = config->mutable_request_defaults();
+  if (!defaults->has_max_tokens()) defaults->set_max_tokens(256);
+}
+
+absl::StatusOr<v1::ServerConfig> ParseServerConfig(absl::string_view text,
+                                                   absl::string_view source) {
+  v1::ServerConfig config;
+  TextFormat::ParseInfoTree tree;
+  CollectErrors errors;
+  TextFormat::Parser parser;
+  parser.RecordErrorsTo(&errors);
+  parser.WriteLocationsTo(&tree);
+  if (!parser.ParseFromString(std::string(text), &config)) {
+    std::vector<std::string> lines;
+    for (const std::string& error : errors.errors())
+      lines.push_back(absl::StrCat(source, ":", error));
+    if (lines.empty()) lines.push_back(absl::StrCat(source, ": not a valid ServerConfig"));
+    return absl::InvalidArgumentError(absl::StrJoin(lines, "\n"));
+  }
+  FillServerConfigDefaults(&config);
+  absl::Status status = Validate(config, Locator(&tree, source));
+  if (!status.ok()) return status;
+  return config;
+}
+
+absl::StatusOr<v1::ServerConfig> LoadServerConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open the config file"));
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseServerConfig(text.str(), path);
+}
+
+SchedulerOptions SchedulerOptionsFromConfig(const v1::ServerConfig& config) {
+  const v1::SchedulerConfig& s = config.scheduler();
+  SchedulerOptions options;
+  options.mode =
+      s.mode() == v1::SchedulerConfig::STATIC ? BatchingMode::kStatic : BatchingMode::kContinuous;
+  options.max_batch_size = static_cast<int32_t>(s.max_batch_size());
+  options.max_queue_delay = absl::Microseconds(s.max_queue_delay_microseconds());
+  options.preferred_batch_sizes.assign(s.preferred_batch_size().begin(),
+                                       s.preferred_batch_size().end());
+  options.max_num_batched_tokens = s.max_num_batched_tokens();
+  options.prefill_chunk_size = static_cast<int32_t>(s.prefill_chunk_size());
+  options.length_grouping_window = static_cast<int32_t>(s.length_grouping_window());
+  options.priority_levels = static_cast<int32_t>(s.priority_levels());
+  options.default_priority_level = static_cast<int32_t>(s.default_priority_level());
+  options.default_queue_policy.max_queue_size = static_cast<int32_t>(s.max_queue_size());
+  options.default_queue_policy.default_timeout = MicrosOrInfinite(s.default_timeout_microseconds());
+  if (s.priority_queue_policy_size() > 0) {
+    options.queue_policies.assign(options.priority_levels, options.default_queue_policy);
+    for (const v1::PriorityQueuePolicy& policy : s.priority_queue_policy()) {
+      QueuePolicy& out = options.queue_policies[policy.priority_level() - 1];
+      out.max_queue_size = static_cast<int32_t>(policy.max_queue_size());
+      out.default_timeout = MicrosOrInfinite(policy.default_timeout_microseconds());
+    }
+  }
+  options.priority_aging = MicrosOrInfinite(s.priority_aging_microseconds());
+  options.block_size = static_cast<int32_t>(config.kv_cache().block_size());
+  options.default_max_tokens = static_cast<int32_t>(config.request_defaults().max_tokens());
+  return options;
+}
+
+}  // namespace convoy

@@ -1,0 +1,147 @@
+// The server config: every shipped file loads and validates; defaults are filled; a bad file is
+// refused with its file, line, field and reason.
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/server_config.h"
+#include "status_matchers.h"
+
+namespace convoy::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string ConfigPath(const std::string& name) {
+  return std::string(CONVOY_SOURCE_DIR) + "/configs/" + name;
+}
+
+class ShippedConfigTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ShippedConfigTest, LoadsAndMakesAScheduler) {
+  absl::StatusOr<v1::ServerConfig> config = LoadServerConfig(ConfigPath(GetParam()));
+  ASSERT_OK(config);
+  SchedulerOptions options = SchedulerOptionsFromConfig(*config);
+  options.num_blocks = 1000;
+  EXPECT_OK(Scheduler::Create(options));
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, ShippedConfigTest,
+                         ::testing::Values("default.pbtxt", "latency.pbtxt", "throughput.pbtxt",
+                                           "mixed.pbtxt", "static.pbtxt"));
+
+TEST(ServerConfigTest, ScenariosDiffer) {
+  auto latency = LoadServerConfig(ConfigPath("latency.pbtxt"));
+  auto throughput = LoadServerConfig(ConfigPath("throughput.pbtxt"));
+  auto mixed = LoadServerConfig(ConfigPath("mixed.pbtxt"));
+  auto baseline = LoadServerConfig(ConfigPath("static.pbtxt"));
+  ASSERT_OK(latency);
+  ASSERT_OK(throughput);
+  ASSERT_OK(mixed);
+  ASSERT_OK(baseline);
+  EXPECT_EQ(latency->scheduler().max_queue_delay_microseconds(), 0u);
+  EXPECT_GT(throughput->scheduler().max_batch_size(), latency->scheduler().max_batch_size());
+  EXPECT_GE(mixed->scheduler().priority_levels(), 2u);
+  EXPECT_EQ(baseline->scheduler().mode(), v1::SchedulerConfig::STATIC);
+}
+
+TEST(ServerConfigTest, FillsDefaults) {
+  absl::StatusOr<v1::ServerConfig> config = ParseServerConfig("", "empty.pbtxt");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->scheduler().mode(), v1::SchedulerConfig::CONTINUOUS);
+  EXPECT_EQ(config->scheduler().max_batch_size(), 32u);
+  EXPECT_EQ(config->scheduler().max_num_batched_tokens(), 2048u);
+  EXPECT_EQ(config->scheduler().default_priority_level(), 1u);
+  EXPECT_EQ(config->kv_cache().block_size(), 16u);
+  EXPECT_EQ(config->request_defaults().max_tokens(), 256u);
+  // An explicit 0 is kept: it means "never wait", not "unset".
+  absl::StatusOr<v1::ServerConfig> set = ParseServerConfig(
+      "scheduler { priority_levels: 3 max_queue_delay_microseconds: 0 }", "x.pbtxt");
+  ASSERT_OK(set);
+  EXPECT_EQ(set->scheduler().default_priority_level(), 3u);
+  EXPECT_TRUE(set->scheduler().has_max_queue_delay_microseconds());
+}
+
+TEST(ServerConfigTest, OptionsFollowTheConfig) {
+  absl::StatusOr<v1::ServerConfig> config = ParseServerConfig(R"pb(
+                                                                scheduler {
+                                                                  mode: STATIC
+                                                                  max_batch_size: 16
+                                                                  preferred_batch_size: [ 4, 8 ]
+                                                                  max_queue_delay_microseconds: 1500
+                                                                  priority_levels: 2
+                                                                  default_timeout_microseconds: 0
+                                                                  priority_queue_policy {
+                                                                    priority_level: 2
+                                                                    max_queue_size: 7
+                                                                    default_timeout_microseconds: 9
+                                                                  }
+                                                                }
+                                                                kv_cache { block_size: 32 }
+                                                              )pb",
+                                                              "x.pbtxt");
+  ASSERT_OK(config);
+  const SchedulerOptions options = SchedulerOptionsFromConfig(*config);
+  EXPECT_EQ(options.mode, BatchingMode::kStatic);
+  EXPECT_EQ(options.max_batch_size, 16);
+  EXPECT_EQ(options.preferred_batch_sizes, (std::vector<int32_t>{4, 8}));
+  EXPECT_EQ(options.max_queue_delay, absl::Microseconds(1500));
+  EXPECT_EQ(options.block_size, 32);
+  ASSERT_EQ(options.queue_policies.size(), 2u);
+  EXPECT_EQ(options.queue_policy(1).max_queue_size, 1024);
+  EXPECT_EQ(options.queue_policy(1).default_timeout, absl::InfiniteDuration());
+  EXPECT_EQ(options.queue_policy(2).max_queue_size, 7);
+  EXPECT_EQ(options.queue_policy(2).default_timeout, absl::Microseconds(9));
+}
+
+TEST(ServerConfigTest, SyntaxErrorsNameFileLineAndColumn) {
+  EXPECT_THAT(
+      ParseServerConfig("scheduler {\n  max_batch_size: 8\n  max_bach_size: 4\n}\n", "bad.pbtxt"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("bad.pbtxt:3:16: Message type \"convoy.v1.SchedulerConfig\" has "
+                         "no field named \"max_bach_size\"")));
+  EXPECT_THAT(ParseServerConfig("scheduler { max_batch_size: -1 }", "neg.pbtxt"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("neg.pbtxt:1:")));
+}
+
+TEST(ServerConfigTest, SemanticErrorsNameFileLineFieldAndReason) {
+  const char* text =
+      "# comment\n"
+      "scheduler {\n"
+      "  max_batch_size: 32\n"
+      "  preferred_batch_size: 8\n"
+      "  preferred_batch_size: 64\n"
+      "}\n";
+  EXPECT_THAT(ParseServerConfig(text, "configs/x.pbtxt"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "configs/x.pbtxt:5: scheduler.preferred_batch_size[1]: "
+                       "preferred_batch_size 64 exceeds max_batch_size 32"));
+  EXPECT_THAT(ParseServerConfig("scheduler {\n max_batch_size: 64\n max_num_batched_tokens: 16\n}",
+                                "y.pbtxt"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("y.pbtxt:3: scheduler.max_num_batched_tokens: "
+                                 "max_num_batched_tokens 16 is less than max_batch_size 64")));
+  EXPECT_THAT(ParseServerConfig("scheduler {\n priority_levels: 2\n default_priority_level: 3\n}",
+                                "z.pbtxt"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("z.pbtxt:3: scheduler.default_priority_level: "
+                                 "default_priority_level 3 is outside 1..priority_levels (2)")));
+  EXPECT_THAT(ParseServerConfig("scheduler {\n priority_queue_policy { priority_level: 1 }\n"
+                                " priority_queue_policy {\n  priority_level: 4 }\n}",
+                                "p.pbtxt"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("p.pbtxt:4: scheduler.priority_queue_policy[1].priority_level: "
+                                 "priority_level 4 is outside 1..priority_levels (1)")));
+  EXPECT_THAT(ParseServerConfig("kv_cache { block_size: 0 }", "k.pbtxt"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("k.pbtxt:1: kv_cache.block_size: block_size must be at least 1")));
+}
+
+TEST(ServerConfigTest, MissingFileIsNotFound) {
+  EXPECT_THAT(LoadServerConfig("/nonexistent/x.pbtxt"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("/nonexistent/x.pbtxt")));
+}
+
+}  // namespace
+}  // namespace convoy::testing

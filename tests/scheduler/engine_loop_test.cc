@@ -1,0 +1,160 @@
+// The engine loop: requests from many threads, refusals at once, timeouts that fire while the loop
+// sleeps, cancellation, rejection events and shutdown. Runs the FakeExecutor on the real clock; the
+// only waits are liveness bounds (a minute), never timing assertions.
+#include "engine/engine_loop.h"
+
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "fake_executor.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "harness.h"
+#include "status_matchers.h"
+
+namespace convoy::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kLiveness = absl::Minutes(1);
+
+// Collects every request's events, thread-safe.
+class Collector {
+ public:
+  EngineLoop::EventCallback Callback() {
+    return [this](const Event& event) {
+      absl::MutexLock lock(&mu_);
+      if (event.kind == Event::Kind::kToken) {
+        tokens_[event.request_id].push_back(event.token);
+      } else {
+        finals_[event.request_id].push_back(event);
+      }
+    };
+  }
+  bool WaitForFinals(size_t n) {
+    absl::MutexLock lock(&mu_);
+    auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return finals_.size() >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&done), kLiveness);
+  }
+  std::map<RequestId, std::vector<int32_t>> tokens() {
+    absl::MutexLock lock(&mu_);
+    return tokens_;
+  }
+  std::map<RequestId, std::vector<Event>> finals() {
+    absl::MutexLock lock(&mu_);
+    return finals_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<RequestId, std::vector<int32_t>> tokens_ ABSL_GUARDED_BY(mu_);
+  std::map<RequestId, std::vector<Event>> finals_ ABSL_GUARDED_BY(mu_);
+};
+
+EngineLoopOptions LoopOptions() {
+  EngineLoopOptions options;
+  options.scheduler = TestOptions();
+  options.scheduler.max_batch_size = 16;
+  return options;
+}
+
+TEST(EngineLoopTest, ServesRequestsFromManyThreads) {
+  FakeExecutor executor(256, 4);
+  auto loop = EngineLoop::Create(&executor, LoopOptions());
+  ASSERT_OK(loop);
+  Collector collector;
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 4; ++t) {
+    clients.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        const RequestId id = t * 1000 + i;
+        EXPECT_OK((*loop)->Submit(MakeRequest(id, 1 + i % 13, 1 + i % 9), collector.Callback()));
+      }
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  ASSERT_TRUE(collector.WaitForFinals(200));
+  (*loop)->Shutdown();
+  auto tokens = collector.tokens();
+  for (const auto& [id, finals] : collector.finals()) {
+    ASSERT_EQ(finals.size(), 1u) << id;
+    EXPECT_EQ(finals[0].outcome, Outcome::kCompleteLength);
+    const int i = static_cast<int>(id % 1000);
+    EXPECT_EQ(tokens[id], FakeExpectedTokens(MakePrompt(id, 1 + i % 13), 1 + i % 9)) << id;
+  }
+  EXPECT_EQ((*loop)->stats().outcomes[static_cast<int>(Outcome::kCompleteLength)], 200);
+}
+
+TEST(EngineLoopTest, RefusesAtOnceAndTimesOutWhileAsleep) {
+  FakeExecutor executor(256, 4);
+  EngineLoopOptions options = LoopOptions();
+  options.scheduler.max_queue_delay = absl::Hours(1);  // nothing fires on its own
+  options.scheduler.default_queue_policy.max_queue_size = 2;
+  auto loop = EngineLoop::Create(&executor, options);
+  ASSERT_OK(loop);
+  Collector collector;
+  Request soon = MakeRequest(1, 4, 1);
+  soon.timeout = absl::Milliseconds(20);
+  ASSERT_OK((*loop)->Submit(soon, collector.Callback()));
+  ASSERT_OK((*loop)->Submit(MakeRequest(2, 4, 1), collector.Callback()));
+  EXPECT_THAT((*loop)->Submit(MakeRequest(3, 4, 1), collector.Callback()),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("full")));
+  EXPECT_THAT((*loop)->Submit(MakeRequest(4, 4, 1, 5), collector.Callback()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("priority 5")));
+  // Nothing else happens: the loop must wake up for the deadline by itself.
+  ASSERT_TRUE(collector.WaitForFinals(1));
+  EXPECT_EQ(collector.finals()[1][0].outcome, Outcome::kTimedOut);
+  (*loop)->Shutdown(/*drain=*/false);
+  auto finals = collector.finals();
+  ASSERT_EQ(finals.size(), 2u);
+  EXPECT_EQ(finals[2][0].outcome, Outcome::kCancelled);
+  EXPECT_THAT((*loop)->Submit(MakeRequest(5, 4, 1), collector.Callback()),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("shutting down")));
+}
+
+TEST(EngineLoopTest, CancelsAndRejectsThroughEvents) {
+  FakeExecutor executor(256, 4);
+  EngineLoopOptions options = LoopOptions();
+  options.scheduler.max_queue_delay = absl::Hours(1);  // 1 stays queued until cancelled
+  auto loop = EngineLoop::Create(&executor, options);
+  ASSERT_OK(loop);
+  Collector collector;
+  ASSERT_OK((*loop)->Submit(MakeRequest(1, 4, 10), collector.Callback()));
+  // Refused by the scheduler, not by Submit: 1,501 tokens cannot fit 256 blocks of 4.
+  ASSERT_OK((*loop)->Submit(MakeRequest(2, 1500, 1), collector.Callback()));
+  ASSERT_TRUE(collector.WaitForFinals(1));
+  EXPECT_EQ(collector.finals()[2][0].outcome, Outcome::kRejected);
+  EXPECT_THAT(collector.finals()[2][0].status,
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("KV blocks")));
+  (*loop)->Cancel(1);
+  ASSERT_TRUE(collector.WaitForFinals(2));
+  EXPECT_EQ(collector.finals()[1][0].outcome, Outcome::kCancelled);
+  (*loop)->Shutdown();
+}
+
+TEST(EngineLoopTest, DrainFinishesWhatIsHeld) {
+  FakeExecutor executor(256, 4);
+  auto loop = EngineLoop::Create(&executor, LoopOptions());
+  ASSERT_OK(loop);
+  Collector collector;
+  for (int id = 1; id <= 20; ++id) {
+    ASSERT_OK((*loop)->Submit(MakeRequest(id, 5, 30), collector.Callback()));
+  }
+  (*loop)->Shutdown(/*drain=*/true);
+  auto finals = collector.finals();
+  ASSERT_EQ(finals.size(), 20u);
+  for (const auto& [id, events] : finals) EXPECT_EQ(events[0].outcome, Outcome::kCompleteLength);
+}
+
+TEST(EngineLoopTest, RefusesABlockSizeThatDiffersFromTheCache) {
+  FakeExecutor executor(256, 8);
+  EXPECT_THAT(EngineLoop::Create(&executor, LoopOptions()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("block_size 4")));
+}
+
+}  // namespace
+}  // namespace convoy::testing

@@ -1,0 +1,113 @@
+// A fake executor for scheduler tests. It keeps a fake KV cache of token ids, written and read only
+// through each row's block table, and "samples" a token that is a hash of every token at positions
+// [0, end) read back from that cache. So a request's tokens depend only on its own tokens, exactly
+// when the scheduler's block tables, positions and recomputation are right; a wrong block, a block
+// shared by two live sequences, or a lost token changes them.
+#ifndef CONVOY_TESTS_SCHEDULER_FAKE_EXECUTOR_H_
+#define CONVOY_TESTS_SCHEDULER_FAKE_EXECUTOR_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "executor/executor.h"
+
+namespace convoy::testing {
+
+inline constexpr int32_t kFakeVocab = 1000;
+
+// The token that follows `tokens` (the whole sequence so far).
+inline int32_t FakeNextToken(const std::vector<int32_t>& tokens) {
+  uint64_t h = 1469598103934665603ull;
+  for (int32_t t : tokens) {
+    h ^= static_cast<uint64_t>(t) + 0x9e3779b97f4a7c15ull;
+    h *= 1099511628211ull;
+  }
+  return static_cast<int32_t>(h % kFakeVocab);
+}
+
+// The tokens a request generates when it runs alone (no stop tokens).
+inline std::vector<int32_t> FakeExpectedTokens(std::vector<int32_t> prompt, int n) {
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) {
+    out.push_back(FakeNextToken(prompt));
+    prompt.push_back(out.back());
+  }
+  return out;
+}
+
+class FakeExecutor final : public Executor {
+ public:
+  FakeExecutor(int32_t num_blocks, int32_t block_size)
+      : cache_(static_cast<size_t>(num_blocks) * block_size, -1) {
+    model_.vocab_size = kFakeVocab;
+    kv_.block_size = block_size;
+    kv_.num_blocks = num_blocks;
+  }
+
+  absl::StatusOr<StepResult> Step(const StepPlan& plan) override {
+    plans_.push_back(plan);
+    if (fail_next_) {
+      fail_next_ = false;
+      return absl::InternalError("injected failure");
+    }
+    const int32_t bs = kv_.block_size;
+    StepResult result;
+    for (size_t r = 0; r < plan.rows.size(); ++r) {
+      const StepRow& row = plan.rows[r];
+      const int64_t end = row.start_pos + static_cast<int64_t>(row.token_ids.size());
+      if (row.token_ids.empty() || static_cast<int64_t>(row.block_table.size()) * bs < end) {
+        return absl::InvalidArgumentError(absl::StrCat("row ", r, " is malformed"));
+      }
+      for (BlockId b : row.block_table) {
+        if (b < 0 || b >= kv_.num_blocks) {
+          return absl::InvalidArgumentError(absl::StrCat("row ", r, " has block ", b));
+        }
+      }
+      for (size_t i = 0; i < row.token_ids.size(); ++i) {
+        const int64_t pos = row.start_pos + static_cast<int64_t>(i);
+        cache_[Slot(row, pos)] = row.token_ids[i];
+      }
+      result.padded_length =
+          std::max(result.padded_length, static_cast<int32_t>(row.token_ids.size()));
+      result.real_tokens += static_cast<int64_t>(row.token_ids.size());
+    }
+    for (const StepRow& row : plan.rows) {
+      RowResult out;
+      out.seq_id = row.seq_id;
+      if (row.sample) {
+        const int64_t end = row.start_pos + static_cast<int64_t>(row.token_ids.size());
+        std::vector<int32_t> context;
+        for (int64_t pos = 0; pos < end; ++pos) context.push_back(cache_[Slot(row, pos)]);
+        out.token = FakeNextToken(context);
+        out.logprob = -1.0f;
+      }
+      result.rows.push_back(std::move(out));
+    }
+    result.padded_tokens =
+        static_cast<int64_t>(plan.rows.size()) * result.padded_length - result.real_tokens;
+    return result;
+  }
+  const ModelConfig& model_config() const override { return model_; }
+  const KvCacheSpec& kv_spec() const override { return kv_; }
+
+  const std::vector<StepPlan>& plans() const { return plans_; }
+  void FailNextStep() { fail_next_ = true; }
+
+ private:
+  size_t Slot(const StepRow& row, int64_t pos) const {
+    const int32_t bs = kv_.block_size;
+    return static_cast<size_t>(row.block_table[pos / bs]) * bs + pos % bs;
+  }
+
+  ModelConfig model_;
+  KvCacheSpec kv_;
+  std::vector<int32_t> cache_;
+  std::vector<StepPlan> plans_;
+  bool fail_next_ = false;
+};
+
+}  // namespace convoy::testing
+
+#endif  // CONVOY_TESTS_SCHEDULER_FAKE_EXECUTOR_H_
