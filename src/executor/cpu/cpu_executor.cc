@@ -116,6 +116,8 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
 
 absl::StatusOr<StepResult> CpuExecutor::Step(const StepPlan& plan) {
   RETURN_IF_ERROR(ValidateStepPlan(plan, impl_->config, impl_->kv_spec));
+  // OpenMP's thread count is per calling thread, and steps may run on another thread than Create.
+  omp_set_num_threads(impl_->num_threads);
   try {
     return impl_->Run(plan);
   } catch (const std::exception& e) {
