@@ -19,6 +19,7 @@ absl::StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::Create(Executor* executo
                                                    kv.block_size, ")"));
   }
   scheduler_options.num_blocks = kv.num_blocks;
+  scheduler_options.budget_counts_padding = executor->computes_padding();
   const int64_t model_len = executor->model_config().max_position_embeddings;
   if (model_len > 0 &&
       (scheduler_options.max_model_len == 0 || scheduler_options.max_model_len > model_len)) {
@@ -74,7 +75,12 @@ void EngineLoop::Shutdown(bool drain) {
 
 SchedulerStats EngineLoop::stats() const {
   absl::MutexLock lock(&mu_);
-  return stats_;
+  return snapshot_.stats;
+}
+
+EngineLoopSnapshot EngineLoop::snapshot() const {
+  absl::MutexLock lock(&mu_);
+  return snapshot_;
 }
 
 void EngineLoop::Dispatch(std::vector<Event> events) {
@@ -159,7 +165,11 @@ void EngineLoop::Run() {
       for (int32_t level = 1; level <= scheduler_->options().priority_levels; ++level) {
         waiting_per_level_[level - 1] = scheduler_->num_waiting(level);
       }
-      stats_ = scheduler_->stats();
+      snapshot_.stats = scheduler_->stats();
+      snapshot_.kv_blocks_total = scheduler_->allocator().num_blocks();
+      snapshot_.kv_blocks_free = scheduler_->allocator().num_free();
+      snapshot_.num_running = scheduler_->num_running();
+      snapshot_.num_waiting = scheduler_->num_waiting();
       if (stopping_ && scheduler_->empty() && inbox_.empty()) break;
     }
   }

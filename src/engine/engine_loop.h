@@ -34,6 +34,15 @@ struct EngineLoopOptions {
   SchedulerObserver* observer = nullptr;
 };
 
+// The loop's state as of its last pass.
+struct EngineLoopSnapshot {
+  SchedulerStats stats;
+  int32_t kv_blocks_total = 0;
+  int32_t kv_blocks_free = 0;
+  int32_t num_running = 0;
+  int64_t num_waiting = 0;
+};
+
 class EngineLoop {
  public:
   // Called on the loop thread with each of a request's events, the last one final. Must not block
@@ -63,6 +72,9 @@ class EngineLoop {
 
   // Snapshot of the scheduler's counters, refreshed after every step (thread-safe).
   SchedulerStats stats() const;
+  // Counters, KV blocks and queues as of the last pass (thread-safe). A cancellation shows here
+  // once the loop has processed it.
+  EngineLoopSnapshot snapshot() const;
 
  private:
   EngineLoop(Executor* executor, const EngineLoopOptions& options,
@@ -86,7 +98,7 @@ class EngineLoop {
   std::vector<int64_t> waiting_per_level_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool drain_ ABSL_GUARDED_BY(mu_) = true;
-  SchedulerStats stats_ ABSL_GUARDED_BY(mu_);
+  EngineLoopSnapshot snapshot_ ABSL_GUARDED_BY(mu_);
 
   std::thread thread_;
   absl::Mutex join_mu_;

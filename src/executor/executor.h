@@ -60,6 +60,9 @@ struct StepResult {
   int32_t padded_length = 0;    // the longest row: every row is padded to it
   int64_t real_tokens = 0;
   int64_t padded_tokens = 0;  // rows x padded_length - real_tokens
+  // Token slots the dense layers computed: real plus padded, or only real when the executor
+  // skips padding.
+  int64_t computed_tokens = 0;
 };
 
 class Executor {
@@ -70,6 +73,9 @@ class Executor {
   virtual absl::StatusOr<StepResult> Step(const StepPlan& plan) = 0;
   virtual const ModelConfig& model_config() const = 0;
   virtual const KvCacheSpec& kv_spec() const = 0;
+  // Whether padding slots cost compute (rows padded to the longest), which the scheduler's token
+  // budget then counts.
+  virtual bool computes_padding() const { return true; }
 };
 
 // Checks a plan against the model and cache before anything runs. Shared by the executors.

@@ -3,6 +3,7 @@
 #define CONVOY_SCHEDULER_REQUEST_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,8 @@ struct Event {
   Outcome outcome = Outcome::kCompleteLength;
   absl::Status status;  // OK when complete; CANCELLED, DEADLINE_EXCEEDED, ... otherwise
   int64_t num_generated = 0;
+  // Arrival to the first step that held the request; unset when it was never scheduled.
+  std::optional<absl::Duration> queue_time;
 };
 
 }  // namespace convoy

@@ -190,8 +190,14 @@ std::optional<absl::Time> Scheduler::OldestWaitingArrival() const {
 int32_t Scheduler::ChunkThatFits(const Sequence& seq, const Draft& draft) const {
   const int64_t rows = static_cast<int64_t>(draft.rows.size()) + 1;
   if (rows > options_.max_batch_size) return 0;
-  if (rows * draft.padded_length > options_.max_num_batched_tokens) return 0;
-  const int64_t cap = options_.max_num_batched_tokens / rows;
+  int64_t cap;
+  if (options_.budget_counts_padding) {
+    if (rows * draft.padded_length > options_.max_num_batched_tokens) return 0;
+    cap = options_.max_num_batched_tokens / rows;
+  } else {
+    cap = options_.max_num_batched_tokens - draft.real_tokens;
+    if (cap <= 0) return 0;
+  }
   return static_cast<int32_t>(
       std::min({seq.num_uncomputed(), int64_t{options_.prefill_chunk_size}, cap}));
 }
@@ -299,6 +305,7 @@ int32_t Scheduler::Admit(absl::Time now, int32_t limit, bool static_members_only
       seq->admit_order = next_admit_order_++;
       if (!seq->started) {
         seq->started = true;
+        seq->queue_time = now - seq->arrival;
         if (seq->deadline) {
           deadlines_.erase({*seq->deadline, seq->request.id});
           seq->deadline.reset();
@@ -507,6 +514,7 @@ void Scheduler::Finish(Sequence* seq, Outcome outcome, absl::Status status, absl
   event.outcome = outcome;
   event.status = std::move(status);
   event.num_generated = seq->num_generated();
+  event.queue_time = seq->queue_time;
   ++stats_.outcomes[static_cast<int>(outcome)];
   if (observer_ != nullptr) observer_->OnFinished(outcome);
 

@@ -29,6 +29,9 @@ struct SchedulerOptions {
   std::vector<int32_t> preferred_batch_sizes;
   // Rows x the longest row of a step (padding included); at least max_batch_size.
   int64_t max_num_batched_tokens = 2048;
+  // Whether the executor computes padding slots (the engine loop asks the executor). When it does
+  // not, the token budget counts real tokens only and a step's rows need not share a length.
+  bool budget_counts_padding = true;
   int32_t prefill_chunk_size = 512;
   // Waiting requests looked at together to group similar lengths; 1: strict order.
   int32_t length_grouping_window = 16;

@@ -136,6 +136,21 @@ absl::Status Validate(const v1::ServerConfig& config, const Locator& at) {
   if (config.request_defaults().max_tokens() < 1) {
     return at.Error({"request_defaults", "max_tokens"}, -1, "max_tokens must be at least 1");
   }
+  const v1::FrontendConfig& f = config.frontend();
+  if (f.port() > 65535) {
+    return at.Error({"frontend", "port"}, -1,
+                    absl::StrCat("port ", f.port(), " is outside 0..65535 (0: any free port)"));
+  }
+  if (f.max_message_bytes() < 4096) {
+    return at.Error({"frontend", "max_message_bytes"}, -1,
+                    absl::StrCat("max_message_bytes ", f.max_message_bytes(),
+                                 " is below the minimum of 4096"));
+  }
+  const double fraction = config.executor().gpu_memory_fraction();
+  if (!(fraction > 0.0 && fraction <= 1.0)) {
+    return at.Error({"executor", "gpu_memory_fraction"}, -1,
+                    absl::StrCat("gpu_memory_fraction ", fraction, " is outside (0, 1]"));
+  }
   return absl::OkStatus();
 }
 
@@ -171,6 +186,15 @@ void FillServerConfigDefaults(v1::ServerConfig* config) {
   if (!kv->has_memory_budget_bytes()) kv->set_memory_budget_bytes(uint64_t{1} << 30);
   v1::RequestDefaults* defaults = config->mutable_request_defaults();
   if (!defaults->has_max_tokens()) defaults->set_max_tokens(256);
+  v1::FrontendConfig* f = config->mutable_frontend();
+  if (!f->has_listen_address()) f->set_listen_address("0.0.0.0");
+  if (!f->has_port()) f->set_port(50051);
+  if (!f->has_max_message_bytes()) f->set_max_message_bytes(64u << 20);
+  if (!f->has_drain_timeout_microseconds()) f->set_drain_timeout_microseconds(30000000);
+  v1::ExecutorConfig* e = config->mutable_executor();
+  if (e->device() == v1::ExecutorConfig::DEVICE_UNSPECIFIED) e->set_device(v1::ExecutorConfig::AUTO);
+  if (!e->has_cpu_threads()) e->set_cpu_threads(0);
+  if (!e->has_gpu_memory_fraction()) e->set_gpu_memory_fraction(0.9);
 }
 
 absl::StatusOr<v1::ServerConfig> ParseServerConfig(absl::string_view text,

@@ -1,6 +1,8 @@
 // A sequence's logits and greedy tokens do not depend on what shares its step: alone, padded in a
 // batch of other lengths, or with its prompt split into chunks.
 #include <cmath>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/generator.h"
@@ -29,13 +31,14 @@ double MaxRelDiff(const std::vector<float>& a, const std::vector<float>& b) {
   return diff / scale;
 }
 
-class BatchInvarianceTest : public ::testing::TestWithParam<CpuWeightFormat> {
+class BatchInvarianceTest : public ::testing::TestWithParam<std::tuple<CpuWeightFormat, bool>> {
  protected:
   void SetUp() override {
     weights_ = testing::LoadRandomModel("invariance", testing::SmallGqaConfig());
     ASSERT_NE(weights_, nullptr);
     CpuExecutorOptions options;
-    options.weight_format = GetParam();
+    options.weight_format = std::get<0>(GetParam());
+    options.skip_padding = std::get<1>(GetParam());
     options.kv_cache_bytes = 16 << 20;
     options.block_size = 8;
     auto executor = CpuExecutor::Create(*weights_, options);
@@ -142,11 +145,14 @@ TEST_P(BatchInvarianceTest, GreedyTokensDoNotDependOnBatchOrChunking) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(WeightFormats, BatchInvarianceTest,
-                         ::testing::Values(CpuWeightFormat::kF32, CpuWeightFormat::kBF16),
-                         [](const auto& info) {
-                           return info.param == CpuWeightFormat::kF32 ? "F32" : "BF16";
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    WeightFormatsAndPadding, BatchInvarianceTest,
+    ::testing::Combine(::testing::Values(CpuWeightFormat::kF32, CpuWeightFormat::kBF16),
+                       ::testing::Bool()),
+    [](const auto& info) {
+      return std::string(std::get<0>(info.param) == CpuWeightFormat::kF32 ? "F32" : "BF16") +
+             (std::get<1>(info.param) ? "SkipPadding" : "Padded");
+    });
 
 }  // namespace
 }  // namespace convoy

@@ -101,6 +101,22 @@ TEST_F(StepPlanTest, ReportsPaddingOfMixedLengths) {
   EXPECT_EQ(result->padded_length, 5);
   EXPECT_EQ(result->real_tokens, 6);
   EXPECT_EQ(result->padded_tokens, 4);
+  EXPECT_EQ(result->computed_tokens, 10);
+
+  CpuExecutorOptions options;
+  options.kv_cache_bytes = 4 << 20;
+  options.block_size = 4;
+  options.skip_padding = true;
+  auto packed = CpuExecutor::Create(*weights_, options);
+  ASSERT_OK(packed);
+  auto packed_result = (*packed)->Step(plan);
+  ASSERT_OK(packed_result);
+  EXPECT_EQ(packed_result->padded_tokens, 4) << "what padding would have cost";
+  EXPECT_EQ(packed_result->computed_tokens, 6);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(packed_result->rows[r].token, result->rows[r].token);
+    EXPECT_NEAR(packed_result->rows[r].logprob, result->rows[r].logprob, 1e-5);
+  }
 }
 
 }  // namespace

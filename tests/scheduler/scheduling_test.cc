@@ -65,6 +65,35 @@ TEST(ChunkedPrefillTest, ALongPromptDoesNotStallRunningDecodes) {
     EXPECT_EQ(h.tokens[id], FakeExpectedTokens(MakePrompt(id, 4), 60));
 }
 
+// An executor that skips padding: the budget counts real tokens, so the chunk beside three
+// decodes takes the rest of the budget (61 tokens, capped by the chunk size of 32) instead of
+// 64 / 4 rows.
+TEST(ChunkedPrefillTest, WithoutPaddingTheBudgetCountsRealTokens) {
+  SchedulerOptions options = TestOptions();
+  options.max_batch_size = 8;
+  options.max_num_batched_tokens = 64;
+  options.prefill_chunk_size = 32;
+  options.budget_counts_padding = false;
+  Harness h(options);
+  for (int id = 1; id <= 3; ++id) ASSERT_OK(h.Submit(MakeRequest(id, 4, 60)));
+  ASSERT_TRUE(h.Step());
+  ASSERT_OK(h.Submit(MakeRequest(9, 300, 2)));
+  int prefill_steps = 0;
+  while (h.tokens[9].empty()) {
+    ASSERT_TRUE(h.Step());
+    ++prefill_steps;
+    const StepPlan& plan = h.last_plan();
+    ASSERT_EQ(RowIds(plan), (std::vector<RequestId>{1, 2, 3, 9}));
+    int64_t real = 0;
+    for (const StepRow& row : plan.rows) real += static_cast<int64_t>(row.token_ids.size());
+    EXPECT_LE(real, 64);
+    EXPECT_EQ(plan.rows[3].start_pos, 32 * (prefill_steps - 1));
+  }
+  EXPECT_EQ(prefill_steps, 10);  // ceil(300 / 32)
+  h.RunUntilIdle();
+  EXPECT_EQ(h.tokens[9], FakeExpectedTokens(MakePrompt(9, 300), 2));
+}
+
 TEST(ChunkedPrefillTest, ChunksAreAtMostTheChunkSize) {
   SchedulerOptions options = TestOptions();
   options.prefill_chunk_size = 7;

@@ -45,10 +45,12 @@ struct CpuExecutor::Impl {
   std::vector<Layer> layers;
   std::unique_ptr<RopeTable> rope;
   int num_threads = 1;
+  bool skip_padding = false;
 
   // Step scratch, reused.
   std::vector<float> x, h, qkv, attn, proj, gate_up, act, cos_sin, logits;
   std::vector<std::pair<float, int32_t>> sample_scratch;
+  std::vector<int32_t> slot_row, slot_pos;
 
   absl::StatusOr<StepResult> Run(const StepPlan& plan);
 };
@@ -57,6 +59,7 @@ CpuExecutor::CpuExecutor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CpuExecutor::~CpuExecutor() = default;
 const ModelConfig& CpuExecutor::model_config() const { return impl_->config; }
 const KvCacheSpec& CpuExecutor::kv_spec() const { return impl_->kv_spec; }
+bool CpuExecutor::computes_padding() const { return !impl_->skip_padding; }
 
 absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
     const ModelWeights& weights, const CpuExecutorOptions& options) {
@@ -64,6 +67,7 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
   const ModelConfig& c = weights.config();
   impl->config = c;
   impl->num_threads = options.num_threads > 0 ? options.num_threads : omp_get_num_procs();
+  impl->skip_padding = options.skip_padding;
   omp_set_num_threads(impl->num_threads);
   openblas_set_num_threads(impl->num_threads);
 
@@ -135,8 +139,26 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
     result.real_tokens += static_cast<int64_t>(row.token_ids.size());
   }
   result.padded_length = padded;
-  const int64_t m = static_cast<int64_t>(num_rows) * padded;  // rows x padded length
-  result.padded_tokens = m - result.real_tokens;
+  result.padded_tokens = static_cast<int64_t>(num_rows) * padded - result.real_tokens;
+  // Where each row starts in the activation matrix: every row padded to the longest, or, when
+  // padding is skipped, rows packed back to back (attention still masks each row to its length).
+  std::vector<int64_t> row_start(num_rows + 1, 0);
+  for (int32_t r = 0; r < num_rows; ++r) {
+    row_start[r + 1] =
+        row_start[r] +
+        (skip_padding ? static_cast<int64_t>(plan.rows[r].token_ids.size()) : padded);
+  }
+  const int64_t m = row_start[num_rows];  // activation rows this step computes
+  result.computed_tokens = m;
+  // The row and position of every activation row (position >= the row's length: padding).
+  slot_row.resize(m);
+  slot_pos.resize(m);
+  for (int32_t r = 0; r < num_rows; ++r) {
+    for (int64_t i = row_start[r]; i < row_start[r + 1]; ++i) {
+      slot_row[i] = r;
+      slot_pos[i] = static_cast<int32_t>(i - row_start[r]);
+    }
+  }
 
   const int64_t hidden = c.hidden_size;
   const int64_t q_size = c.q_size();
@@ -147,23 +169,16 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
   const int64_t half = hd / 2;
   const float eps = static_cast<float>(c.rms_norm_eps);
 
-  // Embeddings of the padded token matrix; padding slots carry token 0 and are masked out below.
+  // Embeddings; padding slots carry token 0 and are masked out below. Rotary angles per token.
   float* xs = Scratch(&x, m * hidden);
-  for (int32_t r = 0; r < num_rows; ++r) {
-    const StepRow& row = plan.rows[r];
-    for (int32_t t = 0; t < padded; ++t) {
-      const int32_t token = t < static_cast<int32_t>(row.token_ids.size()) ? row.token_ids[t] : 0;
-      std::memcpy(xs + (static_cast<int64_t>(r) * padded + t) * hidden,
-                  embed.data() + static_cast<int64_t>(token) * hidden, sizeof(float) * hidden);
-    }
-  }
-  // Rotary angles per (row, token).
   float* angles = Scratch(&cos_sin, m * 2 * half);
-  for (int32_t r = 0; r < num_rows; ++r) {
-    for (int32_t t = 0; t < static_cast<int32_t>(plan.rows[r].token_ids.size()); ++t) {
-      float* a = angles + (static_cast<int64_t>(r) * padded + t) * 2 * half;
-      rope->Angles(plan.rows[r].start_pos + t, a, a + half);
-    }
+  for (int64_t i = 0; i < m; ++i) {
+    const StepRow& row = plan.rows[slot_row[i]];
+    const int32_t t = slot_pos[i];
+    const bool real = t < static_cast<int32_t>(row.token_ids.size());
+    const int64_t token = real ? row.token_ids[t] : 0;
+    std::memcpy(xs + i * hidden, embed.data() + token * hidden, sizeof(float) * hidden);
+    if (real) rope->Angles(row.start_pos + t, angles + i * 2 * half, angles + i * 2 * half + half);
   }
 
   float* hs = Scratch(&h, m * hidden);
@@ -176,8 +191,7 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
   std::vector<AttentionRow> attention_rows(num_rows);
   for (int32_t r = 0; r < num_rows; ++r) {
     const StepRow& row = plan.rows[r];
-    attention_rows[r] = {qkvs + static_cast<int64_t>(r) * padded * qkv_width,
-                         attns + static_cast<int64_t>(r) * padded * q_size,
+    attention_rows[r] = {qkvs + row_start[r] * qkv_width, attns + row_start[r] * q_size,
                          static_cast<int32_t>(row.token_ids.size()), row.start_pos,
                          row.block_table.data()};
   }
@@ -197,9 +211,8 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
     // Rotary embedding on Q and K, then K and V into their paged slots (real tokens only).
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < m; ++i) {
-      const int32_t r = static_cast<int32_t>(i / padded);
-      const int32_t t = static_cast<int32_t>(i % padded);
-      const StepRow& row = plan.rows[r];
+      const int32_t t = slot_pos[i];
+      const StepRow& row = plan.rows[slot_row[i]];
       if (t >= static_cast<int32_t>(row.token_ids.size())) continue;
       float* q = qkvs + i * qkv_width;
       float* k = q + q_size;
@@ -218,9 +231,10 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
     // Padding slots of the attention output are zero so the projections stay finite.
     for (int32_t r = 0; r < num_rows; ++r) {
       const int32_t len = static_cast<int32_t>(plan.rows[r].token_ids.size());
-      if (len < padded) {
-        std::memset(attns + (static_cast<int64_t>(r) * padded + len) * q_size, 0,
-                    sizeof(float) * (padded - len) * q_size);
+      const int64_t slots = row_start[r + 1] - row_start[r];
+      if (len < slots) {
+        std::memset(attns + (row_start[r] + len) * q_size, 0,
+                    sizeof(float) * (slots - len) * q_size);
       }
     }
     layer.o->Forward(attns, m, projs);
@@ -235,16 +249,16 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
 
   // Logits only where they are used: each sampling row's last token, every token of rows that
   // asked for their logits.
-  std::vector<int64_t> gather;  // index into the padded matrix
+  std::vector<int64_t> gather;  // activation rows
   std::vector<int64_t> first_logit_row(num_rows, -1);
   for (int32_t r = 0; r < num_rows; ++r) {
     const StepRow& row = plan.rows[r];
     const int32_t len = static_cast<int32_t>(row.token_ids.size());
     first_logit_row[r] = static_cast<int64_t>(gather.size());
     if (row.return_logits) {
-      for (int32_t t = 0; t < len; ++t) gather.push_back(static_cast<int64_t>(r) * padded + t);
+      for (int32_t t = 0; t < len; ++t) gather.push_back(row_start[r] + t);
     } else if (row.sample) {
-      gather.push_back(static_cast<int64_t>(r) * padded + len - 1);
+      gather.push_back(row_start[r] + len - 1);
     }
   }
   const int64_t num_logit_rows = static_cast<int64_t>(gather.size());

@@ -24,6 +24,10 @@ struct CpuExecutorOptions {
   int64_t kv_cache_bytes = int64_t{1} << 30;
   int32_t block_size = 16;
   CpuWeightFormat weight_format = CpuWeightFormat::kAuto;
+  // Rows of a step are padded to the longest and masked. With skip_padding the padding slots are
+  // not computed at all: rows are packed back to back for the dense layers and attention masks
+  // each to its own length. Same results; StepResult::computed_tokens tells the difference.
+  bool skip_padding = false;
 };
 
 class CpuExecutor final : public Executor {
@@ -38,6 +42,7 @@ class CpuExecutor final : public Executor {
   absl::StatusOr<StepResult> Step(const StepPlan& plan) override;
   const ModelConfig& model_config() const override;
   const KvCacheSpec& kv_spec() const override;
+  bool computes_padding() const override;
 
  private:
   struct Impl;
