@@ -6,9 +6,6 @@ find_package(spdlog REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(dnnl REQUIRED)
 
-find_package(PkgConfig REQUIRED)
-pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
-
 if(CONVOY_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

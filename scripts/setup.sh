@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git python3
   libabsl-dev libspdlog-dev nlohmann-json3-dev
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
-  libdnnl-dev libopenblas-dev prometheus-cpp-dev
+  libdnnl-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 

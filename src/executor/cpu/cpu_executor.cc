@@ -1,6 +1,5 @@
 #include "executor/cpu/cpu_executor.h"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -69,7 +68,6 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
   impl->num_threads = options.num_threads > 0 ? options.num_threads : omp_get_num_procs();
   impl->skip_padding = options.skip_padding;
   omp_set_num_threads(impl->num_threads);
-  openblas_set_num_threads(impl->num_threads);
 
   if (options.block_size <= 0) {
     return absl::InvalidArgumentError(

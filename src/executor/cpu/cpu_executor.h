@@ -1,6 +1,6 @@
 // The CPU executor: the Llama forward pass over a paged KV cache in host memory. Linear layers run
-// through oneDNN (bf16) or OpenBLAS (fp32); attention, norms and rotary embeddings are parallelized
-// with OpenMP. Not thread-safe: one engine loop calls Step at a time.
+// through oneDNN (fp32 or bf16 weights); attention, norms and rotary embeddings are parallelized
+// with OpenMP, the same threads oneDNN uses. Not thread-safe: one engine loop calls Step at a time.
 #ifndef CONVOY_EXECUTOR_CPU_CPU_EXECUTOR_H_
 #define CONVOY_EXECUTOR_CPU_CPU_EXECUTOR_H_
 

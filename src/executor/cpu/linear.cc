@@ -1,7 +1,5 @@
 #include "executor/cpu/linear.h"
 
-#include <cblas.h>
-
 #include <cstring>
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -13,55 +11,41 @@
 namespace convoy {
 namespace {
 
-class F32Linear final : public Linear {
- public:
-  F32Linear(int64_t in, int64_t out, std::vector<float> w) : Linear(in, out), w_(std::move(w)) {}
-  int64_t weight_bytes() const override { return in_ * out_ * 4; }
-  void Forward(const float* x, int64_t m, float* y) override {
-    if (m == 1) {  // a matrix-vector product streams the weights once, with no packing
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(out_),
-                  static_cast<blasint>(in_), 1.0f, w_.data(), static_cast<blasint>(in_), x, 1, 0.0f,
-                  y, 1);
-      return;
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m),
-                static_cast<blasint>(out_), static_cast<blasint>(in_), 1.0f, x,
-                static_cast<blasint>(in_), w_.data(), static_cast<blasint>(in_), 0.0f, y,
-                static_cast<blasint>(out_));
-  }
-
- private:
-  std::vector<float> w_;  // [out, in]
-};
-
 // oneDNN keeps its weights in a blocked layout chosen once; the same layout serves every M on
-// this library version, so one reordered copy backs a primitive per distinct M.
-class BF16Linear final : public Linear {
+// this library version, so one reordered copy backs a primitive per distinct M. fp32 and bf16
+// products go through the same library and so the same OpenMP threads: a second thread pool
+// (OpenBLAS's) spinning beside OpenMP's made fp32 decode ten times slower on two cores.
+class DnnlLinear final : public Linear {
  public:
   using tag = dnnl::memory::format_tag;
   using dt = dnnl::memory::data_type;
 
-  BF16Linear(int64_t in, int64_t out, const std::vector<uint16_t>& w_out_in)
-      : Linear(in, out), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
-    dnnl::memory::desc plain({in_, out_}, dt::bf16, tag::ba);  // [in, out] viewed over [out, in]
+  // `w_out_in` holds the weights [out, in] in `type` (f32 or bf16).
+  DnnlLinear(int64_t in, int64_t out, dt type, const void* w_out_in)
+      : Linear(in, out), type_(type), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
+    dnnl::memory::desc plain({in_, out_}, type_, tag::ba);  // [in, out] viewed over [out, in]
     weights_desc_ =
-        PrimitiveDesc(1, dnnl::memory::desc({in_, out_}, dt::bf16, tag::any)).weights_desc();
-    dnnl::memory src(plain, engine_, const_cast<uint16_t*>(w_out_in.data()));
+        PrimitiveDesc(1, dnnl::memory::desc({in_, out_}, type_, tag::any)).weights_desc();
+    dnnl::memory src(plain, engine_, const_cast<void*>(w_out_in));
     weights_ = dnnl::memory(weights_desc_, engine_);
     dnnl::reorder(src, weights_).execute(stream_, src, weights_);
     stream_.wait();
   }
 
-  int64_t weight_bytes() const override { return in_ * out_ * 2; }
+  int64_t weight_bytes() const override { return in_ * out_ * (type_ == dt::bf16 ? 2 : 4); }
 
   void Forward(const float* x, int64_t m, float* y) override {
-    // bf16 copy of the activations, shared by every layer of the thread that runs the step.
-    thread_local std::vector<uint16_t> src_bf16;
-    const int64_t n = m * in_;
-    if (static_cast<int64_t>(src_bf16.size()) < n) src_bf16.resize(n);
-    ConvertToBF16(x, src_bf16.data(), n);
+    void* src_data = const_cast<float*>(x);
+    if (type_ == dt::bf16) {
+      // bf16 copy of the activations, shared by every layer of the thread that runs the step.
+      thread_local std::vector<uint16_t> src_bf16;
+      const int64_t n = m * in_;
+      if (static_cast<int64_t>(src_bf16.size()) < n) src_bf16.resize(n);
+      ConvertToBF16(x, src_bf16.data(), n);
+      src_data = src_bf16.data();
+    }
     const dnnl::matmul& matmul = MatmulFor(m);
-    dnnl::memory src({{m, in_}, dt::bf16, tag::ab}, engine_, src_bf16.data());
+    dnnl::memory src({{m, in_}, type_, tag::ab}, engine_, src_data);
     dnnl::memory dst({{m, out_}, dt::f32, tag::ab}, engine_, y);
     matmul.execute(stream_,
                    {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, dst}});
@@ -74,7 +58,7 @@ class BF16Linear final : public Linear {
   static constexpr size_t kMaxCachedShapes = 64;
 
   dnnl::matmul::primitive_desc PrimitiveDesc(int64_t m, const dnnl::memory::desc& weights) {
-    dnnl::memory::desc src({m, in_}, dt::bf16, tag::ab);
+    dnnl::memory::desc src({m, in_}, type_, tag::ab);
     dnnl::memory::desc dst({m, out_}, dt::f32, tag::ab);
     return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), engine_);
   }
@@ -86,6 +70,7 @@ class BF16Linear final : public Linear {
     return matmuls_.emplace(m, dnnl::matmul(PrimitiveDesc(m, weights_desc_))).first->second;
   }
 
+  dt type_;
   dnnl::engine engine_;
   dnnl::stream stream_;
   dnnl::memory::desc weights_desc_;
@@ -133,16 +118,17 @@ absl::StatusOr<std::unique_ptr<Linear>> Linear::Create(const std::vector<const T
   std::vector<float> w;
   w.reserve(in * out);
   for (const TensorView* p : parts) AppendAsFloat(*p, &w);
-  if (format == LinearFormat::kF32) return std::make_unique<F32Linear>(in, out, std::move(w));
-
-  std::vector<uint16_t> wb(w.size());
-  for (size_t i = 0; i < w.size(); ++i) wb[i] = FloatToBF16(w[i]);
-  std::vector<float>().swap(w);
   try {
-    return std::make_unique<BF16Linear>(in, out, wb);
+    if (format == LinearFormat::kF32) {
+      return std::make_unique<DnnlLinear>(in, out, dnnl::memory::data_type::f32, w.data());
+    }
+    std::vector<uint16_t> wb(w.size());
+    for (size_t i = 0; i < w.size(); ++i) wb[i] = FloatToBF16(w[i]);
+    std::vector<float>().swap(w);
+    return std::make_unique<DnnlLinear>(in, out, dnnl::memory::data_type::bf16, wb.data());
   } catch (const dnnl::error& e) {
     return absl::InternalError(
-        absl::StrFormat("oneDNN bf16 matmul for %s: %s", parts[0]->name, e.what()));
+        absl::StrFormat("oneDNN matmul for %s: %s", parts[0]->name, e.what()));
   }
 }
 

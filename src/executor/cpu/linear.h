@@ -1,6 +1,6 @@
-// A linear layer y = x W^T over fp32 activations. The weights are converted and laid out once, at
-// load, for the library that runs the product: OpenBLAS sgemm for fp32, oneDNN's blocked bf16
-// matmul (bf16 inputs, fp32 accumulation and output) for bf16.
+// A linear layer y = x W^T over fp32 activations, through oneDNN's matmul. The weights are
+// converted and reordered once, at load, into oneDNN's blocked layout: fp32, or bf16 (activations
+// rounded to bf16, fp32 accumulation and output).
 #ifndef CONVOY_EXECUTOR_CPU_LINEAR_H_
 #define CONVOY_EXECUTOR_CPU_LINEAR_H_
 
