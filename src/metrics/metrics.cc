@@ -1,0 +1,383 @@
+#include "metrics/metrics.h"
+
+#include <exception>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "prometheus/text_serializer.h"
+
+namespace convoy {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+using prometheus::Histogram;
+
+// Request-level latencies (queue time, TTFT, end to end): 1 ms to over 10 minutes.
+const Histogram::BucketBoundaries& LatencyBuckets() {
+  static const auto* const buckets = new Histogram::BucketBoundaries{
+      0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,   0.25,  0.5,  1.0,
+      2.5,   5.0,    10.0,  20.0, 40.0,  80.0, 160.0, 320.0, 640.0};
+  return *buckets;
+}
+
+// Between two tokens: finer where GPU (ms) and CPU (tens to hundreds of ms) decode steps fall.
+const Histogram::BucketBoundaries& InterTokenBuckets() {
+  static const auto* const buckets = new Histogram::BucketBoundaries{
+      0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075,
+      0.1,   0.15,   0.2,   0.3,    0.5,  0.75,  1.0,  2.5,  5.0,  10.0, 20.0};
+  return *buckets;
+}
+
+// Tokens per request: 1, 2, 5, 10, ... 200000.
+const Histogram::BucketBoundaries& TokenCountBuckets() {
+  static const auto* const buckets = [] {
+    auto* b = new Histogram::BucketBoundaries;
+    for (double decade = 1; decade <= 100000; decade *= 10) {
+      for (double m : {1.0, 2.0, 5.0}) b->push_back(m * decade);
+    }
+    return b;
+  }();
+  return *buckets;
+}
+
+// Powers of two from 1 to `max`.
+Histogram::BucketBoundaries PowersOfTwo(double max) {
+  Histogram::BucketBoundaries b;
+  for (double v = 1; v <= max; v *= 2) b.push_back(v);
+  return b;
+}
+
+double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+
+// Triton's failure reasons.
+constexpr char kRejected[] = "REJECTED";
+constexpr char kCanceled[] = "CANCELED";
+constexpr char kBackend[] = "BACKEND";
+
+absl::Status ValidateOptions(const MetricsOptions& options) {
+  if (!options.serve_http) return absl::OkStatus();
+  if (options.port < 0 || options.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics port ", options.port, " is outside 0..65535"));
+  }
+  if (options.listen_address.empty()) {
+    return absl::InvalidArgumentError("the metrics listen address is empty");
+  }
+  if (!absl::StartsWith(options.path, "/")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics path \"", options.path, "\" does not start with '/'"));
+  }
+  if (options.priority_levels < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics priority_levels ", options.priority_levels, " is below 1"));
+  }
+  if (options.num_threads < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics num_threads ", options.num_threads, " is below 1"));
+  }
+  return absl::OkStatus();
+}
+
+// civetweb's listening_ports form: host:port, with IPv6 hosts in brackets.
+std::string ListenSpec(const std::string& address, int32_t port) {
+  const bool bare_ipv6 = absl::StrContains(address, ':') && !absl::StartsWith(address, "[");
+  return bare_ipv6 ? absl::StrCat("[", address, "]:", port) : absl::StrCat(address, ":", port);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const MetricsOptions& options) {
+  if (absl::Status status = ValidateOptions(options); !status.ok()) return status;
+  std::unique_ptr<Metrics> metrics;
+  try {
+    metrics.reset(new Metrics(std::make_shared<prometheus::Registry>()));
+    for (int32_t level = 1; level <= options.priority_levels; ++level) {
+      metrics->WaitingGauge(level);
+      metrics->QueueTimeHistogram(level);
+    }
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("registering the metrics failed: ", e.what()));
+  }
+  if (!options.serve_http) return metrics;
+
+  const std::string spec = ListenSpec(options.listen_address, options.port);
+  try {
+    metrics->exposer_ = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", spec, "num_threads", absl::StrCat(options.num_threads)});
+    metrics->exposer_->RegisterCollectable(metrics->registry_, options.path);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on ", spec, options.path, ": ", e.what()));
+  }
+  const std::vector<int> ports = metrics->exposer_->GetListeningPorts();
+  if (ports.empty()) {
+    return absl::UnavailableError(absl::StrCat("the metrics server on ", spec, " has no port"));
+  }
+  metrics->port_ = ports.front();
+  return metrics;
+}
+
+Metrics::Metrics(std::shared_ptr<prometheus::Registry> registry) : registry_(std::move(registry)) {
+  prometheus::Registry& r = *registry_;
+
+  // Gauges.
+  waiting_ = &BuildGauge()
+                  .Name("convoy_num_requests_waiting")
+                  .Help("Requests waiting in the queues, all priority levels.")
+                  .Register(r)
+                  .Add({});
+  waiting_by_priority_family_ = &BuildGauge()
+                                     .Name("convoy_num_requests_waiting_by_priority")
+                                     .Help("Requests waiting in the queue of each priority level.")
+                                     .Register(r);
+  running_ = &BuildGauge()
+                  .Name("convoy_num_requests_running")
+                  .Help("Requests in the running batch.")
+                  .Register(r)
+                  .Add({});
+  kv_usage_ = &BuildGauge()
+                   .Name("convoy_kv_cache_usage_perc")
+                   .Help("Fraction of KV cache blocks in use (0 to 1).")
+                   .Register(r)
+                   .Add({});
+  kv_blocks_used_ = &BuildGauge()
+                         .Name("convoy_kv_cache_blocks_used")
+                         .Help("KV cache blocks in use.")
+                         .Register(r)
+                         .Add({});
+  kv_blocks_free_ = &BuildGauge()
+                         .Name("convoy_kv_cache_blocks_free")
+                         .Help("KV cache blocks free.")
+                         .Register(r)
+                         .Add({});
+
+  // Histograms.
+  queue_time_family_ = &BuildHistogram()
+                            .Name("convoy_request_queue_time_seconds")
+                            .Help("Arrival to the first step that holds the request.")
+                            .Register(r);
+  ttft_ = &BuildHistogram()
+               .Name("convoy_time_to_first_token_seconds")
+               .Help("Arrival to the first generated token.")
+               .Register(r)
+               .Add({}, LatencyBuckets());
+  inter_token_ = &BuildHistogram()
+                      .Name("convoy_inter_token_latency_seconds")
+                      .Help("Time between two consecutive tokens of a request.")
+                      .Register(r)
+                      .Add({}, InterTokenBuckets());
+  e2e_ = &BuildHistogram()
+              .Name("convoy_e2e_request_latency_seconds")
+              .Help("Arrival to the final response of a request that was not rejected.")
+              .Register(r)
+              .Add({}, LatencyBuckets());
+  request_prompt_tokens_ = &BuildHistogram()
+                                .Name("convoy_request_prompt_tokens")
+                                .Help("Prompt tokens per request.")
+                                .Register(r)
+                                .Add({}, TokenCountBuckets());
+  request_generation_tokens_ = &BuildHistogram()
+                                    .Name("convoy_request_generation_tokens")
+                                    .Help("Generated tokens per request.")
+                                    .Register(r)
+                                    .Add({}, TokenCountBuckets());
+  step_sequences_ = &BuildHistogram()
+                         .Name("convoy_iteration_sequences")
+                         .Help("Sequences (rows) per engine step.")
+                         .Register(r)
+                         .Add({}, PowersOfTwo(1024));
+  step_tokens_ = &BuildHistogram()
+                      .Name("convoy_iteration_tokens_total")
+                      .Help("Tokens computed per engine step, padding excluded.")
+                      .Register(r)
+                      .Add({}, PowersOfTwo(65536));
+
+  // Counters.
+  auto& outcomes = BuildCounter()
+                       .Name("convoy_requests_total")
+                       .Help("Requests that ended, by outcome.")
+                       .Register(r);
+  for (int i = 0; i < kNumOutcomes; ++i) {
+    requests_by_outcome_[i] = &outcomes.Add({{"outcome", OutcomeName(static_cast<Outcome>(i))}});
+  }
+  auto& rejections = BuildCounter()
+                         .Name("convoy_requests_rejected_total")
+                         .Help("Requests refused at admission, by reason.")
+                         .Register(r);
+  for (int i = 0; i < kNumRejectReasons; ++i) {
+    rejected_by_reason_[i] =
+        &rejections.Add({{"reason", RejectReasonName(static_cast<RejectReason>(i))}});
+  }
+  auto& success = BuildCounter()
+                      .Name("convoy_request_success_total")
+                      .Help("Requests that completed, by finish reason (stop token or length).")
+                      .Register(r);
+  success_stop_ = &success.Add({{"finished_reason", "stop"}});
+  success_length_ = &success.Add({{"finished_reason", "length"}});
+  preemptions_ = &BuildCounter()
+                      .Name("convoy_num_preemptions_total")
+                      .Help("Running requests preempted to free KV cache blocks.")
+                      .Register(r)
+                      .Add({});
+  prompt_tokens_ = &BuildCounter()
+                        .Name("convoy_prompt_tokens_total")
+                        .Help("Prompt tokens computed by prefill (recomputation included).")
+                        .Register(r)
+                        .Add({});
+  generation_tokens_ = &BuildCounter()
+                            .Name("convoy_generation_tokens_total")
+                            .Help("Tokens generated.")
+                            .Register(r)
+                            .Add({});
+  padded_tokens_ = &BuildCounter()
+                        .Name("convoy_padded_tokens_total")
+                        .Help("Padding tokens computed by steps (rows x longest row - real).")
+                        .Register(r)
+                        .Add({});
+  nv_success_ = &BuildCounter()
+                     .Name("convoy_nv_inference_request_success")
+                     .Help("Requests that completed (Triton's nv_inference_request_success).")
+                     .Register(r)
+                     .Add({});
+  auto& failure = BuildCounter()
+                      .Name("convoy_nv_inference_request_failure")
+                      .Help("Requests that did not complete, by Triton's failure reason.")
+                      .Register(r);
+  nv_failure_rejected_ = &failure.Add({{"reason", kRejected}});
+  nv_failure_canceled_ = &failure.Add({{"reason", kCanceled}});
+  nv_failure_backend_ = &failure.Add({{"reason", kBackend}});
+  nv_inference_count_ = &BuildCounter()
+                             .Name("convoy_nv_inference_count")
+                             .Help("Rows computed over all steps (Triton's nv_inference_count).")
+                             .Register(r)
+                             .Add({});
+  nv_exec_count_ = &BuildCounter()
+                        .Name("convoy_nv_inference_exec_count")
+                        .Help("Steps executed (Triton's nv_inference_exec_count).")
+                        .Register(r)
+                        .Add({});
+  nv_queue_duration_us_ = &BuildCounter()
+                               .Name("convoy_nv_inference_queue_duration_us")
+                               .Help("Cumulative queue time of requests, in microseconds.")
+                               .Register(r)
+                               .Add({});
+}
+
+Metrics::~Metrics() = default;
+
+std::string Metrics::Serialize() const {
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+prometheus::Gauge& Metrics::WaitingGauge(int32_t level) {
+  absl::MutexLock lock(&levels_mu_);
+  if (static_cast<int32_t>(waiting_by_level_.size()) < level) waiting_by_level_.resize(level);
+  prometheus::Gauge*& gauge = waiting_by_level_[level - 1];
+  if (gauge == nullptr) {
+    gauge = &waiting_by_priority_family_->Add({{"priority", absl::StrCat(level)}});
+  }
+  return *gauge;
+}
+
+prometheus::Histogram& Metrics::QueueTimeHistogram(int32_t level) {
+  absl::MutexLock lock(&levels_mu_);
+  if (static_cast<int32_t>(queue_time_by_level_.size()) < level) {
+    queue_time_by_level_.resize(level);
+  }
+  prometheus::Histogram*& histogram = queue_time_by_level_[level - 1];
+  if (histogram == nullptr) {
+    histogram = &queue_time_family_->Add({{"priority", absl::StrCat(level)}}, LatencyBuckets());
+  }
+  return *histogram;
+}
+
+void Metrics::OnStepPlanned(const StepStats& stats) {
+  running_->Set(stats.num_running);
+  int64_t waiting = 0;
+  for (size_t i = 0; i < stats.queue_depth.size(); ++i) {
+    WaitingGauge(static_cast<int32_t>(i) + 1).Set(static_cast<double>(stats.queue_depth[i]));
+    waiting += stats.queue_depth[i];
+  }
+  waiting_->Set(static_cast<double>(waiting));
+  const int64_t blocks = int64_t{stats.kv_blocks_used} + stats.kv_blocks_free;
+  kv_usage_->Set(blocks == 0 ? 0.0 : static_cast<double>(stats.kv_blocks_used) / blocks);
+  kv_blocks_used_->Set(stats.kv_blocks_used);
+  kv_blocks_free_->Set(stats.kv_blocks_free);
+  if (stats.num_rows == 0) return;
+
+  step_sequences_->Observe(stats.num_rows);
+  step_tokens_->Observe(static_cast<double>(stats.real_tokens));
+  // A decode row computes one token; the rest of the step's tokens are prompt chunks.
+  prompt_tokens_->Increment(static_cast<double>(stats.real_tokens - stats.num_decode_rows));
+  padded_tokens_->Increment(static_cast<double>(stats.padded_tokens));
+  nv_inference_count_->Increment(stats.num_rows);
+  nv_exec_count_->Increment();
+}
+
+void Metrics::OnRejected(RejectReason reason) {
+  rejected_by_reason_[static_cast<int>(reason)]->Increment();
+  requests_by_outcome_[static_cast<int>(Outcome::kRejected)]->Increment();
+  nv_failure_rejected_->Increment();
+}
+
+void Metrics::OnPreempted(RequestId id) { preemptions_->Increment(); }
+
+void Metrics::OnQueueTime(int32_t priority_level, absl::Duration queue_time) {
+  if (priority_level >= 1) QueueTimeHistogram(priority_level).Observe(Seconds(queue_time));
+  nv_queue_duration_us_->Increment(absl::ToDoubleMicroseconds(queue_time));
+}
+
+void Metrics::OnFirstToken(absl::Duration time_to_first_token) {
+  ttft_->Observe(Seconds(time_to_first_token));
+  generation_tokens_->Increment();
+}
+
+void Metrics::OnInterTokenTime(absl::Duration time_between_tokens) {
+  inter_token_->Observe(Seconds(time_between_tokens));
+  generation_tokens_->Increment();
+}
+
+void Metrics::OnFinished(Outcome outcome) {
+  requests_by_outcome_[static_cast<int>(outcome)]->Increment();
+  switch (outcome) {
+    case Outcome::kCompleteStop:
+      success_stop_->Increment();
+      nv_success_->Increment();
+      break;
+    case Outcome::kCompleteLength:
+      success_length_->Increment();
+      nv_success_->Increment();
+      break;
+    case Outcome::kCancelled:
+      nv_failure_canceled_->Increment();
+      break;
+    case Outcome::kTimedOut:  // Triton rejects a request whose queue timeout expires
+    case Outcome::kRejected:
+      nv_failure_rejected_->Increment();
+      break;
+    case Outcome::kFailed:
+      nv_failure_backend_->Increment();
+      break;
+  }
+}
+
+void Metrics::OnRequestDone(Outcome outcome, int64_t prompt_tokens, int64_t generated_tokens,
+                            absl::Duration e2e_latency) {
+  if (outcome == Outcome::kRejected) return;
+  e2e_->Observe(Seconds(e2e_latency));
+  request_prompt_tokens_->Observe(static_cast<double>(prompt_tokens));
+  request_generation_tokens_->Observe(static_cast<double>(generated_tokens));
+}
+
+void Metrics::OnRequestDone(const RequestSummary& summary) {
+  OnRequestDone(summary.outcome, summary.prompt_tokens, summary.generated_tokens,
+                summary.e2e_latency);
+}
+
+}  // namespace convoy

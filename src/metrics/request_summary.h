@@ -1,0 +1,35 @@
+// What the front end knows about one request when its final event arrives. It feeds
+// Metrics::OnRequestDone and LogRequestDone.
+#ifndef CONVOY_METRICS_REQUEST_SUMMARY_H_
+#define CONVOY_METRICS_REQUEST_SUMMARY_H_
+
+#include <cstdint>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "scheduler/request.h"
+#include "scheduler/scheduler_metrics.h"
+
+namespace convoy {
+
+struct RequestSummary {
+  RequestId id = 0;
+  Outcome outcome = Outcome::kCompleteLength;
+  // For kRejected, why (when the caller knows).
+  std::optional<RejectReason> reject_reason;
+  int64_t prompt_tokens = 0;
+  int64_t generated_tokens = 0;
+  // Arrival to the first step that held the request; unset when unknown or never scheduled.
+  std::optional<absl::Duration> queue_time;
+  // Arrival to the first generated token; unset when no token was generated.
+  std::optional<absl::Duration> time_to_first_token;
+  // Arrival to the final event.
+  absl::Duration e2e_latency = absl::ZeroDuration();
+  // The final event's status: OK when complete; its message is logged otherwise.
+  absl::Status status;
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_METRICS_REQUEST_SUMMARY_H_
