@@ -37,7 +37,7 @@ namespace convoy {
 // AVX512-BF16 the hardware converts (denormal inputs become zero); otherwise FloatToBF16.
 inline void ConvertToBF16(const float* src, uint16_t* dst, int64_t n) {
 #if defined(__AVX512BF16__)
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= (int64_t{1} << 16))
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 mask =
         n - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
@@ -45,7 +45,7 @@ inline void ConvertToBF16(const float* src, uint16_t* dst, int64_t n) {
     _mm256_mask_storeu_epi16(dst + i, mask, reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
   }
 #else
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= (int64_t{1} << 16))
   for (int64_t i = 0; i < n; ++i) dst[i] = FloatToBF16(src[i]);
 #endif
 }

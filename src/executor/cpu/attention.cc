@@ -9,6 +9,7 @@
 
 #if defined(__AVX512F__)
 #include "common/simd.h"
+#include "executor/cpu/ops.h"
 #endif
 
 namespace convoy {
@@ -61,11 +62,17 @@ void PagedAttention(PagedKvCache* cache, int32_t layer, const AttentionShape& sh
     row_offsets[r + 1] = row_offsets[r] + static_cast<int64_t>(rows[r].len) * shape.num_heads;
   }
   const int64_t total = row_offsets[num_rows];
+  // Multiply-adds of the whole pass, to decide whether waking the thread team pays.
+  int64_t work = 0;
+  for (int32_t r = 0; r < num_rows; ++r) {
+    work += static_cast<int64_t>(rows[r].len) * shape.num_heads *
+            (rows[r].start_pos + rows[r].len) * shape.head_dim * 2;
+  }
   const int32_t group = shape.num_heads / shape.num_kv_heads;
   const int32_t hd = shape.head_dim;
   const int32_t block_size = cache->spec().block_size;
 
-#pragma omp parallel
+#pragma omp parallel if (work >= kMinParallelWork)
   {
     std::vector<float> scores;
 #pragma omp for schedule(dynamic, 4)

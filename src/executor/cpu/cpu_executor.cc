@@ -207,7 +207,7 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
     layer.qkv->Forward(hs, m, qkvs);
 
     // Rotary embedding on Q and K, then K and V into their paged slots (real tokens only).
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (m * qkv_width >= kMinParallelWork)
     for (int64_t i = 0; i < m; ++i) {
       const int32_t t = slot_pos[i];
       const StepRow& row = plan.rows[slot_row[i]];

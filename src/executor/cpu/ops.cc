@@ -7,7 +7,7 @@ namespace convoy {
 
 void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,
              float* out) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * dim >= kMinParallelWork)
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     float* yr = out + r * dim;
@@ -19,7 +19,7 @@ void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, flo
 }
 
 void SiluMul(const float* gate_up, int64_t rows, int64_t inter, float* out) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * inter >= kMinParallelWork)
   for (int64_t r = 0; r < rows; ++r) {
     const float* g = gate_up + r * 2 * inter;
     const float* u = g + inter;
@@ -29,7 +29,7 @@ void SiluMul(const float* gate_up, int64_t rows, int64_t inter, float* out) {
 }
 
 void AddInPlace(float* x, const float* y, int64_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 

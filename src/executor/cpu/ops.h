@@ -9,6 +9,11 @@
 
 namespace convoy {
 
+// Below this many elements an element-wise pass runs on the calling thread: waking the OpenMP team
+// costs more than the work, and on a busy machine every parallel region waits for its slowest
+// thread to be scheduled.
+inline constexpr int64_t kMinParallelWork = int64_t{1} << 16;
+
 // out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, for `rows` rows of `dim` floats.
 // `out` may alias `x`.
 void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* out);
