@@ -156,11 +156,10 @@ void EngineLoop::Run() {
         scheduler_->OnStepFailed(result.status(), now);
       }
     }
-    Dispatch(scheduler_->TakeEvents());
-    idle = !decision.plan.has_value();
-    wake_at = decision.wake_at;
-
+    std::vector<Event> events = scheduler_->TakeEvents();
     {
+      // Refreshed before the events go out: whoever sees a request's final event also sees its
+      // blocks free in snapshot().
       absl::MutexLock lock(&mu_);
       for (int32_t level = 1; level <= scheduler_->options().priority_levels; ++level) {
         waiting_per_level_[level - 1] = scheduler_->num_waiting(level);
@@ -170,6 +169,13 @@ void EngineLoop::Run() {
       snapshot_.kv_blocks_free = scheduler_->allocator().num_free();
       snapshot_.num_running = scheduler_->num_running();
       snapshot_.num_waiting = scheduler_->num_waiting();
+    }
+    Dispatch(std::move(events));
+    idle = !decision.plan.has_value();
+    wake_at = decision.wake_at;
+
+    {
+      absl::MutexLock lock(&mu_);
       if (stopping_ && scheduler_->empty() && inbox_.empty()) break;
     }
   }

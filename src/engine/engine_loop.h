@@ -72,8 +72,8 @@ class EngineLoop {
 
   // Snapshot of the scheduler's counters, refreshed after every step (thread-safe).
   SchedulerStats stats() const;
-  // Counters, KV blocks and queues as of the last pass (thread-safe). A cancellation shows here
-  // once the loop has processed it.
+  // Counters, KV blocks and queues as of the last pass (thread-safe), refreshed before that
+  // pass's events are dispatched: once a request's final event is out, its blocks show as free.
   EngineLoopSnapshot snapshot() const;
 
  private:

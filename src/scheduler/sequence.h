@@ -38,9 +38,9 @@ struct Sequence {
   BlockTable blocks;
 
   SequenceState state = SequenceState::kWaiting;
-  bool started = false;           // scheduled at least once
+  bool started = false;                      // scheduled at least once
   std::optional<absl::Duration> queue_time;  // arrival to the first step that held it
-  bool cancel_requested = false;  // cancelled while its step was in flight
+  bool cancel_requested = false;             // cancelled while its step was in flight
   bool in_flight = false;
   uint64_t admit_order = 0;                  // larger: admitted (or re-admitted) later
   int64_t static_batch = -1;                 // static mode: the batch it belongs to

@@ -142,9 +142,9 @@ absl::Status Validate(const v1::ServerConfig& config, const Locator& at) {
                     absl::StrCat("port ", f.port(), " is outside 0..65535 (0: any free port)"));
   }
   if (f.max_message_bytes() < 4096) {
-    return at.Error({"frontend", "max_message_bytes"}, -1,
-                    absl::StrCat("max_message_bytes ", f.max_message_bytes(),
-                                 " is below the minimum of 4096"));
+    return at.Error(
+        {"frontend", "max_message_bytes"}, -1,
+        absl::StrCat("max_message_bytes ", f.max_message_bytes(), " is below the minimum of 4096"));
   }
   const double fraction = config.executor().gpu_memory_fraction();
   if (!(fraction > 0.0 && fraction <= 1.0)) {
@@ -192,7 +192,9 @@ void FillServerConfigDefaults(v1::ServerConfig* config) {
   if (!f->has_max_message_bytes()) f->set_max_message_bytes(64u << 20);
   if (!f->has_drain_timeout_microseconds()) f->set_drain_timeout_microseconds(30000000);
   v1::ExecutorConfig* e = config->mutable_executor();
-  if (e->device() == v1::ExecutorConfig::DEVICE_UNSPECIFIED) e->set_device(v1::ExecutorConfig::AUTO);
+  if (e->device() == v1::ExecutorConfig::DEVICE_UNSPECIFIED) {
+    e->set_device(v1::ExecutorConfig::AUTO);
+  }
   if (!e->has_cpu_threads()) e->set_cpu_threads(0);
   if (!e->has_gpu_memory_fraction()) e->set_gpu_memory_fraction(0.9);
 }

@@ -1,0 +1,393 @@
+// convoy-bench: a load generator for convoy's gRPC API.
+//   convoy-bench run --addr HOST:PORT --workload FILE [--duration-s S | --requests N]
+//                    [--rate R | --concurrency N] [--ttft-ms X --itl-ms Y]
+//                    [--json F --csv F --svg F]
+//   convoy-bench sweep --convoyd PATH --model DIR --base-config FILE --workload FILE
+//                      --set KEY=V1,V2 [--set ...] [--rate R1,R2,...] [...as run]
+//                      [--json F --csv F --svg F --markdown F]
+// `sweep` starts convoyd once per combination of the --set values (on a free loopback port),
+// runs the workload against it at each rate, stops it, and prints the frontier: per config its
+// goodput and latencies, the best goodput marked. Bad usage: a message and exit code 2.
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "bench/loadgen/client.h"
+#include "bench/loadgen/config_override.h"
+#include "bench/loadgen/daemon_process.h"
+#include "bench/loadgen/report.h"
+#include "bench/loadgen/runner.h"
+#include "bench/loadgen/svg_plot.h"
+#include "bench/loadgen/workload.h"
+#include "convoy/status_macros.h"
+#include "google/protobuf/text_format.h"
+#include "tools/cli_flags.h"
+
+ABSL_FLAG(std::string, addr, "", "run: the server, HOST:PORT");
+ABSL_FLAG(std::string, workload, "", "Workload file (bench/workloads/*.pbtxt); required");
+ABSL_FLAG(double, duration_s, 0, "Seconds to send for (default: the workload's duration_s)");
+ABSL_FLAG(int64_t, requests, 0, "Send this many requests instead of for a duration");
+ABSL_FLAG(std::string, rate, "",
+          "Open loop at this many requests/s (sweep: a comma-separated list of rates, each run "
+          "per config)");
+ABSL_FLAG(int32_t, concurrency, 0, "Closed loop with this many requests in flight");
+ABSL_FLAG(double, ttft_ms, 0, "Goodput target: time to first token at most this (0: none)");
+ABSL_FLAG(double, itl_ms, 0,
+          "Goodput target: a request's mean inter-token latency at most this (0: none)");
+ABSL_FLAG(double, drain_s, 60,
+          "After sending stops, seconds the requests in flight may take before they are "
+          "cancelled");
+ABSL_FLAG(int32_t, warmup, 2, "Unmeasured requests sent one at a time first");
+ABSL_FLAG(std::string, json, "", "Write the results as JSON here");
+ABSL_FLAG(std::string, csv, "", "Write the results as CSV here (one line per run and class)");
+ABSL_FLAG(std::string, svg, "", "Write a plot of latency percentiles against throughput here");
+ABSL_FLAG(std::string, markdown, "", "Write the frontier as a Markdown table here");
+ABSL_FLAG(std::string, label, "", "run: the server config's name in the reports");
+ABSL_FLAG(bool, progress, true, "Show a progress line on stderr");
+ABSL_FLAG(std::string, convoyd, "", "sweep: the convoyd executable");
+ABSL_FLAG(std::string, model, "", "sweep: the model directory given to convoyd");
+ABSL_FLAG(std::string, base_config, "", "sweep: the server config the --set values override");
+ABSL_FLAG(double, startup_timeout_s, 300, "sweep: seconds convoyd may take to be SERVING");
+ABSL_FLAG(std::string, work_dir, "",
+          "sweep: where config files and daemon logs go (default: a new /tmp/convoy-bench-*)");
+
+namespace {
+
+namespace bench = convoy::bench;
+
+const std::vector<std::string> kCommonFlags = {
+    "workload", "duration_s", "requests", "rate", "concurrency", "ttft_ms",  "itl_ms",
+    "drain_s",  "warmup",     "json",     "csv",  "svg",         "markdown", "progress"};
+
+convoy::cli::CommandLine RunCommandLine() {
+  convoy::cli::CommandLine spec = {
+      "convoy-bench run",
+      "convoy-bench run --addr HOST:PORT --workload FILE [--duration-s S | --requests N]\n"
+      "                 [--rate R | --concurrency N] [--ttft-ms X --itl-ms Y]\n"
+      "                 [--json F --csv F --svg F]\n\n"
+      "Sends a workload to a running server and reports, per request class, TTFT, inter-token\n"
+      "and end-to-end latency (p50/p95/p99), requests/s, output tokens/s and goodput.",
+      kCommonFlags,
+      {}};
+  spec.flags.push_back("addr");
+  spec.flags.push_back("label");
+  return spec;
+}
+
+convoy::cli::CommandLine SweepCommandLine() {
+  convoy::cli::CommandLine spec = {
+      "convoy-bench sweep",
+      "convoy-bench sweep --convoyd PATH --model DIR --base-config FILE --workload FILE\n"
+      "                   --set KEY=V1,V2 [--set ...] [--rate R1,R2,...] [--ttft-ms X --itl-ms Y]\n"
+      "                   [--json F --csv F --svg F --markdown F]\n\n"
+      "Starts convoyd for every combination of the --set values (KEY: a server config field such\n"
+      "as mode, max_batch_size, max_queue_delay_microseconds, max_num_batched_tokens,\n"
+      "prefill_chunk_size, or scheduler.x / kv_cache.x), runs the workload against each, and\n"
+      "prints the frontier: goodput and latencies per config, the best goodput marked.",
+      kCommonFlags,
+      {"set"}};
+  for (const char* f : {"convoyd", "model", "base_config", "startup_timeout_s", "work_dir"}) {
+    spec.flags.push_back(f);
+  }
+  return spec;
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& contents) {
+  std::ofstream out(path);
+  out << contents;
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+absl::Status WriteOutputs(const std::vector<bench::RunResult>& runs, bool single,
+                          const std::string& title) {
+  if (const std::string path = absl::GetFlag(FLAGS_json); !path.empty()) {
+    const nlohmann::json j = single ? bench::RunToJson(runs[0]) : bench::SweepToJson(runs);
+    RETURN_IF_ERROR(WriteFile(path, j.dump(2) + "\n"));
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_csv); !path.empty()) {
+    RETURN_IF_ERROR(WriteFile(path, bench::FormatCsv(runs)));
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_svg); !path.empty()) {
+    RETURN_IF_ERROR(WriteFile(path, bench::LatencyThroughputSvg(runs, title)));
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_markdown); !path.empty()) {
+    RETURN_IF_ERROR(WriteFile(path, bench::FormatFrontierMarkdown(runs)));
+  }
+  return absl::OkStatus();
+}
+
+// Fills the options shared by run and sweep; returns an error message for bad usage.
+std::string CommonOptions(bench::RunOptions& options) {
+  options.duration_s = absl::GetFlag(FLAGS_duration_s);
+  options.num_requests = absl::GetFlag(FLAGS_requests);
+  options.concurrency = absl::GetFlag(FLAGS_concurrency);
+  options.drain_timeout_s = absl::GetFlag(FLAGS_drain_s);
+  options.warmup_requests = absl::GetFlag(FLAGS_warmup);
+  options.slo.ttft_s = absl::GetFlag(FLAGS_ttft_ms) * 1e-3;
+  options.slo.itl_s = absl::GetFlag(FLAGS_itl_ms) * 1e-3;
+  options.progress = absl::GetFlag(FLAGS_progress);
+  if (options.duration_s < 0) return "--duration-s must not be negative";
+  if (options.num_requests < 0) return "--requests must not be negative";
+  if (options.duration_s > 0 && options.num_requests > 0) {
+    return "give --duration-s or --requests, not both";
+  }
+  if (options.concurrency < 0) return "--concurrency must not be negative";
+  if (options.drain_timeout_s < 0) return "--drain-s must not be negative";
+  if (options.slo.ttft_s < 0 || options.slo.itl_s < 0) return "SLO targets must not be negative";
+  if (absl::GetFlag(FLAGS_workload).empty()) return "--workload FILE is required";
+  return "";
+}
+
+// Parses --rate: empty, or comma-separated positive numbers.
+bool ParseRates(const std::string& text, std::vector<double>& rates) {
+  if (text.empty()) return true;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    double r = 0;
+    if (!absl::SimpleAtod(part, &r) || !(r > 0)) return false;
+    rates.push_back(r);
+  }
+  return true;
+}
+
+int RunCommand(int argc, char** argv) {
+  const convoy::cli::CommandLine spec = RunCommandLine();
+  convoy::cli::ParsedFlags parsed;
+  if (int code = convoy::cli::Parse(argc, argv, spec, &parsed); code >= 0) return code;
+  bench::RunOptions options;
+  if (std::string error = CommonOptions(options); !error.empty()) {
+    return convoy::cli::BadUsage(spec, error);
+  }
+  const std::string addr = absl::GetFlag(FLAGS_addr);
+  if (addr.empty()) return convoy::cli::BadUsage(spec, "--addr HOST:PORT is required");
+  std::vector<double> rates;
+  if (!ParseRates(absl::GetFlag(FLAGS_rate), rates) || rates.size() > 1) {
+    return convoy::cli::BadUsage(spec, "--rate must be one number above 0");
+  }
+  if (!rates.empty()) options.rate_rps = rates[0];
+  if (options.rate_rps > 0 && options.concurrency > 0) {
+    return convoy::cli::BadUsage(spec, "give --rate or --concurrency, not both");
+  }
+  options.config_label = absl::GetFlag(FLAGS_label).empty() ? addr : absl::GetFlag(FLAGS_label);
+  absl::StatusOr<bench::v1::Workload> workload = bench::LoadWorkload(absl::GetFlag(FLAGS_workload));
+  if (!workload.ok()) return convoy::cli::BadUsage(spec, std::string(workload.status().message()));
+
+  auto channel = bench::MakeChannel(addr);
+  if (absl::Status serving = bench::WaitUntilServing(channel.get(), absl::Seconds(30), nullptr);
+      !serving.ok()) {
+    std::fprintf(stderr, "convoy-bench: %s: %s\n", addr.c_str(), serving.ToString().c_str());
+    return 1;
+  }
+  absl::StatusOr<bench::RunResult> result = bench::RunWorkload(channel, *workload, options);
+  if (!result.ok()) {
+    std::fprintf(stderr, "convoy-bench: %s\n", result.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("workload: %s (%s)\n%s", workload->name().c_str(),
+              absl::GetFlag(FLAGS_workload).c_str(), bench::FormatClassTable(*result).c_str());
+  if (absl::Status s = WriteOutputs({*result}, true, workload->name()); !s.ok()) {
+    std::fprintf(stderr, "convoy-bench: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+// Runs the workload against one config at each rate (or once); the results, failed ones included.
+std::vector<bench::RunResult> RunOneConfig(const convoy::v1::ServerConfig& config,
+                                           const std::string& label, int number,
+                                           const std::string& work_dir,
+                                           const bench::v1::Workload& workload,
+                                           const bench::RunOptions& base_options,
+                                           const std::vector<double>& rates) {
+  std::vector<bench::RunResult> results;
+  auto fail = [&](const absl::Status& status) {
+    for (size_t i = 0; i < std::max<size_t>(rates.size(), 1); ++i) {
+      bench::RunResult r;
+      r.config = label;
+      r.offered_rps = rates.empty() ? 0 : rates[i];
+      r.error = std::string(status.message().substr(0, status.message().find('\n')));
+      results.push_back(r);
+    }
+    std::fprintf(stderr, "convoy-bench: config '%s' failed: %s\n", label.c_str(),
+                 status.ToString().c_str());
+    return results;
+  };
+  const std::string dir = absl::StrCat(work_dir, "/config-", number);
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return fail(absl::InternalError(absl::StrCat("cannot create ", dir)));
+  }
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(config, &text);
+  const std::string config_path = dir + "/config.pbtxt";
+  if (absl::Status s = WriteFile(config_path, absl::StrCat("# ", label, "\n", text)); !s.ok()) {
+    return fail(s);
+  }
+  bench::DaemonSpec daemon_spec;
+  daemon_spec.convoyd = absl::GetFlag(FLAGS_convoyd);
+  daemon_spec.config_path = config_path;
+  daemon_spec.model_dir = absl::GetFlag(FLAGS_model);
+  daemon_spec.work_dir = dir;
+  absl::StatusOr<std::unique_ptr<bench::DaemonProcess>> daemon =
+      bench::DaemonProcess::Start(daemon_spec);
+  if (!daemon.ok()) return fail(daemon.status());
+  const absl::Duration startup = absl::Seconds(absl::GetFlag(FLAGS_startup_timeout_s));
+  absl::StatusOr<std::string> addr = (*daemon)->WaitForAddress(startup);
+  if (!addr.ok()) return fail(addr.status());
+  auto channel = bench::MakeChannel(*addr);
+  bench::DaemonProcess* process = daemon->get();
+  if (absl::Status s = bench::WaitUntilServing(channel.get(), startup,
+                                               [process] { return process->CheckAlive(); });
+      !s.ok()) {
+    return fail(s);
+  }
+  std::vector<double> loads = rates;
+  if (loads.empty()) loads.push_back(0);
+  for (double rate : loads) {
+    bench::RunOptions options = base_options;
+    options.rate_rps = rate;
+    options.config_label = label;
+    absl::StatusOr<bench::RunResult> result = bench::RunWorkload(channel, workload, options);
+    if (!result.ok()) {
+      bench::RunResult r;
+      r.config = label;
+      r.offered_rps = rate;
+      r.error = std::string(result.status().message());
+      results.push_back(r);
+      continue;
+    }
+    std::printf("%s\n", bench::FormatClassTable(*result).c_str());
+    std::fflush(stdout);
+    results.push_back(*std::move(result));
+  }
+  if (absl::Status s = (*daemon)->Stop(absl::Seconds(60)); !s.ok()) {
+    const std::string message(s.message());
+    std::fprintf(stderr, "convoy-bench: stopping convoyd for '%s': %s (log: %s)\n", label.c_str(),
+                 message.substr(0, message.find(';')).c_str(), (*daemon)->log_path().c_str());
+  }
+  return results;
+}
+
+int SweepCommand(int argc, char** argv) {
+  const convoy::cli::CommandLine spec = SweepCommandLine();
+  convoy::cli::ParsedFlags parsed;
+  if (int code = convoy::cli::Parse(argc, argv, spec, &parsed); code >= 0) return code;
+  bench::RunOptions options;
+  if (std::string error = CommonOptions(options); !error.empty()) {
+    return convoy::cli::BadUsage(spec, error);
+  }
+  for (const char* required : {"convoyd", "model", "base_config"}) {
+    if (!parsed.specified.count(required)) {
+      return convoy::cli::BadUsage(
+          spec, absl::StrCat("--", absl::StrReplaceAll(required, {{"_", "-"}}), " is required"));
+    }
+  }
+  std::vector<double> rates;
+  if (!ParseRates(absl::GetFlag(FLAGS_rate), rates)) {
+    return convoy::cli::BadUsage(spec, "--rate must be a comma-separated list of numbers above 0");
+  }
+  if (!rates.empty() && options.concurrency > 0) {
+    return convoy::cli::BadUsage(spec, "give --rate or --concurrency, not both");
+  }
+  std::vector<bench::SweepAxis> axes;
+  for (const std::string& text : parsed.values["set"]) {
+    absl::StatusOr<bench::SweepAxis> axis = bench::ParseSweepAxis(text);
+    if (!axis.ok()) return convoy::cli::BadUsage(spec, std::string(axis.status().message()));
+    axes.push_back(*std::move(axis));
+  }
+  absl::StatusOr<bench::v1::Workload> workload = bench::LoadWorkload(absl::GetFlag(FLAGS_workload));
+  if (!workload.ok()) return convoy::cli::BadUsage(spec, std::string(workload.status().message()));
+  const std::string base_path = absl::GetFlag(FLAGS_base_config);
+  std::ifstream base_in(base_path);
+  if (!base_in) return convoy::cli::BadUsage(spec, absl::StrCat("cannot read ", base_path));
+  std::stringstream base_text;
+  base_text << base_in.rdbuf();
+  absl::StatusOr<convoy::v1::ServerConfig> base =
+      bench::ParseServerConfigText(base_text.str(), base_path);
+  if (!base.ok()) return convoy::cli::BadUsage(spec, std::string(base.status().message()));
+
+  const std::vector<std::vector<bench::Override>> combos = bench::CartesianProduct(axes);
+  std::vector<convoy::v1::ServerConfig> configs;
+  for (const auto& combo : combos) {
+    convoy::v1::ServerConfig config = *base;
+    for (const bench::Override& o : combo) {
+      if (absl::Status s = bench::ApplyOverride(o, &config); !s.ok()) {
+        return convoy::cli::BadUsage(spec, std::string(s.message()));
+      }
+    }
+    configs.push_back(std::move(config));
+  }
+  std::string work_dir = absl::GetFlag(FLAGS_work_dir);
+  if (work_dir.empty()) {
+    char pattern[] = "/tmp/convoy-bench-XXXXXX";
+    if (mkdtemp(pattern) == nullptr) {
+      std::fprintf(stderr, "convoy-bench: cannot create a directory in /tmp\n");
+      return 1;
+    }
+    work_dir = pattern;
+  } else if (mkdir(work_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    std::fprintf(stderr, "convoy-bench: cannot create %s\n", work_dir.c_str());
+    return 1;
+  }
+  std::printf("sweep: %zu config(s) x %zu load(s) of workload %s; configs and logs in %s\n\n",
+              configs.size(), std::max<size_t>(rates.size(), 1), workload->name().c_str(),
+              work_dir.c_str());
+  std::fflush(stdout);
+
+  std::vector<bench::RunResult> runs;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const std::string label = bench::OverrideLabel(combos[i]);
+    std::fprintf(stderr, "convoy-bench: config %zu/%zu: %s\n", i + 1, configs.size(),
+                 label.c_str());
+    for (bench::RunResult& r : RunOneConfig(configs[i], label, static_cast<int>(i), work_dir,
+                                            *workload, options, rates)) {
+      runs.push_back(std::move(r));
+    }
+  }
+  std::printf("frontier (workload %s, SLO: TTFT <= %g ms, mean ITL <= %g ms):\n%s",
+              workload->name().c_str(), options.slo.ttft_s * 1e3, options.slo.itl_s * 1e3,
+              bench::FormatFrontierTable(runs).c_str());
+  if (absl::Status s =
+          WriteOutputs(runs, false, absl::StrCat("convoy-bench sweep: ", workload->name()));
+      !s.ok()) {
+    std::fprintf(stderr, "convoy-bench: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  return bench::BestGoodput(runs) >= 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string usage =
+      "usage: convoy-bench run --addr HOST:PORT --workload FILE [...]\n"
+      "       convoy-bench sweep --convoyd PATH --model DIR --base-config FILE --workload FILE "
+      "--set KEY=V1,V2 [...]\n"
+      "'convoy-bench run --help' and 'convoy-bench sweep --help' list the flags.\n";
+  if (argc < 2) {
+    std::fprintf(stderr, "%s", usage.c_str());
+    return convoy::cli::kBadUsage;
+  }
+  const std::string command = argv[1];
+  if (command == "run") return RunCommand(argc - 1, argv + 1);
+  if (command == "sweep") return SweepCommand(argc - 1, argv + 1);
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::printf("%s", usage.c_str());
+    return 0;
+  }
+  std::fprintf(stderr, "convoy-bench: unknown command '%s'\n%s", command.c_str(), usage.c_str());
+  return convoy::cli::kBadUsage;
+}

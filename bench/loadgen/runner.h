@@ -1,0 +1,45 @@
+// One measured run of a workload against a live server.
+#ifndef CONVOY_BENCH_LOADGEN_RUNNER_H_
+#define CONVOY_BENCH_LOADGEN_RUNNER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "bench/loadgen/report.h"
+#include "bench/loadgen/stats.h"
+#include "bench/loadgen/workload.pb.h"
+#include "grpcpp/channel.h"
+
+namespace convoy::bench {
+
+struct RunOptions {
+  // Seconds to send for; 0: the workload's duration_s (unless a request count is given).
+  double duration_s = 0;
+  // > 0: send exactly this many requests (overrides the duration).
+  int64_t num_requests = 0;
+  // > 0: send in open loop at this rate (keeping the workload's pattern when it is open loop).
+  double rate_rps = 0;
+  // > 0: send in closed loop with this many in flight.
+  int concurrency = 0;
+  // After sending stops, how long requests in flight may take before they are cancelled.
+  double drain_timeout_s = 60;
+  // Requests sent one at a time before measuring (not counted), drawn from another seed.
+  int warmup_requests = 2;
+  SloTargets slo;
+  bool progress = true;
+  std::string config_label = "base";
+};
+
+// The workload's arrival process with the options' rate or concurrency applied.
+v1::Arrival EffectiveArrival(const v1::Workload& workload, const RunOptions& options);
+
+// Asks the server for its model (vocabulary, context), then sends the workload's requests and
+// measures them. An error when the server cannot be reached; failed requests are counted in the
+// result, not returned as errors.
+absl::StatusOr<RunResult> RunWorkload(std::shared_ptr<grpc::Channel> channel,
+                                      const v1::Workload& workload, const RunOptions& options);
+
+}  // namespace convoy::bench
+
+#endif  // CONVOY_BENCH_LOADGEN_RUNNER_H_

@@ -1,0 +1,106 @@
+#include "bench/loadgen/stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace convoy::bench {
+
+double RequestRecord::mean_itl_s() const {
+  if (output_tokens < 2 || first_token_s < 0) return 0;
+  return std::accumulate(token_gaps_s.begin(), token_gaps_s.end(), 0.0) /
+         static_cast<double>(token_gaps_s.size());
+}
+
+double Percentile(std::vector<double> values, double p) {
+  if (values.empty()) return std::numeric_limits<double>::quiet_NaN();
+  std::sort(values.begin(), values.end());
+  const double rank = std::clamp(p, 0.0, 100.0) / 100.0 * static_cast<double>(values.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(rank));
+  const size_t hi = std::min(lo + 1, values.size() - 1);
+  const double frac = rank - static_cast<double>(lo);
+  return values[lo] + (values[hi] - values[lo]) * frac;
+}
+
+LatencySummary Summarize(const std::vector<double>& values) {
+  LatencySummary s;
+  s.count = static_cast<int64_t>(values.size());
+  if (values.empty()) return s;
+  std::vector<double> sorted = values;
+  std::sort(sorted.begin(), sorted.end());
+  s.mean = std::accumulate(sorted.begin(), sorted.end(), 0.0) / static_cast<double>(s.count);
+  s.p50 = Percentile(sorted, 50);
+  s.p95 = Percentile(sorted, 95);
+  s.p99 = Percentile(sorted, 99);
+  s.max = sorted.back();
+  return s;
+}
+
+bool MeetsSlo(const RequestRecord& record, const SloTargets& slo) {
+  if (!record.completed || record.first_token_s < 0) return false;
+  if (slo.ttft_s > 0 && record.ttft_s() > slo.ttft_s) return false;
+  if (slo.itl_s > 0 && record.mean_itl_s() > slo.itl_s) return false;
+  return true;
+}
+
+namespace {
+
+ClassStats Compute(const std::string& name, const std::vector<const RequestRecord*>& records,
+                   double elapsed_s, const SloTargets& slo) {
+  ClassStats s;
+  s.name = name;
+  std::vector<double> ttft, itl, e2e, queue, server_ttft;
+  for (const RequestRecord* r : records) {
+    ++s.sent;
+    s.output_tokens += r->output_tokens;
+    if (!r->completed) {
+      ++s.failed;
+      continue;
+    }
+    ++s.completed;
+    s.prompt_tokens += r->prompt_tokens;
+    if (MeetsSlo(*r, slo)) ++s.met_slo;
+    if (r->first_token_s >= 0) ttft.push_back(r->ttft_s());
+    itl.insert(itl.end(), r->token_gaps_s.begin(), r->token_gaps_s.end());
+    e2e.push_back(r->e2e_s());
+    if (r->server_total_us > 0) {
+      queue.push_back(static_cast<double>(r->server_queue_us) * 1e-6);
+      server_ttft.push_back(static_cast<double>(r->server_ttft_us) * 1e-6);
+    }
+  }
+  s.ttft_s = Summarize(ttft);
+  s.itl_s = Summarize(itl);
+  s.e2e_s = Summarize(e2e);
+  s.server_queue_s = Summarize(queue);
+  s.server_ttft_s = Summarize(server_ttft);
+  if (elapsed_s > 0) {
+    s.requests_per_s = static_cast<double>(s.completed) / elapsed_s;
+    s.output_tokens_per_s = static_cast<double>(s.output_tokens) / elapsed_s;
+    s.goodput_rps = static_cast<double>(s.met_slo) / elapsed_s;
+  }
+  return s;
+}
+
+}  // namespace
+
+std::vector<ClassStats> ComputeStats(const std::vector<RequestRecord>& records,
+                                     const std::vector<std::string>& class_names, double elapsed_s,
+                                     const SloTargets& slo) {
+  std::vector<std::vector<const RequestRecord*>> by_class(class_names.size());
+  std::vector<const RequestRecord*> all;
+  for (const RequestRecord& r : records) {
+    all.push_back(&r);
+    if (r.class_index >= 0 && static_cast<size_t>(r.class_index) < by_class.size()) {
+      by_class[r.class_index].push_back(&r);
+    }
+  }
+  std::vector<ClassStats> out;
+  for (size_t i = 0; i < class_names.size(); ++i) {
+    out.push_back(Compute(class_names[i], by_class[i], elapsed_s, slo));
+  }
+  out.push_back(Compute("all", all, elapsed_s, slo));
+  return out;
+}
+
+}  // namespace convoy::bench

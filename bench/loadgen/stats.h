@@ -1,0 +1,87 @@
+// What one request measured, and the per-class statistics convoy-bench reports: TTFT, inter-token
+// and end-to-end latency percentiles, throughput and goodput.
+#ifndef CONVOY_BENCH_LOADGEN_STATS_H_
+#define CONVOY_BENCH_LOADGEN_STATS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace convoy::bench {
+
+// One request as the client saw it. Times are seconds since the run started.
+struct RequestRecord {
+  int class_index = 0;
+  double send_s = 0;
+  double first_token_s = -1;  // -1: no token arrived
+  double end_s = 0;           // when the call ended
+  int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;  // tokens received
+  // Gaps between consecutive output tokens as they arrived; a message carrying k tokens spreads
+  // its gap from the previous message evenly over the k.
+  std::vector<double> token_gaps_s;
+  // Ended with the whole output (finish reason LENGTH or STOP and an OK status).
+  bool completed = false;
+  std::string error;  // the gRPC status or finish reason when not completed
+  // The server's own timings from the last message (microseconds; 0 when absent).
+  uint64_t server_queue_us = 0;
+  uint64_t server_ttft_us = 0;
+  uint64_t server_total_us = 0;
+
+  double ttft_s() const { return first_token_s - send_s; }
+  double e2e_s() const { return end_s - send_s; }
+  // The mean gap between tokens (time per output token after the first); 0 with < 2 tokens.
+  double mean_itl_s() const;
+};
+
+// The p-th percentile (p in [0, 100]) by linear interpolation between closest ranks (as numpy's
+// default); NaN for no values.
+double Percentile(std::vector<double> values, double p);
+
+struct LatencySummary {
+  int64_t count = 0;
+  double mean = 0;
+  double p50 = 0;
+  double p95 = 0;
+  double p99 = 0;
+  double max = 0;
+};
+LatencySummary Summarize(const std::vector<double>& values);
+
+// Service-level targets for goodput; 0 disables a target.
+struct SloTargets {
+  double ttft_s = 0;
+  double itl_s = 0;
+};
+
+// A completed request whose TTFT is within ttft_s and whose mean inter-token latency is within
+// itl_s.
+bool MeetsSlo(const RequestRecord& record, const SloTargets& slo);
+
+struct ClassStats {
+  std::string name;
+  int64_t sent = 0;
+  int64_t completed = 0;
+  int64_t failed = 0;  // not completed: errors, cancellations, timeouts
+  int64_t met_slo = 0;
+  int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;
+  LatencySummary ttft_s;  // completed requests with a first token
+  LatencySummary itl_s;   // all token gaps of completed requests, pooled
+  LatencySummary e2e_s;   // completed requests
+  LatencySummary server_queue_s;
+  LatencySummary server_ttft_s;
+  double requests_per_s = 0;       // completed / elapsed
+  double output_tokens_per_s = 0;  // every token received / elapsed
+  double goodput_rps = 0;          // met_slo / elapsed
+};
+
+// One ClassStats per name in `class_names` (in that order), then one named "all" over every
+// record. `elapsed_s` is the measured span the rates are divided by.
+std::vector<ClassStats> ComputeStats(const std::vector<RequestRecord>& records,
+                                     const std::vector<std::string>& class_names, double elapsed_s,
+                                     const SloTargets& slo);
+
+}  // namespace convoy::bench
+
+#endif  // CONVOY_BENCH_LOADGEN_STATS_H_

@@ -1,0 +1,314 @@
+// convoy: the command-line client of convoyd.
+//   convoy generate --addr HOST:PORT --token-ids 1,2,3 [--max-tokens N --temperature T --top-k K
+//                   --top-p P --seed S --stop-token-ids 2 --priority P --timeout-ms T]
+//                   [--logprobs] [--top-logprobs N] [--stream] [--json]
+//   convoy health --addr HOST:PORT [--service NAME]    exit 0 only when SERVING
+//   convoy info --addr HOST:PORT                       model and server information as JSON
+// Exit codes: 0 success, 1 the call failed (the status is printed on stderr), 2 bad usage.
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "convoy/v1/inference.grpc.pb.h"
+#include "frontend/status_mapping.h"
+#include "google/protobuf/util/json_util.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "nlohmann/json.hpp"
+#include "tools/cli_flags.h"
+
+ABSL_FLAG(std::string, addr, "127.0.0.1:50051", "convoyd's address, HOST:PORT");
+ABSL_FLAG(std::string, model, "", "Model name (default: the one the server serves)");
+ABSL_FLAG(std::string, token_ids, "", "The prompt: comma-separated token ids");
+ABSL_FLAG(int32_t, max_tokens, 0, "Tokens to generate at most (unset: the server's default)");
+ABSL_FLAG(float, temperature, 0.0f, "Sampling temperature; 0 is greedy");
+ABSL_FLAG(int32_t, top_k, 0, "Sample among the k most likely tokens; 0 for all");
+ABSL_FLAG(float, top_p, 1.0f, "Nucleus sampling mass, in (0, 1]");
+ABSL_FLAG(uint64_t, seed, 0, "Sampling seed (same seed, same tokens)");
+ABSL_FLAG(std::string, stop_token_ids, "", "Comma-separated token ids that end generation");
+ABSL_FLAG(int32_t, priority, 0, "1 is the highest; 0 takes the server's default");
+ABSL_FLAG(int64_t, timeout_ms, 0, "The call's deadline in milliseconds; 0 for none");
+ABSL_FLAG(bool, logprobs, false, "Return each token's log-probability");
+ABSL_FLAG(int32_t, top_logprobs, 0, "Also return the N most likely tokens per step");
+ABSL_FLAG(bool, stream, false, "Print tokens as they are generated");
+ABSL_FLAG(bool, json, false, "Print the response as one JSON object");
+ABSL_FLAG(std::string, service, "", "health: the service to ask about; empty: the whole server");
+
+namespace {
+
+namespace v1 = convoy::v1;
+using grpc::health::v1::HealthCheckRequest;
+using grpc::health::v1::HealthCheckResponse;
+
+constexpr int kFailed = 1;
+constexpr int kMaxMessageBytes = 64 << 20;
+
+const convoy::cli::CommandLine kTop = {
+    "convoy",
+    "convoy generate|health|info --addr HOST:PORT [flags]\n\n"
+    "  generate  --token-ids 1,2,3 [--max-tokens N --temperature T --top-k K --top-p P --seed S\n"
+    "            --stop-token-ids 2 --priority P --timeout-ms T] [--logprobs] [--top-logprobs N]\n"
+    "            [--stream] [--json]\n"
+    "  health    [--service NAME]: exit 0 only when SERVING\n"
+    "  info      model and server information as JSON\n\n"
+    "Run 'convoy COMMAND --help' for a command's flags.",
+    {},
+    {}};
+
+const convoy::cli::CommandLine kGenerate = {
+    "convoy generate",
+    "convoy generate --addr HOST:PORT --token-ids 1,2,3 [flags]\n\n"
+    "Generates from the prompt. --stream prints tokens as they come; --json prints one JSON "
+    "object\n(with --stream, one per message, the last one the whole response).",
+    {"addr", "model", "token_ids", "max_tokens", "temperature", "top_k", "top_p", "seed",
+     "stop_token_ids", "priority", "timeout_ms", "logprobs", "top_logprobs", "stream", "json"},
+    {}};
+
+const convoy::cli::CommandLine kHealth = {
+    "convoy health",
+    "convoy health --addr HOST:PORT [--service NAME] [--timeout-ms T]\n\n"
+    "Prints the grpc.health.v1 status; exit 0 only when SERVING.",
+    {"addr", "service", "timeout_ms"},
+    {}};
+
+const convoy::cli::CommandLine kInfo = {
+    "convoy info",
+    "convoy info --addr HOST:PORT [--timeout-ms T]\n\nPrints the model and server "
+    "information as one JSON object.",
+    {"addr", "timeout_ms"},
+    {}};
+
+// The flags given on the command line.
+convoy::cli::ParsedFlags parsed_flags;
+bool Given(const std::string& flag) { return parsed_flags.specified.count(flag) > 0; }
+
+std::shared_ptr<grpc::Channel> Connect() {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  return grpc::CreateCustomChannel(absl::GetFlag(FLAGS_addr), grpc::InsecureChannelCredentials(),
+                                   args);
+}
+
+void SetDeadline(grpc::ClientContext* context, int64_t default_ms) {
+  const int64_t ms =
+      absl::GetFlag(FLAGS_timeout_ms) > 0 ? absl::GetFlag(FLAGS_timeout_ms) : default_ms;
+  if (ms > 0)
+    context->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(ms));
+}
+
+int RpcFailed(const grpc::Status& status) {
+  std::cerr << "convoy: the call failed: "
+            << absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())) << ": "
+            << status.error_message() << "\n";
+  return kFailed;
+}
+
+bool ParseIds(const std::string& text, google::protobuf::RepeatedField<int32_t>* out) {
+  for (absl::string_view piece : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    int32_t id;
+    if (!absl::SimpleAtoi(piece, &id)) return false;
+    out->Add(id);
+  }
+  return true;
+}
+
+nlohmann::json TopLogprobsJson(const google::protobuf::RepeatedPtrField<v1::TopLogprobs>& tops) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const v1::TopLogprobs& step : tops) {
+    nlohmann::json entry = nlohmann::json::array();
+    for (int i = 0; i < step.token_ids_size() && i < step.logprobs_size(); ++i) {
+      entry.push_back({{"token_id", step.token_ids(i)}, {"logprob", step.logprobs(i)}});
+    }
+    out.push_back(entry);
+  }
+  return out;
+}
+
+// The whole response, as `generate --json` prints it.
+nlohmann::json ResponseJson(const v1::InferResponse& r) {
+  nlohmann::json j;
+  j["request_id"] = r.request_id();
+  j["model"] = r.model();
+  j["token_ids"] = std::vector<int32_t>(r.token_ids().begin(), r.token_ids().end());
+  j["logprobs"] = std::vector<float>(r.logprobs().begin(), r.logprobs().end());
+  if (r.top_logprobs_size() > 0) j["top_logprobs"] = TopLogprobsJson(r.top_logprobs());
+  j["finish_reason"] = convoy::FinishReasonText(r.finish_reason());
+  j["usage"] = {{"prompt_tokens", r.usage().prompt_tokens()},
+                {"completion_tokens", r.usage().completion_tokens()}};
+  j["timings"] = {{"queue_us", r.timings().queue_microseconds()},
+                  {"time_to_first_token_us", r.timings().time_to_first_token_microseconds()},
+                  {"total_us", r.timings().total_microseconds()}};
+  return j;
+}
+
+void PrintPlain(const v1::InferResponse& r) {
+  std::cout << absl::StrJoin(r.token_ids(), " ") << "  ["
+            << convoy::FinishReasonText(r.finish_reason()) << "]\n";
+  if (r.logprobs_size() > 0) std::cout << "logprobs: " << absl::StrJoin(r.logprobs(), " ") << "\n";
+}
+
+int Generate() {
+  v1::InferRequest request;
+  request.set_model(absl::GetFlag(FLAGS_model));
+  if (absl::GetFlag(FLAGS_token_ids).empty()) {
+    return convoy::cli::BadUsage(kGenerate, "--token-ids 1,2,3 is required");
+  }
+  if (!ParseIds(absl::GetFlag(FLAGS_token_ids), request.mutable_prompt_token_ids())) {
+    return convoy::cli::BadUsage(kGenerate, "--token-ids must be comma-separated integers");
+  }
+  // Only what was given: the server fills the rest with its defaults.
+  v1::SamplingParameters* s = request.mutable_sampling();
+  if (Given("max_tokens")) s->set_max_tokens(absl::GetFlag(FLAGS_max_tokens));
+  if (Given("temperature")) s->set_temperature(absl::GetFlag(FLAGS_temperature));
+  if (Given("top_k")) s->set_top_k(absl::GetFlag(FLAGS_top_k));
+  if (Given("top_p")) s->set_top_p(absl::GetFlag(FLAGS_top_p));
+  if (Given("seed")) s->set_seed(absl::GetFlag(FLAGS_seed));
+  if (!ParseIds(absl::GetFlag(FLAGS_stop_token_ids), s->mutable_stop_token_ids())) {
+    return convoy::cli::BadUsage(kGenerate, "--stop-token-ids must be comma-separated integers");
+  }
+  request.set_priority(absl::GetFlag(FLAGS_priority));
+  request.set_return_logprobs(absl::GetFlag(FLAGS_logprobs));
+  request.set_top_logprobs(absl::GetFlag(FLAGS_top_logprobs));
+  const bool json = absl::GetFlag(FLAGS_json);
+
+  auto stub = v1::Inference::NewStub(Connect());
+  grpc::ClientContext context;
+  SetDeadline(&context, 0);
+  if (!absl::GetFlag(FLAGS_stream)) {
+    v1::InferResponse response;
+    const grpc::Status status = stub->Infer(&context, request, &response);
+    if (!status.ok()) return RpcFailed(status);
+    if (json) {
+      std::cout << ResponseJson(response).dump() << "\n";
+    } else {
+      PrintPlain(response);
+    }
+    return 0;
+  }
+
+  // Streaming: print as messages come; gather the whole response for the end.
+  std::unique_ptr<grpc::ClientReader<v1::InferStreamResponse>> reader =
+      stub->InferStream(&context, request);
+  v1::InferResponse whole;
+  v1::InferStreamResponse message;
+  bool ended = false;
+  while (reader->Read(&message)) {
+    whole.set_request_id(message.request_id());
+    whole.mutable_token_ids()->MergeFrom(message.token_ids());
+    whole.mutable_logprobs()->MergeFrom(message.logprobs());
+    whole.mutable_top_logprobs()->MergeFrom(message.top_logprobs());
+    if (json && message.token_ids_size() > 0) {
+      nlohmann::json j;
+      j["first_token_index"] = message.first_token_index();
+      j["token_ids"] = std::vector<int32_t>(message.token_ids().begin(), message.token_ids().end());
+      j["logprobs"] = std::vector<float>(message.logprobs().begin(), message.logprobs().end());
+      std::cout << j.dump() << std::endl;
+    } else if (!json && message.token_ids_size() > 0) {
+      std::cout << absl::StrJoin(message.token_ids(), " ") << " " << std::flush;
+    }
+    if (message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+      ended = true;
+      whole.set_finish_reason(message.finish_reason());
+      *whole.mutable_usage() = message.usage();
+      *whole.mutable_timings() = message.timings();
+    }
+  }
+  const grpc::Status status = reader->Finish();
+  if (ended) {
+    if (json) {
+      std::cout << ResponseJson(whole).dump() << std::endl;
+    } else {
+      std::cout << " [" << convoy::FinishReasonText(whole.finish_reason()) << "]" << std::endl;
+    }
+  } else if (!json) {
+    std::cout << std::endl;
+  }
+  if (!status.ok()) return RpcFailed(status);
+  return 0;
+}
+
+int Health() {
+  auto stub = grpc::health::v1::Health::NewStub(Connect());
+  grpc::ClientContext context;
+  SetDeadline(&context, 5000);
+  HealthCheckRequest request;
+  request.set_service(absl::GetFlag(FLAGS_service));
+  HealthCheckResponse response;
+  const grpc::Status status = stub->Check(&context, request, &response);
+  if (!status.ok()) return RpcFailed(status);
+  std::cout << HealthCheckResponse::ServingStatus_Name(response.status()) << "\n";
+  return response.status() == HealthCheckResponse::SERVING ? 0 : kFailed;
+}
+
+int Info() {
+  auto stub = v1::Inference::NewStub(Connect());
+  v1::ServerInfo server;
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context, 5000);
+    const grpc::Status status = stub->GetServerInfo(&context, v1::GetServerInfoRequest(), &server);
+    if (!status.ok()) return RpcFailed(status);
+  }
+  v1::ModelInfo model;
+  if (server.state() != v1::ServerInfo::LOADING) {
+    grpc::ClientContext context;
+    SetDeadline(&context, 5000);
+    const grpc::Status status = stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &model);
+    if (!status.ok()) return RpcFailed(status);
+  }
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string server_json, model_json;
+  if (!google::protobuf::util::MessageToJsonString(server, &server_json, options).ok() ||
+      !google::protobuf::util::MessageToJsonString(model, &model_json, options).ok()) {
+    std::cerr << "convoy: cannot print the reply as JSON\n";
+    return kFailed;
+  }
+  nlohmann::json j;
+  j["server"] = nlohmann::json::parse(server_json);
+  j["model"] = nlohmann::json::parse(model_json);
+  std::cout << j.dump() << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return convoy::cli::BadUsage(kTop, "give a command: generate, health or info");
+  const std::string command = argv[1];
+  const convoy::cli::CommandLine* spec = nullptr;
+  int (*run)() = nullptr;
+  if (command == "generate") {
+    spec = &kGenerate;
+    run = Generate;
+  } else if (command == "health") {
+    spec = &kHealth;
+    run = Health;
+  } else if (command == "info") {
+    spec = &kInfo;
+    run = Info;
+  } else {
+    convoy::cli::ParsedFlags parsed;
+    if (int exit_code = convoy::cli::Parse(argc, argv, kTop, &parsed); exit_code >= 0) {
+      return exit_code;
+    }
+    return convoy::cli::BadUsage(kTop, absl::StrCat("unknown command '", command, "'"));
+  }
+  // The command takes argv[0]'s place.
+  if (int exit_code = convoy::cli::Parse(argc - 1, argv + 1, *spec, &parsed_flags);
+      exit_code >= 0) {
+    return exit_code;
+  }
+  return run();
+}

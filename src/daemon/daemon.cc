@@ -1,0 +1,261 @@
+#include "daemon/daemon.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "convoy/status_macros.h"
+#include "daemon/executor_factory.h"
+#include "engine/engine_loop.h"
+#include "frontend/grpc_server.h"
+#include "frontend/health_service.h"
+#include "frontend/inference_service.h"
+#include "model/model_weights.h"
+#include "scheduler/server_config.h"
+#include "spdlog/spdlog.h"
+
+#ifndef CONVOY_VERSION
+#define CONVOY_VERSION "unknown"
+#endif
+
+namespace convoy {
+namespace {
+
+constexpr absl::Duration kWarmUpLimit = absl::Minutes(10);
+// After the drain: time for the last responses to reach their clients.
+constexpr absl::Duration kFlushLimit = absl::Seconds(10);
+
+// The write end of the pipe the signal handler writes to, and how many signals came.
+int signal_pipe = -1;
+std::atomic<int> signals_seen{0};
+
+// Async-signal-safe: the first signal goes to the watcher thread through the pipe; the second
+// ends the process at once. A handler (rather than sigwait) also catches the signals in threads
+// that libraries start with their own signal masks, and overrides an inherited SIG_IGN.
+void OnShutdownSignal(int signal_number) {
+  if (signals_seen.fetch_add(1) == 0) {
+    const char byte = static_cast<char>(signal_number);
+    [[maybe_unused]] ssize_t written = write(signal_pipe, &byte, 1);
+  } else {
+    _exit(128 + signal_number);
+  }
+}
+
+// Notified at the first SIGTERM or SIGINT. Never destroyed (the watcher thread outlives main).
+absl::StatusOr<absl::Notification*> WatchShutdownSignals() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError("pipe2() failed");
+  signal_pipe = fds[1];
+  struct sigaction action = {};
+  action.sa_handler = OnShutdownSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  if (sigaction(SIGTERM, &action, nullptr) != 0 || sigaction(SIGINT, &action, nullptr) != 0) {
+    return absl::InternalError("sigaction() failed");
+  }
+  auto* first_signal = new absl::Notification;
+  std::thread([first_signal, read_fd = fds[0]] {
+    char byte = 0;
+    ssize_t n;
+    do {
+      n = read(read_fd, &byte, 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1) return;
+    spdlog::info("signal {}: draining (a second signal exits at once)", static_cast<int>(byte));
+    first_signal->Notify();
+  }).detach();
+  return first_signal;
+}
+
+absl::Status WritePortFile(const std::string& path, int port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << port << "\n";
+    if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+// Runs one short request through the whole engine (prefill and a decode step), so the first
+// client does not pay for first-touch costs.
+absl::Status WarmUp(EngineLoop* engine, const ModelConfig& model) {
+  Request request;
+  request.id = -1;  // the front end's ids start at 1
+  const int64_t prompt_len = std::clamp<int64_t>(model.max_position_embeddings - 2, 1, 8);
+  for (int64_t i = 0; i < prompt_len; ++i) {
+    request.prompt_tokens.push_back(static_cast<int32_t>((i * 7 + 1) % model.vocab_size));
+  }
+  request.max_tokens = 2;
+  auto done = std::make_shared<absl::Notification>();
+  auto result = std::make_shared<absl::Status>();
+  RETURN_IF_ERROR(engine->Submit(std::move(request), [done, result](const Event& event) {
+    if (event.kind != Event::Kind::kFinal) return;
+    if (event.outcome != Outcome::kCompleteLength && event.outcome != Outcome::kCompleteStop) {
+      *result = event.status.ok() ? absl::InternalError(OutcomeName(event.outcome)) : event.status;
+    }
+    done->Notify();
+  }));
+  if (!done->WaitForNotificationWithTimeout(kWarmUpLimit)) {
+    return absl::DeadlineExceededError("the warm-up request did not finish in 10 minutes");
+  }
+  return *result;
+}
+
+std::string ModelName(const v1::ServerConfig& config) {
+  if (!config.model().name().empty()) return config.model().name();
+  std::string dir = config.model().dir();
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const size_t slash = dir.rfind('/');
+  return slash == std::string::npos ? dir : dir.substr(slash + 1);
+}
+
+v1::ModelInfo ToModelInfo(const ModelConfig& model, const std::string& name, int64_t max_context) {
+  v1::ModelInfo info;
+  info.set_name(name);
+  info.set_architecture(model.architecture);
+  info.set_vocab_size(model.vocab_size);
+  info.set_max_context_length(max_context);
+  info.set_num_hidden_layers(model.num_hidden_layers);
+  info.set_hidden_size(model.hidden_size);
+  info.set_num_parameters(model.NumParameters());
+  info.set_bos_token_id(model.bos_token_id);
+  if (model.eos_token_ids.empty()) {
+    if (model.eos_token_id >= 0) info.add_eos_token_ids(model.eos_token_id);
+  } else {
+    for (int64_t id : model.eos_token_ids) info.add_eos_token_ids(id);
+  }
+  return info;
+}
+
+// The engine and what it runs on, in the order they must be destroyed (engine first).
+struct Engine {
+  std::unique_ptr<Executor> executor;
+  std::unique_ptr<EngineLoop> loop;
+  std::string executor_name;
+};
+
+absl::StatusOr<Engine> LoadEngine(const v1::ServerConfig& config) {
+  const absl::Time start = absl::Now();
+  ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> weights, ModelWeights::Load(config.model().dir()));
+  ASSIGN_OR_RETURN(BuiltExecutor built, CreateExecutor(*weights, config));
+  weights.reset();
+  Engine engine;
+  engine.executor = std::move(built.executor);
+  engine.executor_name = built.name;
+  EngineLoopOptions loop_options;
+  loop_options.scheduler = SchedulerOptionsFromConfig(config);
+  ASSIGN_OR_RETURN(engine.loop, EngineLoop::Create(engine.executor.get(), loop_options));
+  const KvCacheSpec& kv = engine.executor->kv_spec();
+  spdlog::info("model {} loaded on the {} executor in {}: {} KV blocks of {} tokens",
+               config.model().dir(), engine.executor_name,
+               absl::FormatDuration(absl::Now() - start), kv.num_blocks, kv.block_size);
+  return engine;
+}
+
+}  // namespace
+
+int RunDaemon(const DaemonOptions& options) {
+  const v1::ServerConfig& config = options.config;
+  absl::StatusOr<absl::Notification*> watched = WatchShutdownSignals();
+  if (!watched.ok()) {
+    spdlog::error("{}", watched.status().ToString());
+    return 1;
+  }
+  absl::Notification* first_signal = *watched;
+
+  HealthService health({std::string(v1::Inference::service_full_name())});
+  InferenceService inference(CONVOY_VERSION);
+  GrpcServerOptions server_options;
+  server_options.listen_address = config.frontend().listen_address();
+  server_options.port = static_cast<int>(config.frontend().port());
+  server_options.max_message_bytes = static_cast<int>(config.frontend().max_message_bytes());
+  absl::StatusOr<std::unique_ptr<GrpcServer>> server =
+      GrpcServer::Start(server_options, &inference, &health);
+  if (!server.ok()) {
+    spdlog::error("{}", server.status().ToString());
+    return 1;
+  }
+  spdlog::info("convoyd {} listening on {}:{} (config {}); NOT_SERVING until the model is ready",
+               CONVOY_VERSION, server_options.listen_address, (*server)->port(),
+               options.config_source);
+  if (!options.port_file.empty()) {
+    if (absl::Status written = WritePortFile(options.port_file, (*server)->port()); !written.ok()) {
+      spdlog::error("{}", written.ToString());
+      return 1;
+    }
+  }
+
+  absl::StatusOr<Engine> engine = LoadEngine(config);
+  absl::Status ready = engine.status();
+  if (ready.ok()) ready = WarmUp(engine->loop.get(), engine->executor->model_config());
+  if (!ready.ok()) {
+    spdlog::error("cannot serve: {}", ready.ToString());
+    (*server)->Shutdown(absl::ZeroDuration());
+    return 1;
+  }
+
+  const ModelConfig& model = engine->executor->model_config();
+  ServingContext serving;
+  serving.engine = engine->loop.get();
+  serving.limits.model_name = ModelName(config);
+  serving.limits.vocab_size = model.vocab_size;
+  serving.limits.max_context_length = model.max_position_embeddings;
+  serving.limits.priority_levels = static_cast<int32_t>(config.scheduler().priority_levels());
+  serving.limits.max_top_logprobs = static_cast<int32_t>(std::min<int64_t>(20, model.vocab_size));
+  serving.model_info =
+      ToModelInfo(model, serving.limits.model_name, serving.limits.max_context_length);
+  serving.executor_name = engine->executor_name;
+  serving.kv_block_size = engine->executor->kv_spec().block_size;
+  inference.Start(std::move(serving));
+  if (!first_signal->HasBeenNotified()) {
+    health.SetServing(true);
+    spdlog::info("SERVING model '{}'", ModelName(config));
+  }
+
+  first_signal->WaitForNotification();
+  // Shutdown: refuse new work at once, let admitted requests finish within the drain timeout.
+  // New calls are refused before health says so: a client that saw NOT_SERVING is refused too.
+  inference.StopAccepting();
+  health.SetServing(false);
+  const absl::Duration drain_timeout =
+      absl::Microseconds(config.frontend().drain_timeout_microseconds());
+  const absl::Time drain_start = absl::Now();
+  auto drained = std::make_shared<absl::Notification>();
+  std::thread drainer([loop = engine->loop.get(), drained] {
+    loop->Shutdown(/*drain=*/true);
+    drained->Notify();
+  });
+  if (!drained->WaitForNotificationWithTimeout(drain_timeout)) {
+    spdlog::warn("drain timeout ({}) passed with {} calls open; cancelling them",
+                 absl::FormatDuration(drain_timeout), inference.open_calls());
+    inference.AbortAll();
+  }
+  drainer.join();
+  if (!inference.WaitForNoCalls(kFlushLimit)) {
+    spdlog::warn("{} calls still open after the drain; cancelling them", inference.open_calls());
+  }
+  health.EndWatches();
+  (*server)->Shutdown(absl::Seconds(1));
+  spdlog::info("drained in {}; exiting", absl::FormatDuration(absl::Now() - drain_start));
+  spdlog::default_logger()->flush();
+  return 0;
+}
+
+}  // namespace convoy

@@ -1,0 +1,28 @@
+// convoyd's life: listen (health NOT_SERVING), load the model, warm up, serve (SERVING), and on the
+// first SIGTERM or SIGINT drain and exit. See convoyd_main.cc for the command line.
+#ifndef CONVOY_DAEMON_DAEMON_H_
+#define CONVOY_DAEMON_DAEMON_H_
+
+#include <string>
+
+#include "convoy/v1/server_config.pb.h"
+
+namespace convoy {
+
+struct DaemonOptions {
+  // Defaults filled, validated, command-line overrides applied; model.dir set.
+  v1::ServerConfig config;
+  // Where "config" came from, for the log.
+  std::string config_source;
+  // When not empty, the bound port is written there (as decimal text) once the server listens.
+  std::string port_file;
+};
+
+// Runs until a signal ends it. Returns the process exit code: 0 after a clean drain, 1 when the
+// server could not start (the reason is logged). Installs handlers for SIGTERM and SIGINT: the
+// first drains, a second exits the process at once (code 128 + the signal). Call once.
+int RunDaemon(const DaemonOptions& options);
+
+}  // namespace convoy
+
+#endif  // CONVOY_DAEMON_DAEMON_H_

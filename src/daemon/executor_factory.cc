@@ -1,0 +1,57 @@
+#include "daemon/executor_factory.h"
+
+#include <utility>
+
+#include "convoy/status_macros.h"
+#include "executor/cpu/cpu_executor.h"
+#ifdef CONVOY_HAVE_CUDA_EXECUTOR
+#include "executor/cuda/cuda_executor.h"
+#endif
+
+namespace convoy {
+namespace {
+
+bool UseCuda(v1::ExecutorConfig::Device device) {
+#ifdef CONVOY_HAVE_CUDA_EXECUTOR
+  if (device == v1::ExecutorConfig::CUDA) return true;
+  return device == v1::ExecutorConfig::AUTO && CudaDeviceAvailable();
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+absl::StatusOr<BuiltExecutor> CreateExecutor(const ModelWeights& weights,
+                                             const v1::ServerConfig& config) {
+  const v1::ExecutorConfig::Device device = config.executor().device();
+#ifndef CONVOY_HAVE_CUDA_EXECUTOR
+  if (device == v1::ExecutorConfig::CUDA) {
+    return absl::FailedPreconditionError(
+        "executor.device: CUDA, but this build has no CUDA executor (-DCONVOY_ENABLE_CUDA)");
+  }
+#endif
+  BuiltExecutor built;
+  if (UseCuda(device)) {
+#ifdef CONVOY_HAVE_CUDA_EXECUTOR
+    if (!CudaDeviceAvailable()) {
+      return absl::FailedPreconditionError("executor.device: CUDA, but no usable GPU was found");
+    }
+    CudaExecutorOptions options;
+    options.block_size = static_cast<int32_t>(config.kv_cache().block_size());
+    options.gpu_memory_fraction = config.executor().gpu_memory_fraction();
+    ASSIGN_OR_RETURN(built.executor, CudaExecutor::Create(weights, options));
+    built.name = "cuda";
+    return built;
+#endif
+  }
+  CpuExecutorOptions options;
+  options.num_threads = static_cast<int>(config.executor().cpu_threads());
+  options.kv_cache_bytes = static_cast<int64_t>(config.kv_cache().memory_budget_bytes());
+  options.block_size = static_cast<int32_t>(config.kv_cache().block_size());
+  ASSIGN_OR_RETURN(built.executor, CpuExecutor::Create(weights, options));
+  built.name = "cpu";
+  return built;
+}
+
+}  // namespace convoy

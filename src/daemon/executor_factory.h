@@ -1,0 +1,27 @@
+// Choosing and building convoyd's executor from the config: the CUDA executor when the config asks
+// for it, or for AUTO when the build has it and a GPU is usable; the CPU executor otherwise.
+#ifndef CONVOY_DAEMON_EXECUTOR_FACTORY_H_
+#define CONVOY_DAEMON_EXECUTOR_FACTORY_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "convoy/v1/server_config.pb.h"
+#include "executor/executor.h"
+#include "model/model_weights.h"
+
+namespace convoy {
+
+struct BuiltExecutor {
+  std::unique_ptr<Executor> executor;
+  std::string name;  // "cpu" or "cuda"
+};
+
+// `config` has its defaults filled. FAILED_PRECONDITION when CUDA is asked for and cannot be used.
+absl::StatusOr<BuiltExecutor> CreateExecutor(const ModelWeights& weights,
+                                             const v1::ServerConfig& config);
+
+}  // namespace convoy
+
+#endif  // CONVOY_DAEMON_EXECUTOR_FACTORY_H_

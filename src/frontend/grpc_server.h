@@ -1,0 +1,50 @@
+// The gRPC server of convoyd: convoy.v1.Inference, grpc.health.v1.Health and server reflection on
+// one port, with the message size limit raised for long prompts. The services belong to the
+// caller and must outlive the server.
+#ifndef CONVOY_FRONTEND_GRPC_SERVER_H_
+#define CONVOY_FRONTEND_GRPC_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "frontend/health_service.h"
+#include "frontend/inference_service.h"
+#include "grpcpp/server.h"
+
+namespace convoy {
+
+struct GrpcServerOptions {
+  std::string listen_address = "0.0.0.0";
+  int port = 50051;  // 0: any free port
+  int max_message_bytes = 64 << 20;
+};
+
+class GrpcServer {
+ public:
+  // Listens and serves; UNAVAILABLE when the address cannot be bound.
+  static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(const GrpcServerOptions& options,
+                                                           InferenceService* inference,
+                                                           HealthService* health);
+  // Shutdown(absl::ZeroDuration()) unless already shut down.
+  ~GrpcServer();
+
+  // The port bound (the one picked when options.port was 0).
+  int port() const { return port_; }
+  // Stops taking calls, waits up to `grace` for open ones to finish, then cancels the rest and
+  // waits for them. Idempotent.
+  void Shutdown(absl::Duration grace);
+
+ private:
+  GrpcServer(std::unique_ptr<grpc::Server> server, int port)
+      : server_(std::move(server)), port_(port) {}
+
+  std::unique_ptr<grpc::Server> server_;
+  const int port_;
+  bool shut_down_ = false;
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_FRONTEND_GRPC_SERVER_H_

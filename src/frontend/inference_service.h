@@ -1,0 +1,99 @@
+// convoy.v1.Inference on gRPC's callback API: one reactor per call, and no gRPC thread ever waits
+// on the engine. A call validates its request, submits it to the EngineLoop and returns; the
+// engine's events (on the loop thread) fill the response or start the stream's next write; the
+// next write starts only from OnWriteDone, so a slow reader gets several tokens per message.
+//
+// A call ends in exactly one way: the engine's final event (OK, or the engine's error), the
+// deadline (the gRPC deadline or timeout_microseconds, whichever is earlier: DEADLINE_EXCEEDED),
+// the client cancelling or going away (CANCELLED: the request is cancelled in the engine, which
+// frees its KV blocks), or the server giving up on it after the drain timeout (UNAVAILABLE).
+//
+// Life cycle: calls get UNAVAILABLE until Start (the model is loading), are served after it, and
+// get UNAVAILABLE again after StopAccepting (shutdown), while the calls already admitted go on.
+// Thread-safe.
+#ifndef CONVOY_FRONTEND_INFERENCE_SERVICE_H_
+#define CONVOY_FRONTEND_INFERENCE_SERVICE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "convoy/v1/inference.grpc.pb.h"
+#include "engine/engine_loop.h"
+#include "frontend/request_validation.h"
+
+namespace convoy {
+
+// What the service serves, known once the model is loaded.
+struct ServingContext {
+  // Must outlive every call: destroy it only after the gRPC server has shut down.
+  EngineLoop* engine = nullptr;
+  ServingLimits limits;
+  v1::ModelInfo model_info;
+  std::string executor_name;  // "cpu" or "cuda"
+  int32_t kv_block_size = 0;
+};
+
+class InferenceService final : public v1::Inference::CallbackService {
+ public:
+  explicit InferenceService(std::string version);
+  // REQUIRES: the gRPC server holding this service has shut down (no call is open).
+  ~InferenceService() override;
+
+  // Starts serving. Called once.
+  void Start(ServingContext context);
+  // New calls get UNAVAILABLE from now on; admitted ones go on. Idempotent.
+  void StopAccepting();
+  // Cancels every request still in the engine; their calls end with UNAVAILABLE.
+  void AbortAll();
+  // Waits until no call is open, at most `timeout`; true when none is.
+  bool WaitForNoCalls(absl::Duration timeout);
+  int64_t open_calls() const;
+
+  grpc::ServerUnaryReactor* Infer(grpc::CallbackServerContext* context,
+                                  const v1::InferRequest* request,
+                                  v1::InferResponse* response) override;
+  grpc::ServerWriteReactor<v1::InferStreamResponse>* InferStream(
+      grpc::CallbackServerContext* context, const v1::InferRequest* request) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
+                                         const v1::GetModelInfoRequest* request,
+                                         v1::ModelInfo* response) override;
+  grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
+                                          const v1::GetServerInfoRequest* request,
+                                          v1::ServerInfo* response) override;
+
+ private:
+  class Call;
+  class UnaryCall;
+  class StreamCall;
+
+  // OK when calls are taken now; UNAVAILABLE (loading, shutting down) otherwise.
+  absl::Status Admission() const;
+  void CallOpened();
+  void CallClosed();
+  void EngineHolds(RequestId id, Call* call);
+  void EngineReleased(RequestId id);
+
+  const std::string version_;
+  const absl::Time start_time_;
+
+  // Set once by Start, then constant.
+  std::unique_ptr<const ServingContext> context_;
+  std::atomic<const ServingContext*> serving_{nullptr};
+  std::atomic<bool> stopped_{false};
+  std::atomic<RequestId> next_id_{1};
+
+  mutable absl::Mutex mu_;
+  int64_t open_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  // Calls whose requests the engine holds (it has not sent their final event yet).
+  absl::flat_hash_map<RequestId, Call*> in_engine_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_FRONTEND_INFERENCE_SERVICE_H_

@@ -1,0 +1,114 @@
+#include "frontend/request_validation.h"
+
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace convoy {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view reason) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", reason));
+}
+
+absl::Status CheckTokenIds(const google::protobuf::RepeatedField<int32_t>& ids,
+                           absl::string_view field, int64_t vocab_size) {
+  for (int i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab_size) {
+      return Invalid(
+          absl::StrCat(field, "[", i, "]"),
+          absl::StrFormat("token id %d is outside the vocabulary [0, %d)", ids[i], vocab_size));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Request> ToEngineRequest(const v1::InferRequest& request,
+                                        const ServingLimits& limits) {
+  if (!request.model().empty() && request.model() != limits.model_name) {
+    return Invalid("model", absl::StrFormat("unknown model '%s'; this server serves '%s'",
+                                            request.model(), limits.model_name));
+  }
+  if (!request.prompt_text().empty()) {
+    return absl::UnimplementedError(
+        "prompt_text: text prompts need a tokenizer, which this server does not have yet; send "
+        "prompt_token_ids");
+  }
+  const int64_t prompt_len = request.prompt_token_ids_size();
+  if (prompt_len == 0) return Invalid("prompt_token_ids", "the prompt is empty");
+  if (prompt_len >= limits.max_context_length) {
+    return Invalid(
+        "prompt_token_ids",
+        absl::StrFormat("the prompt has %d tokens; the model's context is %d tokens, "
+                        "so a prompt may have at most %d",
+                        prompt_len, limits.max_context_length, limits.max_context_length - 1));
+  }
+  if (absl::Status ids =
+          CheckTokenIds(request.prompt_token_ids(), "prompt_token_ids", limits.vocab_size);
+      !ids.ok()) {
+    return ids;
+  }
+
+  Request out;
+  out.prompt_tokens.assign(request.prompt_token_ids().begin(), request.prompt_token_ids().end());
+  const v1::SamplingParameters& s = request.sampling();
+  if (s.has_max_tokens()) {
+    if (s.max_tokens() < 1) {
+      return Invalid("sampling.max_tokens",
+                     absl::StrCat("must be at least 1, got ", s.max_tokens()));
+    }
+    if (s.max_tokens() > limits.max_context_length) {
+      return Invalid("sampling.max_tokens",
+                     absl::StrFormat("%d exceeds the model's context of %d tokens", s.max_tokens(),
+                                     limits.max_context_length));
+    }
+    out.max_tokens = s.max_tokens();
+  }
+  if (s.has_temperature()) {
+    if (!(s.temperature() >= 0.0f) || !std::isfinite(s.temperature())) {
+      return Invalid("sampling.temperature",
+                     absl::StrFormat("must be a finite number >= 0, got %g", s.temperature()));
+    }
+    out.sampling.temperature = s.temperature();
+  }
+  if (s.has_top_k()) {
+    if (s.top_k() < 0) {
+      return Invalid("sampling.top_k", absl::StrCat("must be >= 0 (0 keeps all), got ", s.top_k()));
+    }
+    out.sampling.top_k = s.top_k();
+  }
+  if (s.has_top_p()) {
+    if (!(s.top_p() > 0.0f && s.top_p() <= 1.0f)) {
+      return Invalid("sampling.top_p", absl::StrFormat("must be in (0, 1], got %g", s.top_p()));
+    }
+    out.sampling.top_p = s.top_p();
+  }
+  if (s.has_seed()) out.sampling.seed = s.seed();
+  if (absl::Status ids =
+          CheckTokenIds(s.stop_token_ids(), "sampling.stop_token_ids", limits.vocab_size);
+      !ids.ok()) {
+    return ids;
+  }
+  out.stop_token_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
+
+  if (request.top_logprobs() < 0 || request.top_logprobs() > limits.max_top_logprobs) {
+    return Invalid("top_logprobs",
+                   absl::StrFormat("must be in [0, %d], got %d", limits.max_top_logprobs,
+                                   request.top_logprobs()));
+  }
+  out.sampling.num_top_logprobs = request.top_logprobs();
+
+  if (request.priority() < 0 || request.priority() > limits.priority_levels) {
+    return Invalid("priority",
+                   absl::StrFormat("%d is outside 1..%d (1 is the highest; 0 takes the default)",
+                                   request.priority(), limits.priority_levels));
+  }
+  out.priority = request.priority();
+  return out;
+}
+
+}  // namespace convoy

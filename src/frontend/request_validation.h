@@ -1,0 +1,33 @@
+// Checking a client's InferRequest and turning it into the engine's Request. Every refusal is
+// INVALID_ARGUMENT (or UNIMPLEMENTED for what the server cannot do yet) with a message that starts
+// with the request field at fault, e.g. "sampling.top_p: must be in (0, 1], got 1.5".
+#ifndef CONVOY_FRONTEND_REQUEST_VALIDATION_H_
+#define CONVOY_FRONTEND_REQUEST_VALIDATION_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "convoy/v1/inference.pb.h"
+#include "scheduler/request.h"
+
+namespace convoy {
+
+// What the server accepts; constant while it serves.
+struct ServingLimits {
+  std::string model_name;
+  int64_t vocab_size = 0;
+  // Prompt plus generated tokens at most.
+  int64_t max_context_length = 0;
+  int32_t priority_levels = 1;
+  int32_t max_top_logprobs = 20;
+};
+
+// The engine request for `request`: prompt, sampling, max_tokens (0 when unset: the engine's
+// default), stop tokens and priority. Leaves id and timeout for the caller.
+absl::StatusOr<Request> ToEngineRequest(const v1::InferRequest& request,
+                                        const ServingLimits& limits);
+
+}  // namespace convoy
+
+#endif  // CONVOY_FRONTEND_REQUEST_VALIDATION_H_

@@ -1,0 +1,120 @@
+// The `convoy` command-line client against a real convoyd: generate (unary and streamed, plain
+// and JSON), health and info, as a user runs them; output parsed, exit codes checked.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "daemon_harness.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace convoy::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct ProcessResult {
+  int exit_code;
+  std::string out;  // stdout only
+};
+
+ProcessResult Execute(const std::string& args) {
+  ProcessResult run{-1, ""};
+  FILE* pipe = popen((std::string(CONVOY_CLIENT_PATH) + " " + args + " 2>/dev/null").c_str(), "r");
+  if (pipe == nullptr) return run;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) run.out.append(buffer, n);
+  const int status = pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
+}
+
+std::vector<nlohmann::json> JsonLines(const std::string& text) {
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line[0] == '{') lines.push_back(nlohmann::json::parse(line));
+  }
+  return lines;
+}
+
+class ClientTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    daemon_ = DaemonProcess::Start(WriteTestModel("client", TinyModelConfig()), DefaultTestConfig())
+                  .release();
+  }
+  static void TearDownTestSuite() {
+    delete daemon_;
+    daemon_ = nullptr;
+  }
+  void SetUp() override { ASSERT_NE(daemon_, nullptr); }
+  std::string Addr() const { return "--addr " + daemon_->address(); }
+
+  static DaemonProcess* daemon_;
+};
+DaemonProcess* ClientTest::daemon_ = nullptr;
+
+TEST_F(ClientTest, GenerateJsonMatchesTheApiAndStreamingGivesTheSameTokens) {
+  auto stub = daemon_->inference();
+  v1::InferRequest request = MakeRequest({1, 2, 3}, 6);
+  request.set_return_logprobs(true);
+  v1::InferResponse expected;
+  ASSERT_TRUE(CallInfer(*stub, request, &expected).ok());
+  const std::vector<int32_t> tokens(expected.token_ids().begin(), expected.token_ids().end());
+
+  const ProcessResult unary =
+      Execute("generate " + Addr() + " --token-ids 1,2,3 --max-tokens 6 --logprobs --json");
+  ASSERT_EQ(unary.exit_code, 0) << unary.out;
+  const auto lines = JsonLines(unary.out);
+  ASSERT_EQ(lines.size(), 1u) << unary.out;
+  EXPECT_EQ(lines[0]["token_ids"].get<std::vector<int32_t>>(), tokens);
+  ASSERT_EQ(lines[0]["logprobs"].size(), 6u);
+  EXPECT_NEAR(lines[0]["logprobs"][0].get<double>(), expected.logprobs(0), 1e-5);
+  EXPECT_EQ(lines[0]["finish_reason"], "length");
+
+  const ProcessResult streamed =
+      Execute("generate " + Addr() + " --token-ids 1,2,3 --max-tokens 6 --stream --json");
+  ASSERT_EQ(streamed.exit_code, 0) << streamed.out;
+  const auto stream_lines = JsonLines(streamed.out);
+  ASSERT_GE(stream_lines.size(), 2u) << streamed.out;
+  EXPECT_EQ(stream_lines.back()["token_ids"].get<std::vector<int32_t>>(), tokens);
+  EXPECT_EQ(stream_lines.back()["finish_reason"], "length");
+
+  const ProcessResult plain =
+      Execute("generate " + Addr() + " --token-ids 1,2,3 --max-tokens 6 --stream");
+  ASSERT_EQ(plain.exit_code, 0);
+  EXPECT_THAT(plain.out, HasSubstr("[length]"));
+}
+
+TEST_F(ClientTest, ErrorsExitNonZeroAndBadUsageExitsTwo) {
+  EXPECT_EQ(Execute("generate " + Addr() + " --token-ids 1,2,3 --top-p 2").exit_code, 1);
+  EXPECT_EQ(Execute("generate " + Addr() + " --token-ids 1,x").exit_code, 2);
+  EXPECT_EQ(Execute("generate " + Addr()).exit_code, 2);
+  EXPECT_EQ(Execute("frobnicate").exit_code, 2);
+  EXPECT_EQ(Execute("health --addr 127.0.0.1:1 --timeout-ms 2000").exit_code, 1);
+}
+
+TEST_F(ClientTest, HealthAndInfo) {
+  const ProcessResult health = Execute("health " + Addr());
+  EXPECT_EQ(health.exit_code, 0);
+  EXPECT_THAT(health.out, HasSubstr("SERVING"));
+
+  const ProcessResult info = Execute("info " + Addr());
+  ASSERT_EQ(info.exit_code, 0) << info.out;
+  const auto lines = JsonLines(info.out);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["server"]["state"], "SERVING");
+  EXPECT_EQ(lines[0]["server"]["executor"], "cpu");
+  EXPECT_EQ(lines[0]["model"]["vocab_size"], "320");  // int64 prints as a JSON string
+  EXPECT_EQ(lines[0]["model"]["max_context_length"], "256");
+}
+
+}  // namespace
+}  // namespace convoy::testing

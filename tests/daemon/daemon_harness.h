@@ -1,0 +1,86 @@
+// Runs the real convoyd binary for end-to-end tests: a random-weight model and a config in a
+// directory of this process's own (ctest runs test cases as parallel processes), the daemon on a
+// free loopback port (--port 0 --port-file), and gRPC stubs to it. Every wait is bounded.
+#ifndef CONVOY_TESTS_DAEMON_DAEMON_HARNESS_H_
+#define CONVOY_TESTS_DAEMON_DAEMON_HARNESS_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "convoy/v1/inference.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/channel.h"
+#include "model/model_config.h"
+
+namespace convoy::testing {
+
+inline constexpr absl::Duration kLiveness = absl::Seconds(60);
+
+// 2 layers, hidden 64, vocabulary 320, context 256: fast enough for dozens of streams.
+ModelConfig TinyModelConfig();
+
+// Writes (once per process) the random model of `config` and returns its directory.
+std::string WriteTestModel(const std::string& name, const ModelConfig& config);
+
+// A test config: one CPU thread, a small KV cache (1024 blocks of 16 tokens). `frontend_fields`
+// go into its frontend block; `scheduler_fields` replace its scheduler block's.
+inline constexpr char kTestSchedulerFields[] = "max_batch_size: 64 max_num_batched_tokens: 4096";
+std::string DefaultTestConfig(const std::string& frontend_fields = "",
+                              const std::string& scheduler_fields = kTestSchedulerFields);
+
+class DaemonProcess {
+ public:
+  // Starts convoyd on `model_dir` with `config_text` (protobuf text) and waits until it is
+  // SERVING. Null (with a test failure naming the reason and the daemon's log) when it does not
+  // come up within kLiveness.
+  static std::unique_ptr<DaemonProcess> Start(const std::string& model_dir,
+                                              const std::string& config_text);
+  // Kills the daemon if it is still running; removes its directory unless the test failed.
+  ~DaemonProcess();
+
+  std::string address() const;
+  pid_t pid() const { return pid_; }
+  std::shared_ptr<grpc::Channel> channel() const { return channel_; }
+  std::unique_ptr<v1::Inference::Stub> inference() const;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health() const;
+
+  void Signal(int signal_number) const;
+  // Waits for the process to exit; its exit code, or nullopt on a timeout (or a death by signal,
+  // reported as 128 + the signal).
+  std::optional<int> WaitForExit(absl::Duration timeout);
+  // The daemon's stdout and stderr so far.
+  std::string Log() const;
+
+ private:
+  DaemonProcess(pid_t pid, std::string dir) : pid_(pid), dir_(std::move(dir)) {}
+
+  pid_t pid_;
+  std::string dir_;
+  int port_ = 0;
+  bool exited_ = false;
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+// A request for `prompt` with greedy or seeded sampling.
+v1::InferRequest MakeRequest(std::vector<int32_t> prompt, int32_t max_tokens);
+
+// Calls Infer with a deadline of kLiveness.
+grpc::Status CallInfer(v1::Inference::Stub& stub, const v1::InferRequest& request,
+                       v1::InferResponse* response);
+
+// Calls InferStream with a deadline of kLiveness and gathers the messages into one response.
+// `messages` (optional) counts the messages that carried tokens.
+grpc::Status CallInferStream(v1::Inference::Stub& stub, const v1::InferRequest& request,
+                             v1::InferResponse* response, int* messages = nullptr);
+
+// The server's information, or nullopt when the call failed.
+std::optional<v1::ServerInfo> GetServerInfo(v1::Inference::Stub& stub);
+
+}  // namespace convoy::testing
+
+#endif  // CONVOY_TESTS_DAEMON_DAEMON_HARNESS_H_

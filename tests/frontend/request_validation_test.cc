@@ -1,0 +1,114 @@
+#include "frontend/request_validation.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "status_matchers.h"
+
+namespace convoy {
+namespace {
+
+using ::convoy::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+ServingLimits Limits() {
+  ServingLimits limits;
+  limits.model_name = "tiny";
+  limits.vocab_size = 100;
+  limits.max_context_length = 64;
+  limits.priority_levels = 3;
+  limits.max_top_logprobs = 5;
+  return limits;
+}
+
+v1::InferRequest Valid() {
+  v1::InferRequest request;
+  request.add_prompt_token_ids(1);
+  request.add_prompt_token_ids(99);
+  return request;
+}
+
+TEST(RequestValidationTest, UnsetFieldsTakeTheEngineDefaults) {
+  auto request = ToEngineRequest(Valid(), Limits());
+  ASSERT_OK(request);
+  EXPECT_THAT(request->prompt_tokens, ElementsAre(1, 99));
+  EXPECT_EQ(request->max_tokens, 0);  // the server's default
+  EXPECT_EQ(request->priority, 0);
+  EXPECT_EQ(request->sampling.temperature, 0.0f);
+  EXPECT_EQ(request->sampling.top_p, 1.0f);
+  EXPECT_EQ(request->sampling.num_top_logprobs, 0);
+}
+
+TEST(RequestValidationTest, SetFieldsAreCarriedOver) {
+  v1::InferRequest r = Valid();
+  r.set_model("tiny");
+  r.mutable_sampling()->set_max_tokens(63);
+  r.mutable_sampling()->set_temperature(0.7f);
+  r.mutable_sampling()->set_top_k(9);
+  r.mutable_sampling()->set_top_p(0.5f);
+  r.mutable_sampling()->set_seed(42);
+  r.mutable_sampling()->add_stop_token_ids(7);
+  r.set_priority(3);
+  r.set_top_logprobs(5);
+  auto request = ToEngineRequest(r, Limits());
+  ASSERT_OK(request);
+  EXPECT_EQ(request->max_tokens, 63);
+  EXPECT_EQ(request->sampling.temperature, 0.7f);
+  EXPECT_EQ(request->sampling.top_k, 9);
+  EXPECT_EQ(request->sampling.top_p, 0.5f);
+  EXPECT_EQ(request->sampling.seed, 42u);
+  EXPECT_EQ(request->sampling.num_top_logprobs, 5);
+  EXPECT_THAT(request->stop_token_ids, ElementsAre(7));
+  EXPECT_EQ(request->priority, 3);
+}
+
+TEST(RequestValidationTest, MessagesStartWithTheField) {
+  struct Case {
+    void (*edit)(v1::InferRequest*);
+    const char* field;
+  };
+  const Case cases[] = {
+      {[](v1::InferRequest* r) { r->clear_prompt_token_ids(); }, "prompt_token_ids: "},
+      {[](v1::InferRequest* r) { r->set_prompt_token_ids(1, 100); }, "prompt_token_ids[1]: "},
+      {[](v1::InferRequest* r) {
+         for (int i = 0; i < 62; ++i) r->add_prompt_token_ids(3);
+       },
+       "prompt_token_ids: "},
+      {[](v1::InferRequest* r) { r->mutable_sampling()->set_max_tokens(0); },
+       "sampling.max_tokens: "},
+      {[](v1::InferRequest* r) { r->mutable_sampling()->set_max_tokens(65); },
+       "sampling.max_tokens: "},
+      {[](v1::InferRequest* r) { r->mutable_sampling()->set_temperature(-1); },
+       "sampling.temperature: "},
+      {[](v1::InferRequest* r) { r->mutable_sampling()->set_top_k(-2); }, "sampling.top_k: "},
+      {[](v1::InferRequest* r) { r->mutable_sampling()->set_top_p(0); }, "sampling.top_p: "},
+      {[](v1::InferRequest* r) { r->mutable_sampling()->add_stop_token_ids(-1); },
+       "sampling.stop_token_ids[0]: "},
+      {[](v1::InferRequest* r) { r->set_priority(4); }, "priority: "},
+      {[](v1::InferRequest* r) { r->set_top_logprobs(6); }, "top_logprobs: "},
+      {[](v1::InferRequest* r) { r->set_model("other"); }, "model: "},
+  };
+  for (const Case& c : cases) {
+    v1::InferRequest r = Valid();
+    c.edit(&r);
+    EXPECT_THAT(ToEngineRequest(r, Limits()),
+                StatusIs(absl::StatusCode::kInvalidArgument, StartsWith(c.field)));
+  }
+  v1::InferRequest text = Valid();
+  text.set_prompt_text("hi");
+  EXPECT_THAT(ToEngineRequest(text, Limits()),
+              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("tokenizer")));
+}
+
+TEST(RequestValidationTest, APromptOfContextMinusOneFits) {
+  v1::InferRequest r;
+  for (int i = 0; i < 63; ++i) r.add_prompt_token_ids(i);
+  EXPECT_OK(ToEngineRequest(r, Limits()));
+  r.add_prompt_token_ids(0);
+  EXPECT_THAT(ToEngineRequest(r, Limits()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("at most 63")));
+}
+
+}  // namespace
+}  // namespace convoy

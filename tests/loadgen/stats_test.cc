@@ -1,0 +1,120 @@
+#include "bench/loadgen/stats.h"
+
+#include <cmath>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace convoy::bench {
+namespace {
+
+// A completed request sent at `send` whose first token came `ttft` later, then `n - 1` more
+// tokens `gap` apart.
+RequestRecord Request(int cls, double send, double ttft, int n, double gap) {
+  RequestRecord r;
+  r.class_index = cls;
+  r.send_s = send;
+  r.first_token_s = send + ttft;
+  r.output_tokens = n;
+  r.token_gaps_s.assign(n - 1, gap);
+  r.end_s = r.first_token_s + gap * (n - 1);
+  r.completed = true;
+  r.prompt_tokens = 10;
+  return r;
+}
+
+TEST(PercentileTest, InterpolatesBetweenClosestRanks) {
+  const std::vector<double> v = {5, 1, 4, 2, 3};  // unsorted on purpose
+  EXPECT_DOUBLE_EQ(Percentile(v, 0), 1);
+  EXPECT_DOUBLE_EQ(Percentile(v, 50), 3);
+  EXPECT_DOUBLE_EQ(Percentile(v, 100), 5);
+  EXPECT_DOUBLE_EQ(Percentile(v, 25), 2);
+  EXPECT_DOUBLE_EQ(Percentile(v, 90), 4.6);
+  EXPECT_DOUBLE_EQ(Percentile({7}, 99), 7);
+  EXPECT_TRUE(std::isnan(Percentile({}, 50)));
+}
+
+TEST(PercentileTest, OneToHundred) {
+  std::vector<double> v;
+  for (int i = 1; i <= 100; ++i) v.push_back(i);
+  const LatencySummary s = Summarize(v);
+  EXPECT_EQ(s.count, 100);
+  EXPECT_DOUBLE_EQ(s.mean, 50.5);
+  EXPECT_DOUBLE_EQ(s.p50, 50.5);
+  EXPECT_DOUBLE_EQ(s.p95, 95.05);
+  EXPECT_DOUBLE_EQ(s.p99, 99.01);
+  EXPECT_DOUBLE_EQ(s.max, 100);
+}
+
+TEST(StatsTest, MeanItl) {
+  EXPECT_DOUBLE_EQ(Request(0, 0, 1, 5, 0.25).mean_itl_s(), 0.25);
+  EXPECT_DOUBLE_EQ(Request(0, 0, 1, 1, 0.25).mean_itl_s(), 0);
+}
+
+TEST(StatsTest, SloNeedsBothTargets) {
+  const SloTargets slo{0.5, 0.1};
+  EXPECT_TRUE(MeetsSlo(Request(0, 0, 0.5, 10, 0.1), slo));
+  EXPECT_FALSE(MeetsSlo(Request(0, 0, 0.6, 10, 0.05), slo));  // TTFT too long
+  EXPECT_FALSE(MeetsSlo(Request(0, 0, 0.1, 10, 0.2), slo));   // tokens too slow
+  RequestRecord failed = Request(0, 0, 0.1, 10, 0.01);
+  failed.completed = false;
+  EXPECT_FALSE(MeetsSlo(failed, slo));
+  // No targets: every completed request counts.
+  EXPECT_TRUE(MeetsSlo(Request(0, 0, 9, 10, 9), SloTargets{}));
+}
+
+TEST(StatsTest, PerClassAndOverallGoodput) {
+  std::vector<RequestRecord> records;
+  // Class 0: 4 requests, 3 within the SLO.
+  records.push_back(Request(0, 0, 0.1, 11, 0.01));
+  records.push_back(Request(0, 1, 0.2, 11, 0.01));
+  records.push_back(Request(0, 2, 0.3, 11, 0.01));
+  records.push_back(Request(0, 3, 2.0, 11, 0.01));  // TTFT over
+  // Class 1: 2 requests, one too slow between tokens, one failed.
+  records.push_back(Request(1, 0, 0.1, 5, 0.5));
+  RequestRecord failed = Request(1, 1, 0.1, 3, 0.01);
+  failed.completed = false;
+  failed.error = "grpc 1: cancelled";
+  records.push_back(failed);
+
+  const std::vector<ClassStats> stats =
+      ComputeStats(records, {"chat", "batch"}, 10.0, SloTargets{1.0, 0.1});
+  ASSERT_EQ(stats.size(), 3u);
+  const ClassStats& chat = stats[0];
+  EXPECT_EQ(chat.name, "chat");
+  EXPECT_EQ(chat.sent, 4);
+  EXPECT_EQ(chat.completed, 4);
+  EXPECT_EQ(chat.met_slo, 3);
+  EXPECT_DOUBLE_EQ(chat.goodput_rps, 0.3);
+  EXPECT_DOUBLE_EQ(chat.requests_per_s, 0.4);
+  EXPECT_DOUBLE_EQ(chat.output_tokens_per_s, 4.4);
+  EXPECT_DOUBLE_EQ(chat.ttft_s.p50, 0.25);
+  EXPECT_EQ(chat.itl_s.count, 40);
+  EXPECT_DOUBLE_EQ(chat.itl_s.p99, 0.01);
+  EXPECT_DOUBLE_EQ(chat.e2e_s.max, 2.1);
+
+  const ClassStats& batch = stats[1];
+  EXPECT_EQ(batch.sent, 2);
+  EXPECT_EQ(batch.completed, 1);
+  EXPECT_EQ(batch.failed, 1);
+  EXPECT_EQ(batch.met_slo, 0);
+  EXPECT_EQ(batch.output_tokens, 8);  // tokens of the failed request count as delivered
+  EXPECT_EQ(batch.ttft_s.count, 1);   // latencies only of completed requests
+
+  const ClassStats& all = stats[2];
+  EXPECT_EQ(all.name, "all");
+  EXPECT_EQ(all.sent, 6);
+  EXPECT_EQ(all.met_slo, 3);
+  EXPECT_DOUBLE_EQ(all.goodput_rps, 0.3);
+  EXPECT_DOUBLE_EQ(all.requests_per_s, 0.5);
+}
+
+TEST(StatsTest, EmptyClassHasNoSamples) {
+  const std::vector<ClassStats> stats = ComputeStats({}, {"a"}, 0, SloTargets{});
+  ASSERT_EQ(stats.size(), 2u);
+  EXPECT_EQ(stats[0].ttft_s.count, 0);
+  EXPECT_EQ(stats[0].goodput_rps, 0);
+}
+
+}  // namespace
+}  // namespace convoy::bench
