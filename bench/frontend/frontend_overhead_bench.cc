@@ -169,7 +169,7 @@ class Daemon {
     std::vector<std::string> args = {CONVOYD_PATH, "--config",         config,      "--model",
                                      model_dir,    "--port",           "0",         "--port-file",
                                      port_file,    "--listen-address", "127.0.0.1", "--log-level",
-                                     "warn"};
+                                     "warn",       "--metrics-port",   "0"};
     std::vector<char*> argv;
     for (std::string& arg : args) argv.push_back(arg.data());
     argv.push_back(nullptr);

@@ -27,8 +27,8 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(const Daemon
   const std::string log_path = absl::StrCat(spec.work_dir, "/convoyd.log");
   ::unlink(port_file.c_str());
   std::vector<std::string> args = {
-      spec.convoyd, "--config",    spec.config_path, "--model",          spec.model_dir, "--port",
-      "0",          "--port-file", port_file,        "--listen-address", "127.0.0.1"};
+      spec.convoyd,  "--config", spec.config_path,   "--model",   spec.model_dir,   "--port", "0",
+      "--port-file", port_file,  "--listen-address", "127.0.0.1", "--metrics-port", "0"};
   args.insert(args.end(), spec.extra_args.begin(), spec.extra_args.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());

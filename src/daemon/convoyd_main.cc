@@ -9,8 +9,8 @@
 #include "absl/flags/flag.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/daemon.h"
+#include "metrics/logging.h"
 #include "scheduler/server_config.h"
-#include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 #include "tools/cli_flags.h"
 
@@ -23,6 +23,9 @@ ABSL_FLAG(std::string, listen_address, "0.0.0.0",
           "Address to listen on (overrides frontend.listen_address)");
 ABSL_FLAG(std::string, port_file, "", "Write the bound port to this file once listening");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off");
+ABSL_FLAG(std::string, log_format, "text", "text, or json (one JSON object per line)");
+ABSL_FLAG(int32_t, metrics_port, 8002,
+          "Prometheus /metrics port (overrides metrics.port); 0 picks a free one");
 
 namespace {
 
@@ -31,7 +34,8 @@ const convoy::cli::CommandLine kCommandLine = {
     "convoyd --config FILE [--model DIR] [--port N] [--port-file F] [--listen-address A]\n\n"
     "Serves a model over gRPC (convoy.v1.Inference, grpc.health.v1.Health, reflection).\n"
     "Flags override the config file. SIGTERM or SIGINT drains and exits 0.",
-    {"config", "model", "port", "listen_address", "port_file", "log_level"},
+    {"config", "model", "port", "listen_address", "port_file", "log_level", "log_format",
+     "metrics_port"},
     {}};
 
 }  // namespace
@@ -44,15 +48,17 @@ int main(int argc, char** argv) {
   if (int exit_code = convoy::cli::Parse(argc, argv, kCommandLine, &parsed); exit_code >= 0) {
     return exit_code;
   }
-  auto logger = spdlog::stderr_color_mt("convoyd");
-  spdlog::set_default_logger(logger);
-  const spdlog::level::level_enum level = spdlog::level::from_str(absl::GetFlag(FLAGS_log_level));
-  if (level == spdlog::level::off && absl::GetFlag(FLAGS_log_level) != "off") {
-    return convoy::cli::BadUsage(kCommandLine,
-                                 "--log-level must be trace, debug, info, warn, "
-                                 "error or off");
+  absl::StatusOr<convoy::LogFormat> format =
+      convoy::ParseLogFormat(absl::GetFlag(FLAGS_log_format));
+  if (!format.ok())
+    return convoy::cli::BadUsage(kCommandLine, std::string(format.status().message()));
+  convoy::LoggingOptions logging;
+  logging.level = absl::GetFlag(FLAGS_log_level);
+  logging.format = *format;
+  logging.logger_name = "convoyd";
+  if (absl::Status status = convoy::SetUpLogging(logging); !status.ok()) {
+    return convoy::cli::BadUsage(kCommandLine, std::string(status.message()));
   }
-  spdlog::set_level(level);
 
   convoy::DaemonOptions options;
   const std::string config_path = absl::GetFlag(FLAGS_config);
@@ -77,10 +83,18 @@ int main(int argc, char** argv) {
   if (parsed.specified.count("listen_address")) {
     options.config.mutable_frontend()->set_listen_address(absl::GetFlag(FLAGS_listen_address));
   }
+  if (parsed.specified.count("metrics_port")) {
+    const int32_t port = absl::GetFlag(FLAGS_metrics_port);
+    if (port < 0 || port > 65535) {
+      return convoy::cli::BadUsage(kCommandLine, "--metrics-port must be in 0..65535");
+    }
+    options.config.mutable_metrics()->set_port(static_cast<uint32_t>(port));
+  }
   if (options.config.model().dir().empty()) {
     return convoy::cli::BadUsage(kCommandLine,
                                  "no model: give --model DIR or model { dir: ... } in the config");
   }
   options.port_file = absl::GetFlag(FLAGS_port_file);
+  convoy::LogEffectiveConfig(options.config.DebugString());
   return convoy::RunDaemon(options);
 }

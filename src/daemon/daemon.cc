@@ -23,6 +23,7 @@
 #include "frontend/grpc_server.h"
 #include "frontend/health_service.h"
 #include "frontend/inference_service.h"
+#include "metrics/metrics.h"
 #include "model/model_weights.h"
 #include "scheduler/server_config.h"
 #include "spdlog/spdlog.h"
@@ -151,7 +152,7 @@ struct Engine {
   std::string executor_name;
 };
 
-absl::StatusOr<Engine> LoadEngine(const v1::ServerConfig& config) {
+absl::StatusOr<Engine> LoadEngine(const v1::ServerConfig& config, Metrics* metrics) {
   const absl::Time start = absl::Now();
   ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> weights, ModelWeights::Load(config.model().dir()));
   ASSIGN_OR_RETURN(BuiltExecutor built, CreateExecutor(*weights, config));
@@ -161,6 +162,7 @@ absl::StatusOr<Engine> LoadEngine(const v1::ServerConfig& config) {
   engine.executor_name = built.name;
   EngineLoopOptions loop_options;
   loop_options.scheduler = SchedulerOptionsFromConfig(config);
+  loop_options.observer = metrics;
   ASSIGN_OR_RETURN(engine.loop, EngineLoop::Create(engine.executor.get(), loop_options));
   const KvCacheSpec& kv = engine.executor->kv_spec();
   spdlog::info("model {} loaded on the {} executor in {}: {} KV blocks of {} tokens",
@@ -202,7 +204,25 @@ int RunDaemon(const DaemonOptions& options) {
     }
   }
 
-  absl::StatusOr<Engine> engine = LoadEngine(config);
+  // Metrics first: the engine reports to them until it is destroyed.
+  std::unique_ptr<Metrics> metrics;
+  if (config.metrics().enabled()) {
+    MetricsOptions metrics_options;
+    metrics_options.listen_address = config.metrics().listen_address();
+    metrics_options.port = static_cast<int32_t>(config.metrics().port());
+    metrics_options.priority_levels = static_cast<int32_t>(config.scheduler().priority_levels());
+    absl::StatusOr<std::unique_ptr<Metrics>> created = Metrics::Create(metrics_options);
+    if (!created.ok()) {
+      spdlog::error("cannot serve metrics: {}", created.status().ToString());
+      (*server)->Shutdown(absl::ZeroDuration());
+      return 1;
+    }
+    metrics = *std::move(created);
+    spdlog::info("metrics at http://{}:{}/metrics", metrics_options.listen_address,
+                 metrics->port());
+  }
+
+  absl::StatusOr<Engine> engine = LoadEngine(config, metrics.get());
   absl::Status ready = engine.status();
   if (ready.ok()) ready = WarmUp(engine->loop.get(), engine->executor->model_config());
   if (!ready.ok()) {
@@ -223,6 +243,7 @@ int RunDaemon(const DaemonOptions& options) {
       ToModelInfo(model, serving.limits.model_name, serving.limits.max_context_length);
   serving.executor_name = engine->executor_name;
   serving.kv_block_size = engine->executor->kv_spec().block_size;
+  serving.metrics = metrics.get();
   inference.Start(std::move(serving));
   if (!first_signal->HasBeenNotified()) {
     health.SetServing(true);

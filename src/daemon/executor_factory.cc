@@ -47,6 +47,7 @@ absl::StatusOr<BuiltExecutor> CreateExecutor(const ModelWeights& weights,
   }
   CpuExecutorOptions options;
   options.num_threads = static_cast<int>(config.executor().cpu_threads());
+  options.skip_padding = config.executor().skip_padding();
   options.kv_cache_bytes = static_cast<int64_t>(config.kv_cache().memory_budget_bytes());
   options.block_size = static_cast<int32_t>(config.kv_cache().block_size());
   ASSIGN_OR_RETURN(built.executor, CpuExecutor::Create(weights, options));

@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "convoy/status_macros.h"
 #include "frontend/status_mapping.h"
+#include "metrics/logging.h"
+#include "metrics/request_summary.h"
 #include "spdlog/spdlog.h"
 
 namespace convoy {
@@ -64,6 +66,7 @@ class InferenceService::Call {
       if (status.code() != absl::StatusCode::kUnavailable) {
         SPDLOG_DEBUG("refused a request: {}", status.ToString());
       }
+      CountRefusal(status);
       End(status, v1::FINISH_REASON_ERROR, /*cancel_in_engine=*/false);
     }
   }
@@ -204,6 +207,7 @@ class InferenceService::Call {
         break;
     }
     End(status, ToFinishReason(event.outcome), /*cancel_in_engine=*/false);
+    ReportDone(event);
     service_->EngineReleased(id_);
     Unref();
   }
@@ -230,6 +234,36 @@ class InferenceService::Call {
       service_->serving_.load(std::memory_order_acquire)->engine->Cancel(id_);
     }
     Pump();
+  }
+
+  // Refusals before the engine held the request (the scheduler counts its own).
+  void CountRefusal(const absl::Status& status) {
+    const ServingContext* serving = service_->serving_.load(std::memory_order_acquire);
+    if (serving == nullptr || serving->metrics == nullptr) return;
+    if (status.code() == absl::StatusCode::kResourceExhausted) {
+      serving->metrics->OnRejected(RejectReason::kQueueFull);
+    } else if (status.code() == absl::StatusCode::kInvalidArgument) {
+      serving->metrics->OnRejected(RejectReason::kInvalidArgument);
+    }
+  }
+
+  // The request's metrics and its log line, once, at the engine's final event.
+  void ReportDone(const Event& event) {
+    RequestSummary summary;
+    summary.id = id_;
+    summary.outcome = event.outcome;
+    summary.prompt_tokens = prompt_tokens_;
+    summary.status = event.status;
+    {
+      absl::MutexLock lock(&mu_);
+      summary.generated_tokens = num_tokens_;
+      if (event.queue_time) summary.queue_time = queue_time_;
+      if (first_token_) summary.time_to_first_token = *first_token_ - arrival_;
+    }
+    summary.e2e_latency = absl::Now() - arrival_;
+    const ServingContext* serving = service_->serving_.load(std::memory_order_acquire);
+    if (serving->metrics != nullptr) serving->metrics->OnRequestDone(summary);
+    LogRequestDone(summary);
   }
 
   std::atomic<int> refs_{1};

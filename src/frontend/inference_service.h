@@ -26,6 +26,7 @@
 #include "convoy/v1/inference.grpc.pb.h"
 #include "engine/engine_loop.h"
 #include "frontend/request_validation.h"
+#include "metrics/metrics.h"
 
 namespace convoy {
 
@@ -36,6 +37,8 @@ struct ServingContext {
   ServingLimits limits;
   v1::ModelInfo model_info;
   std::string executor_name;  // "cpu" or "cuda"
+  // Counts refusals and finished requests; null for none. Must outlive every call.
+  Metrics* metrics = nullptr;
   int32_t kv_block_size = 0;
 };
 

@@ -146,6 +146,11 @@ absl::Status Validate(const v1::ServerConfig& config, const Locator& at) {
         {"frontend", "max_message_bytes"}, -1,
         absl::StrCat("max_message_bytes ", f.max_message_bytes(), " is below the minimum of 4096"));
   }
+  if (config.metrics().port() > 65535) {
+    return at.Error(
+        {"metrics", "port"}, -1,
+        absl::StrCat("port ", config.metrics().port(), " is outside 0..65535 (0: any free port)"));
+  }
   const double fraction = config.executor().gpu_memory_fraction();
   if (!(fraction > 0.0 && fraction <= 1.0)) {
     return at.Error({"executor", "gpu_memory_fraction"}, -1,
@@ -197,6 +202,11 @@ void FillServerConfigDefaults(v1::ServerConfig* config) {
   }
   if (!e->has_cpu_threads()) e->set_cpu_threads(0);
   if (!e->has_gpu_memory_fraction()) e->set_gpu_memory_fraction(0.9);
+  if (!e->has_skip_padding()) e->set_skip_padding(true);
+  v1::MetricsConfig* m = config->mutable_metrics();
+  if (!m->has_enabled()) m->set_enabled(true);
+  if (!m->has_listen_address()) m->set_listen_address("0.0.0.0");
+  if (!m->has_port()) m->set_port(8002);
 }
 
 absl::StatusOr<v1::ServerConfig> ParseServerConfig(absl::string_view text,

@@ -85,9 +85,9 @@ std::unique_ptr<DaemonProcess> DaemonProcess::Start(const std::string& model_dir
     out << config_text;
   }
   // Everything the child needs is built before fork: it only calls async-signal-safe functions.
-  std::vector<std::string> args = {CONVOYD_PATH, "--config",         config_path, "--model",
-                                   model_dir,    "--port",           "0",         "--port-file",
-                                   port_path,    "--listen-address", "127.0.0.1"};
+  std::vector<std::string> args = {
+      CONVOYD_PATH,  "--config", config_path,        "--model",   model_dir,        "--port", "0",
+      "--port-file", port_path,  "--listen-address", "127.0.0.1", "--metrics-port", "0"};
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);

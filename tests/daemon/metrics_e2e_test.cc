@@ -1,0 +1,79 @@
+// convoyd's /metrics, scraped over HTTP while the daemon serves: a served request and a refused
+// one move the counters and histograms they should.
+#include <regex>
+#include <string>
+
+#include "daemon_harness.h"
+#include "grpcpp/client_context.h"
+#include "gtest/gtest.h"
+#include "metrics/http_get.h"
+
+namespace convoy::testing {
+namespace {
+
+// The daemon logs "metrics at http://ADDRESS:PORT/metrics" once listening.
+int MetricsPort(const DaemonProcess& daemon) {
+  std::smatch match;
+  const std::string log = daemon.Log();
+  if (!std::regex_search(log, match, std::regex(R"(metrics at http://[^ ]*:(\d+)/metrics)"))) {
+    return -1;
+  }
+  return std::stoi(match[1]);
+}
+
+// The value of the sample whose line starts with `series` (name and labels), or -1.
+double Sample(const std::string& body, const std::string& series) {
+  size_t at = 0;
+  while ((at = body.find(series, at)) != std::string::npos) {
+    if (at == 0 || body[at - 1] == '\n') {
+      const size_t space = body.find(' ', at + series.size());
+      if (space == at + series.size()) return std::stod(body.substr(space + 1));
+    }
+    at += series.size();
+  }
+  return -1;
+}
+
+TEST(DaemonMetricsTest, ServedAndRefusedRequestsMoveTheMetrics) {
+  auto daemon = DaemonProcess::Start(WriteTestModel("metrics", TinyModelConfig()),
+                                     DefaultTestConfig());
+  ASSERT_NE(daemon, nullptr);
+  const int port = MetricsPort(*daemon);
+  ASSERT_GT(port, 0) << daemon->Log();
+  auto before = HttpGet(port, "/metrics");
+  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_EQ(before->status_code, 200);
+
+  auto stub = daemon->inference();
+  v1::InferRequest request;
+  for (int t : {3, 4, 5, 6}) request.add_prompt_token_ids(t);
+  request.mutable_sampling()->set_max_tokens(5);
+  v1::InferResponse response;
+  grpc::ClientContext context;
+  ASSERT_TRUE(stub->Infer(&context, request, &response).ok());
+  ASSERT_EQ(response.token_ids_size(), 5);
+
+  v1::InferRequest bad;  // empty prompt: refused by the front end
+  v1::InferResponse bad_response;
+  grpc::ClientContext bad_context;
+  EXPECT_EQ(stub->Infer(&bad_context, bad, &bad_response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  auto after = HttpGet(port, "/metrics");
+  ASSERT_TRUE(after.ok()) << after.status();
+  const std::string& b = before->body;
+  const std::string& a = after->body;
+  // The warm-up request counts too, so compare before and after.
+  auto moved = [&](const std::string& series) { return Sample(a, series) - Sample(b, series); };
+  EXPECT_EQ(moved(R"(convoy_requests_total{outcome="complete_length"})"), 1) << a;
+  EXPECT_EQ(moved(R"(convoy_requests_rejected_total{reason="invalid_argument"})"), 1) << a;
+  EXPECT_EQ(moved("convoy_e2e_request_latency_seconds_count"), 1) << a;
+  EXPECT_EQ(moved("convoy_time_to_first_token_seconds_count"), 1) << a;
+  EXPECT_EQ(moved("convoy_inter_token_latency_seconds_count"), 4) << a;
+  EXPECT_EQ(moved("convoy_request_generation_tokens_sum"), 5) << a;
+  EXPECT_GE(moved("convoy_generation_tokens_total"), 5) << a;
+  EXPECT_GT(Sample(a, "convoy_kv_cache_blocks_free"), 0) << a;
+}
+
+}  // namespace
+}  // namespace convoy::testing
