@@ -77,14 +77,10 @@ absl::Status ValidateOptions(const MetricsOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("metrics priority_levels ", options.priority_levels, " is below 1"));
   }
-  if (options.num_threads < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metrics num_threads ", options.num_threads, " is below 1"));
-  }
   return absl::OkStatus();
 }
 
-// civetweb's listening_ports form: host:port, with IPv6 hosts in brackets.
+// host:port, with IPv6 hosts in brackets, for messages.
 std::string ListenSpec(const std::string& address, int32_t port) {
   const bool bare_ipv6 = absl::StrContains(address, ':') && !absl::StartsWith(address, "[");
   return bare_ipv6 ? absl::StrCat("[", address, "]:", port) : absl::StrCat(address, ":", port);
@@ -106,20 +102,17 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const MetricsOptions& o
   }
   if (!options.serve_http) return metrics;
 
-  const std::string spec = ListenSpec(options.listen_address, options.port);
-  try {
-    metrics->exposer_ = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
-        "listening_ports", spec, "num_threads", absl::StrCat(options.num_threads)});
-    metrics->exposer_->RegisterCollectable(metrics->registry_, options.path);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on ", spec, options.path, ": ", e.what()));
+  Metrics* raw = metrics.get();
+  absl::StatusOr<std::unique_ptr<HttpEndpoint>> endpoint = HttpEndpoint::Start(
+      options.listen_address, options.port, options.path, [raw] { return raw->Serialize(); });
+  if (!endpoint.ok()) {
+    return absl::Status(
+        endpoint.status().code(),
+        absl::StrCat("cannot serve metrics on ", ListenSpec(options.listen_address, options.port),
+                     options.path, ": ", endpoint.status().message()));
   }
-  const std::vector<int> ports = metrics->exposer_->GetListeningPorts();
-  if (ports.empty()) {
-    return absl::UnavailableError(absl::StrCat("the metrics server on ", spec, " has no port"));
-  }
-  metrics->port_ = ports.front();
+  metrics->endpoint_ = *std::move(endpoint);
+  metrics->port_ = metrics->endpoint_->port();
   return metrics;
 }
 

@@ -1,6 +1,6 @@
-// Prometheus metrics of the server, served over HTTP by prometheus-cpp's Exposer (default
-// 0.0.0.0:8002/metrics). docs/metrics.md lists every metric: name, type, labels, meaning, and the
-// vLLM or Triton metric it mirrors.
+// Prometheus metrics of the server (prometheus-cpp), served over HTTP by an HttpEndpoint
+// (default 0.0.0.0:8002/metrics). docs/metrics.md lists every metric: name, type, labels, meaning,
+// and the vLLM or Triton metric it mirrors.
 //
 // Two sources feed it, and each thing is counted by exactly one of them:
 //  - the scheduler, through the SchedulerObserver interface (pass the Metrics to
@@ -25,9 +25,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "metrics/http_endpoint.h"
 #include "metrics/request_summary.h"
 #include "prometheus/counter.h"
-#include "prometheus/exposer.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
@@ -45,8 +45,6 @@ struct MetricsOptions {
   // 0: any free port (read it back with port()).
   int32_t port = 8002;
   std::string path = "/metrics";
-  // HTTP server threads.
-  int32_t num_threads = 2;
   // The per-priority series of levels 1..priority_levels exist (at 0) from the start; higher
   // levels appear on first use.
   int32_t priority_levels = 1;
@@ -56,7 +54,7 @@ class Metrics : public SchedulerObserver {
  public:
   // INVALID_ARGUMENT for bad options; UNAVAILABLE when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<Metrics>> Create(const MetricsOptions& options);
-  // Stops the HTTP server; civetweb may take up to 2 s to notice.
+  // Stops the HTTP endpoint.
   ~Metrics() override;
 
   Metrics(const Metrics&) = delete;
@@ -140,7 +138,7 @@ class Metrics : public SchedulerObserver {
   std::vector<prometheus::Histogram*> queue_time_by_level_ ABSL_GUARDED_BY(levels_mu_);
 
   // Last: stops serving before the metrics go away.
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<HttpEndpoint> endpoint_;
 };
 
 }  // namespace convoy
