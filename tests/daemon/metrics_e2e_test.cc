@@ -35,8 +35,8 @@ double Sample(const std::string& body, const std::string& series) {
 }
 
 TEST(DaemonMetricsTest, ServedAndRefusedRequestsMoveTheMetrics) {
-  auto daemon = DaemonProcess::Start(WriteTestModel("metrics", TinyModelConfig()),
-                                     DefaultTestConfig());
+  auto daemon =
+      DaemonProcess::Start(WriteTestModel("metrics", TinyModelConfig()), DefaultTestConfig());
   ASSERT_NE(daemon, nullptr);
   const int port = MetricsPort(*daemon);
   ASSERT_GT(port, 0) << daemon->Log();

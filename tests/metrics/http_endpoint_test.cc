@@ -16,9 +16,8 @@ using ::testing::HasSubstr;
 
 TEST(HttpEndpointTest, ServesTheBodyOnItsPathAndNothingElse) {
   std::atomic<int> calls{0};
-  auto endpoint = HttpEndpoint::Start("127.0.0.1", 0, "/metrics", [&] {
-    return "answer " + std::to_string(++calls) + "\n";
-  });
+  auto endpoint = HttpEndpoint::Start("127.0.0.1", 0, "/metrics",
+                                      [&] { return "answer " + std::to_string(++calls) + "\n"; });
   ASSERT_OK(endpoint);
   const int port = (*endpoint)->port();
   ASSERT_GT(port, 0);
