@@ -13,8 +13,11 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "common/half.h"
 #include "executor/cpu/cpu_executor.h"
+#include "executor/cpu/linear.h"
 #include "kv/block_allocator.h"
 #include "kv/block_table.h"
 #include "memory_bandwidth.h"
@@ -202,7 +205,35 @@ void BM_Prefill(benchmark::State& state, CpuWeightFormat format) {
   state.SetLabel(FormatName(format));
 }
 
+// The library's ceiling: one bf16 product of TinyLlama's MLP shape (M tokens x 2048 -> 5632),
+// weights in oneDNN's blocked layout, as the prefill's linear layers run it.
+void BM_MatmulBF16(benchmark::State& state) {
+  const int64_t m = state.range(0), k = 2048, n = 5632;
+  std::vector<uint16_t> weights(n * k);
+  for (int64_t i = 0; i < n * k; ++i) weights[i] = FloatToBF16(static_cast<float>(i % 97) / 97.0f);
+  TensorView view;
+  view.name = "bench.weight";
+  view.dtype = DType::kBF16;
+  view.shape = {n, k};
+  view.data = reinterpret_cast<const std::byte*>(weights.data());
+  view.num_bytes = weights.size() * 2;
+  auto linear = Linear::Create({&view}, LinearFormat::kBF16);
+  if (!linear.ok()) {
+    state.SkipWithError(std::string(linear.status().message()).c_str());
+    return;
+  }
+  std::vector<float> x(m * k), y(m * n);
+  for (int64_t i = 0; i < m * k; ++i) x[i] = static_cast<float>(i % 13) / 13.0f;
+  for (auto _ : state) {
+    (*linear)->Forward(x.data(), m, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["TFLOP/s"] =
+      benchmark::Counter(2.0 * m * k * n / 1e12, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 BENCHMARK(BM_StreamingRead)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MatmulBF16)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Prefill, bf16, CpuWeightFormat::kBF16)
     ->Arg(128)
     ->Arg(512)
