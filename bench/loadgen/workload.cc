@@ -10,71 +10,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/text_proto.h"
 #include "convoy/status_macros.h"
-#include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 
 namespace convoy::bench {
 namespace {
 
-using google::protobuf::Descriptor;
-using google::protobuf::FieldDescriptor;
 using google::protobuf::TextFormat;
 
-class CollectErrors : public google::protobuf::io::ErrorCollector {
- public:
-  void AddError(int line, google::protobuf::io::ColumnNumber column,
-                const std::string& message) override {
-    errors_.push_back(absl::StrCat(line + 1, ":", column + 1, ": ", message));
-  }
-  const std::vector<std::string>& errors() const { return errors_; }
-
- private:
-  std::vector<std::string> errors_;
-};
-
-// One step of a field path: a field name and, for repeated fields, the element (-1 otherwise).
-struct Step {
-  const char* name;
-  int index = -1;
-};
-using Path = std::vector<Step>;
-
-// Points errors at the line where a field was written.
-class Locator {
- public:
-  Locator(const TextFormat::ParseInfoTree* root, absl::string_view source)
-      : root_(root), source_(source) {}
-
-  absl::Status Error(const Path& path, absl::string_view reason) const {
-    const Descriptor* descriptor = v1::Workload::descriptor();
-    const TextFormat::ParseInfoTree* tree = root_;
-    std::vector<std::string> names;
-    int line = -1;
-    for (size_t i = 0; i < path.size(); ++i) {
-      const FieldDescriptor* field =
-          descriptor == nullptr ? nullptr : descriptor->FindFieldByName(path[i].name);
-      if (field == nullptr) break;
-      names.push_back(path[i].index >= 0 ? absl::StrCat(path[i].name, "[", path[i].index, "]")
-                                         : path[i].name);
-      const int field_index = field->is_repeated() ? std::max(path[i].index, 0) : -1;
-      if (tree != nullptr) {
-        const auto location = tree->GetLocation(field, field_index);
-        if (location.line >= 0) line = location.line + 1;
-        tree =
-            field->message_type() != nullptr ? tree->GetTreeForNested(field, field_index) : nullptr;
-      }
-      descriptor = field->message_type();
-    }
-    const std::string where = line > 0 ? absl::StrCat(source_, ":", line) : source_;
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": ", absl::StrJoin(names, "."), ": ", reason));
-  }
-
- private:
-  const TextFormat::ParseInfoTree* root_;
-  std::string source_;
-};
+using Step = FieldStep;
+using Path = FieldPath;
+using Locator = TextProtoLocator;
 
 Path Append(Path path, Step step) {
   path.push_back(step);
@@ -180,17 +127,10 @@ absl::Status Validate(const v1::Workload& w, const Locator& at) {
 
 absl::StatusOr<v1::Workload> ParseWorkload(absl::string_view text, absl::string_view source) {
   v1::Workload workload;
-  TextFormat::Parser parser;
-  CollectErrors errors;
   TextFormat::ParseInfoTree tree;
-  parser.RecordErrorsTo(&errors);
-  parser.WriteLocationsTo(&tree);
-  if (!parser.ParseFromString(std::string(text), &workload)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ":", errors.errors().empty() ? " parse error" : errors.errors()[0]));
-  }
+  RETURN_IF_ERROR(ParseTextProto(text, source, &workload, &tree));
   FillDefaults(workload);
-  RETURN_IF_ERROR(Validate(workload, Locator(&tree, source)));
+  RETURN_IF_ERROR(Validate(workload, Locator(v1::Workload::descriptor(), &tree, source)));
   return workload;
 }
 

@@ -106,12 +106,12 @@ void BM_PagedAttentionDecode(benchmark::State& state) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   for (int32_t b = 0; b < spec.num_blocks; ++b) {
-    for (int32_t kv = 0; kv < 2; ++kv) {
-      for (int32_t h = 0; h < kKvHeads; ++h) {
-        for (int32_t s = 0; s < kBlockSize; ++s) {
-          float* p = cache.At(b, 0, kv, h, s);
-          for (int32_t d = 0; d < kHeadDim; ++d) p[d] = uniform(rng);
-        }
+    for (int32_t h = 0; h < kKvHeads; ++h) {
+      float* k = cache.KeyBlock(b, 0, h);
+      for (int32_t i = 0; i < kBlockSize * kHeadDim; ++i) k[i] = uniform(rng);
+      for (int32_t s = 0; s < kBlockSize; ++s) {
+        float* v = cache.Value(b, 0, h, s);
+        for (int32_t d = 0; d < kHeadDim; ++d) v[d] = uniform(rng);
       }
     }
   }

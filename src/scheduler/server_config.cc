@@ -9,7 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "google/protobuf/io/tokenizer.h"
+#include "common/text_proto.h"
+#include "convoy/status_macros.h"
 #include "google/protobuf/text_format.h"
 
 namespace convoy {
@@ -17,60 +18,24 @@ namespace {
 
 using google::protobuf::TextFormat;
 
-class CollectErrors : public google::protobuf::io::ErrorCollector {
- public:
-  void AddError(int line, google::protobuf::io::ColumnNumber column,
-                const std::string& message) override {
-    // The parser counts from 0.
-    errors_.push_back(absl::StrCat(line + 1, ":", column + 1, ": ", message));
-  }
-  const std::vector<std::string>& errors() const { return errors_; }
-
- private:
-  std::vector<std::string> errors_;
-};
-
-// Finds where a field was written, to point an error at its line.
+// Errors at the line where a field of the config was written.
 class Locator {
  public:
-  Locator(const TextFormat::ParseInfoTree* root, absl::string_view source)
-      : root_(root), source_(source) {}
+  Locator(const TextFormat::ParseInfoTree* tree, absl::string_view source)
+      : at_(v1::ServerConfig::descriptor(), tree, source) {}
 
-  // An INVALID_ARGUMENT naming source:line, the field path (e.g. "scheduler.max_batch_size") and
-  // the reason. `index` selects an element of a repeated last field; -1 otherwise. `outer` selects
-  // the element of a repeated first field (e.g. one priority_queue_policy), -1 otherwise.
+  // `index` selects an element of a repeated last field, `outer` one of a repeated outer field
+  // (e.g. one priority_queue_policy); -1 for none.
   absl::Status Error(std::initializer_list<const char*> path, int index, absl::string_view reason,
                      int outer = -1) const {
-    const google::protobuf::Descriptor* descriptor = v1::ServerConfig::descriptor();
-    const TextFormat::ParseInfoTree* tree = root_;
-    std::vector<std::string> names;
-    int line = -1;
+    FieldPath steps;
     size_t i = 0;
-    for (const char* name : path) {
-      const google::protobuf::FieldDescriptor* field = descriptor->FindFieldByName(name);
-      if (field == nullptr) break;
-      names.push_back(name);
-      const bool last = ++i == path.size();
-      const int field_index = last ? (field->is_repeated() ? std::max(index, 0) : -1)
-                                   : (field->is_repeated() ? std::max(outer, 0) : -1);
-      if (field->is_repeated() && (last ? index >= 0 : outer >= 0)) {
-        names.back() += absl::StrCat("[", last ? index : outer, "]");
-      }
-      if (tree != nullptr) {
-        const auto location = tree->GetLocation(field, field_index);
-        if (location.line >= 0) line = location.line + 1;
-        tree = last ? nullptr : tree->GetTreeForNested(field, field_index);
-      }
-      if (!last) descriptor = field->message_type();
-    }
-    const std::string where = line > 0 ? absl::StrCat(source_, ":", line) : std::string(source_);
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": ", absl::StrJoin(names, "."), ": ", reason));
+    for (const char* name : path) steps.push_back({name, ++i == path.size() ? index : outer});
+    return at_.Error(steps, reason);
   }
 
  private:
-  const TextFormat::ParseInfoTree* root_;
-  std::string source_;
+  TextProtoLocator at_;
 };
 
 absl::Status Validate(const v1::ServerConfig& config, const Locator& at) {
@@ -213,17 +178,7 @@ absl::StatusOr<v1::ServerConfig> ParseServerConfig(absl::string_view text,
                                                    absl::string_view source) {
   v1::ServerConfig config;
   TextFormat::ParseInfoTree tree;
-  CollectErrors errors;
-  TextFormat::Parser parser;
-  parser.RecordErrorsTo(&errors);
-  parser.WriteLocationsTo(&tree);
-  if (!parser.ParseFromString(std::string(text), &config)) {
-    std::vector<std::string> lines;
-    for (const std::string& error : errors.errors())
-      lines.push_back(absl::StrCat(source, ":", error));
-    if (lines.empty()) lines.push_back(absl::StrCat(source, ": not a valid ServerConfig"));
-    return absl::InvalidArgumentError(absl::StrJoin(lines, "\n"));
-  }
+  RETURN_IF_ERROR(ParseTextProto(text, source, &config, &tree));
   FillServerConfigDefaults(&config);
   absl::Status status = Validate(config, Locator(&tree, source));
   if (!status.ok()) return status;

@@ -15,19 +15,25 @@
 namespace convoy {
 namespace {
 
-float Dot(const float* a, const float* b, int32_t n) {
+// scores[s] = q . K[:, s] for the first `n` of `block_size` keys of a transposed K block.
+void BlockScores(const float* q, const float* kt, int32_t head_dim, int32_t block_size, int32_t n,
+                 float* scores) {
 #if defined(__AVX512F__)
-  if (n % 16 == 0) {
+  if (block_size == 16) {
     __m512 acc = _mm512_setzero_ps();
-    for (int32_t i = 0; i < n; i += 16) {
-      acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
+    for (int32_t d = 0; d < head_dim; ++d) {
+      acc = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), _mm512_loadu_ps(kt + d * 16), acc);
     }
-    return HorizontalSum(acc);
+    _mm512_mask_storeu_ps(scores, static_cast<__mmask16>((1u << n) - 1), acc);
+    return;
   }
 #endif
-  float sum = 0.0f;
-  for (int32_t i = 0; i < n; ++i) sum += a[i] * b[i];
-  return sum;
+  for (int32_t s = 0; s < n; ++s) scores[s] = 0.0f;
+  for (int32_t d = 0; d < head_dim; ++d) {
+    const float qd = q[d];
+    const float* row = kt + static_cast<int64_t>(d) * block_size;
+    for (int32_t s = 0; s < n; ++s) scores[s] += qd * row[s];
+  }
 }
 
 // y += a * x
@@ -53,6 +59,13 @@ PagedKvCache::PagedKvCache(const KvCacheSpec& spec) : spec_(spec) {
 }
 
 PagedKvCache::~PagedKvCache() { std::free(data_); }
+
+void PagedKvCache::Write(BlockId block, int32_t layer, int32_t head, int32_t slot, const float* k,
+                         const float* v) {
+  float* kt = KeyBlock(block, layer, head);
+  for (int32_t d = 0; d < spec_.head_dim; ++d) kt[d * spec_.block_size + slot] = k[d];
+  std::memcpy(Value(block, layer, head, slot), v, sizeof(float) * spec_.head_dim);
+}
 
 void PagedAttention(PagedKvCache* cache, int32_t layer, const AttentionShape& shape,
                     const AttentionRow* rows, int32_t num_rows) {
@@ -89,10 +102,13 @@ void PagedAttention(PagedKvCache* cache, int32_t layer, const AttentionShape& sh
       const int32_t context = row.start_pos + t + 1;
 
       scores.resize(context);
+      for (int32_t b = 0; b * block_size < context; ++b) {
+        BlockScores(q, cache->KeyBlock(row.blocks[b], layer, kv_head), hd, block_size,
+                    std::min(block_size, context - b * block_size), scores.data() + b * block_size);
+      }
       float max_score = -INFINITY;
       for (int32_t j = 0; j < context; ++j) {
-        const float* k = cache->At(row.blocks[j / block_size], layer, 0, kv_head, j % block_size);
-        scores[j] = Dot(q, k, hd) * shape.scale;
+        scores[j] *= shape.scale;
         max_score = std::max(max_score, scores[j]);
       }
       float sum = 0.0f;
@@ -103,7 +119,7 @@ void PagedAttention(PagedKvCache* cache, int32_t layer, const AttentionShape& sh
       std::memset(out, 0, sizeof(float) * hd);
       const float inv_sum = 1.0f / sum;
       for (int32_t j = 0; j < context; ++j) {
-        const float* v = cache->At(row.blocks[j / block_size], layer, 1, kv_head, j % block_size);
+        const float* v = cache->Value(row.blocks[j / block_size], layer, kv_head, j % block_size);
         Axpy(scores[j] * inv_sum, v, out, hd);
       }
     }

@@ -1,8 +1,10 @@
 // Attention over the paged KV cache on the CPU. K and V are read through each row's block table;
 // nothing is gathered into a contiguous per-sequence copy.
 //
-// Cache layout, fp32: block b, layer l, k|v, kv head h, slot s, element d at
-//   ((((b * layers + l) * 2 + kv) * kv_heads + h) * block_size + s) * head_dim + d.
+// Cache layout, fp32: for block b, layer l, k|v, kv head h a region of block_size x head_dim
+// floats at (((b * layers + l) * 2 + kv) * kv_heads + h) * block_size * head_dim. V is stored by
+// slot ([slot][d]); K transposed ([d][slot]), so that the scores of block_size keys are one chain
+// of vector multiply-adds, with no horizontal sum per key.
 #ifndef CONVOY_EXECUTOR_CPU_ATTENTION_H_
 #define CONVOY_EXECUTOR_CPU_ATTENTION_H_
 
@@ -21,18 +23,27 @@ class PagedKvCache {
   PagedKvCache& operator=(const PagedKvCache&) = delete;
 
   const KvCacheSpec& spec() const { return spec_; }
-  // The head_dim floats of (block, layer, k or v, kv head, slot).
-  float* At(BlockId block, int32_t layer, int32_t kv, int32_t head, int32_t slot) {
+  // K of one block and KV head: [head_dim][block_size].
+  float* KeyBlock(BlockId block, int32_t layer, int32_t head) {
+    return Region(block, layer, 0, head);
+  }
+  // V of one slot: head_dim floats.
+  float* Value(BlockId block, int32_t layer, int32_t head, int32_t slot) {
+    return Region(block, layer, 1, head) + static_cast<int64_t>(slot) * spec_.head_dim;
+  }
+  // Stores one token's K (head_dim floats) and V into their slot.
+  void Write(BlockId block, int32_t layer, int32_t head, int32_t slot, const float* k,
+             const float* v);
+
+ private:
+  float* Region(BlockId block, int32_t layer, int32_t kv, int32_t head) {
     const int64_t index =
-        ((((static_cast<int64_t>(block) * spec_.num_layers + layer) * 2 + kv) * spec_.num_kv_heads +
-          head) *
-             spec_.block_size +
-         slot) *
-        spec_.head_dim;
+        (((static_cast<int64_t>(block) * spec_.num_layers + layer) * 2 + kv) * spec_.num_kv_heads +
+         head) *
+        spec_.block_size * spec_.head_dim;
     return data_ + index;
   }
 
- private:
   KvCacheSpec spec_;
   float* data_ = nullptr;
 };

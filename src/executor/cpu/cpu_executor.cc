@@ -221,8 +221,7 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
       const int32_t pos = row.start_pos + t;
       const BlockId block = row.block_table[pos / block_size];
       for (int32_t kh = 0; kh < static_cast<int32_t>(c.num_key_value_heads); ++kh) {
-        std::memcpy(cache->At(block, l, 0, kh, pos % block_size), k + kh * hd, sizeof(float) * hd);
-        std::memcpy(cache->At(block, l, 1, kh, pos % block_size), v + kh * hd, sizeof(float) * hd);
+        cache->Write(block, l, kh, pos % block_size, k + kh * hd, v + kh * hd);
       }
     }
     PagedAttention(cache.get(), l, shape, attention_rows.data(), num_rows);
