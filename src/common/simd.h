@@ -27,11 +27,74 @@ inline float HorizontalSum(__m512 v) {
 
 #endif  // __AVX512F__
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "common/half.h"
 
 namespace convoy {
+
+// x[i] *= scale for i < n; returns the largest result (-inf for n = 0).
+inline float ScaleAndMax(float* x, int64_t n, float scale) {
+  int64_t i = 0;
+  float best = -INFINITY;
+#if defined(__AVX512F__)
+  const __m512 vscale = _mm512_set1_ps(scale);
+  __m512 vbest = _mm512_set1_ps(-INFINITY);
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), vscale);
+    _mm512_storeu_ps(x + i, v);
+    vbest = _mm512_max_ps(vbest, v);
+  }
+  best = _mm512_reduce_max_ps(vbest);
+#endif
+  for (; i < n; ++i) {
+    x[i] *= scale;
+    best = std::max(best, x[i]);
+  }
+  return best;
+}
+
+// x[i] = exp(x[i] - shift) for i < n; returns their sum. With AVX-512: a degree-7 polynomial for
+// 2^f after range reduction (relative error about 1e-6 over the softmax's range, x - shift <= 0),
+// sixteen at a time; inputs below -87 give 0 as expf's do.
+inline float ExpShiftedSum(float* x, int64_t n, float shift) {
+  int64_t i = 0;
+  float sum = 0.0f;
+#if defined(__AVX512F__)
+  const __m512 vshift = _mm512_set1_ps(shift);
+  __m512 vsum = _mm512_setzero_ps();
+  for (; i < n; i += 16) {
+    const __mmask16 mask =
+        n - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 v = _mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + i), vshift);
+    const __m512 t = _mm512_mul_ps(_mm512_max_ps(v, _mm512_set1_ps(-87.0f)),
+                                   _mm512_set1_ps(1.44269504088896341f));
+    const __m512 whole = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 f = _mm512_sub_ps(t, whole);  // in [-0.5, 0.5]
+    __m512 p = _mm512_set1_ps(1.525273380405984e-05f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.5403530393381608e-04f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-03f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618129107628477e-03f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550410866482158e-02f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402265069591007e-01f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931471805599453e-01f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    __m512 e = _mm512_scalef_ps(p, whole);
+    e = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_set1_ps(-87.0f), _CMP_LT_OQ), e,
+                             _mm512_setzero_ps());
+    _mm512_mask_storeu_ps(x + i, mask, e);
+    vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(mask, e));
+  }
+  sum = HorizontalSum(vsum);
+#endif
+  for (; i < n; ++i) {
+    x[i] = std::exp(x[i] - shift);
+    sum += x[i];
+  }
+  return sum;
+}
 
 // dst[i] = bf16(src[i]), rounding to nearest even, in parallel over the OpenMP threads. With
 // AVX512-BF16 the hardware converts (denormal inputs become zero); otherwise FloatToBF16.

@@ -36,18 +36,39 @@ void BlockScores(const float* q, const float* kt, int32_t head_dim, int32_t bloc
   }
 }
 
-// y += a * x
-void Axpy(float a, const float* x, float* y, int32_t n) {
+// out = sum over j < context of weights[j] * V[j], V read block by block. The sums stay in
+// registers across keys (64 elements of the head at a time); adding into `out` key by key made
+// every key wait on the previous key's store.
+void WeightedValues(PagedKvCache* cache, const BlockId* blocks, int32_t layer, int32_t kv_head,
+                    const float* weights, int32_t context, float* out) {
+  const int32_t hd = cache->spec().head_dim;
+  const int32_t block_size = cache->spec().block_size;
 #if defined(__AVX512F__)
-  if (n % 16 == 0) {
-    const __m512 va = _mm512_set1_ps(a);
-    for (int32_t i = 0; i < n; i += 16) {
-      _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+  if (hd % 16 == 0) {
+    for (int32_t d0 = 0; d0 < hd; d0 += 64) {
+      const int32_t lanes = std::min(64, hd - d0) / 16;
+      __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                       _mm512_setzero_ps()};
+      for (int32_t b = 0; b * block_size < context; ++b) {
+        const float* v = cache->Value(blocks[b], layer, kv_head, 0) + d0;
+        const int32_t n = std::min(block_size, context - b * block_size);
+        for (int32_t s = 0; s < n; ++s, v += hd) {
+          const __m512 w = _mm512_set1_ps(weights[b * block_size + s]);
+          for (int32_t c = 0; c < lanes; ++c) {
+            acc[c] = _mm512_fmadd_ps(w, _mm512_loadu_ps(v + 16 * c), acc[c]);
+          }
+        }
+      }
+      for (int32_t c = 0; c < lanes; ++c) _mm512_storeu_ps(out + d0 + 16 * c, acc[c]);
     }
     return;
   }
 #endif
-  for (int32_t i = 0; i < n; ++i) y[i] += a * x[i];
+  std::memset(out, 0, sizeof(float) * hd);
+  for (int32_t j = 0; j < context; ++j) {
+    const float* v = cache->Value(blocks[j / block_size], layer, kv_head, j % block_size);
+    for (int32_t d = 0; d < hd; ++d) out[d] += weights[j] * v[d];
+  }
 }
 
 }  // namespace
@@ -106,22 +127,10 @@ void PagedAttention(PagedKvCache* cache, int32_t layer, const AttentionShape& sh
         BlockScores(q, cache->KeyBlock(row.blocks[b], layer, kv_head), hd, block_size,
                     std::min(block_size, context - b * block_size), scores.data() + b * block_size);
       }
-      float max_score = -INFINITY;
-      for (int32_t j = 0; j < context; ++j) {
-        scores[j] *= shape.scale;
-        max_score = std::max(max_score, scores[j]);
-      }
-      float sum = 0.0f;
-      for (int32_t j = 0; j < context; ++j) {
-        scores[j] = std::exp(scores[j] - max_score);
-        sum += scores[j];
-      }
-      std::memset(out, 0, sizeof(float) * hd);
-      const float inv_sum = 1.0f / sum;
-      for (int32_t j = 0; j < context; ++j) {
-        const float* v = cache->Value(row.blocks[j / block_size], layer, kv_head, j % block_size);
-        Axpy(scores[j] * inv_sum, v, out, hd);
-      }
+      const float max_score = ScaleAndMax(scores.data(), context, shape.scale);
+      const float inv_sum = 1.0f / ExpShiftedSum(scores.data(), context, max_score);
+      for (int32_t j = 0; j < context; ++j) scores[j] *= inv_sum;
+      WeightedValues(cache, row.blocks, layer, kv_head, scores.data(), context, out);
     }
   }
 }
