@@ -11,37 +11,17 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "subprocess.h"
 
 namespace convoy::testing {
 namespace {
 
 using ::testing::HasSubstr;
 
-struct ProcessResult {
-  int exit_code;
-  std::string out;  // stdout only
-};
-
-ProcessResult Execute(const std::string& args) {
-  ProcessResult run{-1, ""};
-  FILE* pipe = popen((std::string(CONVOY_CLIENT_PATH) + " " + args + " 2>/dev/null").c_str(), "r");
-  if (pipe == nullptr) return run;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) run.out.append(buffer, n);
-  const int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
-}
-
-std::vector<nlohmann::json> JsonLines(const std::string& text) {
-  std::vector<nlohmann::json> lines;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line[0] == '{') lines.push_back(nlohmann::json::parse(line));
-  }
-  return lines;
+// Runs the convoy client with `args`; its stdout only.
+ProcessResult Client(const std::string& args) {
+  return Execute(std::string(CONVOY_CLIENT_PATH) + " " + args,
+                 /*with_stderr=*/false);
 }
 
 class ClientTest : public ::testing::Test {
@@ -70,7 +50,7 @@ TEST_F(ClientTest, GenerateJsonMatchesTheApiAndStreamingGivesTheSameTokens) {
   const std::vector<int32_t> tokens(expected.token_ids().begin(), expected.token_ids().end());
 
   const ProcessResult unary =
-      Execute("generate " + Addr() + " --token-ids 1,2,3 --max-tokens 6 --logprobs --json");
+      Client("generate " + Addr() + " --token-ids 1,2,3 --max-tokens 6 --logprobs --json");
   ASSERT_EQ(unary.exit_code, 0) << unary.out;
   const auto lines = JsonLines(unary.out);
   ASSERT_EQ(lines.size(), 1u) << unary.out;
@@ -80,7 +60,7 @@ TEST_F(ClientTest, GenerateJsonMatchesTheApiAndStreamingGivesTheSameTokens) {
   EXPECT_EQ(lines[0]["finish_reason"], "length");
 
   const ProcessResult streamed =
-      Execute("generate " + Addr() + " --token-ids 1,2,3 --max-tokens 6 --stream --json");
+      Client("generate " + Addr() + " --token-ids 1,2,3 --max-tokens 6 --stream --json");
   ASSERT_EQ(streamed.exit_code, 0) << streamed.out;
   const auto stream_lines = JsonLines(streamed.out);
   ASSERT_GE(stream_lines.size(), 2u) << streamed.out;
@@ -88,25 +68,25 @@ TEST_F(ClientTest, GenerateJsonMatchesTheApiAndStreamingGivesTheSameTokens) {
   EXPECT_EQ(stream_lines.back()["finish_reason"], "length");
 
   const ProcessResult plain =
-      Execute("generate " + Addr() + " --token-ids 1,2,3 --max-tokens 6 --stream");
+      Client("generate " + Addr() + " --token-ids 1,2,3 --max-tokens 6 --stream");
   ASSERT_EQ(plain.exit_code, 0);
   EXPECT_THAT(plain.out, HasSubstr("[length]"));
 }
 
 TEST_F(ClientTest, ErrorsExitNonZeroAndBadUsageExitsTwo) {
-  EXPECT_EQ(Execute("generate " + Addr() + " --token-ids 1,2,3 --top-p 2").exit_code, 1);
-  EXPECT_EQ(Execute("generate " + Addr() + " --token-ids 1,x").exit_code, 2);
-  EXPECT_EQ(Execute("generate " + Addr()).exit_code, 2);
-  EXPECT_EQ(Execute("frobnicate").exit_code, 2);
-  EXPECT_EQ(Execute("health --addr 127.0.0.1:1 --timeout-ms 2000").exit_code, 1);
+  EXPECT_EQ(Client("generate " + Addr() + " --token-ids 1,2,3 --top-p 2").exit_code, 1);
+  EXPECT_EQ(Client("generate " + Addr() + " --token-ids 1,x").exit_code, 2);
+  EXPECT_EQ(Client("generate " + Addr()).exit_code, 2);
+  EXPECT_EQ(Client("frobnicate").exit_code, 2);
+  EXPECT_EQ(Client("health --addr 127.0.0.1:1 --timeout-ms 2000").exit_code, 1);
 }
 
 TEST_F(ClientTest, HealthAndInfo) {
-  const ProcessResult health = Execute("health " + Addr());
+  const ProcessResult health = Client("health " + Addr());
   EXPECT_EQ(health.exit_code, 0);
   EXPECT_THAT(health.out, HasSubstr("SERVING"));
 
-  const ProcessResult info = Execute("info " + Addr());
+  const ProcessResult info = Client("info " + Addr());
   ASSERT_EQ(info.exit_code, 0) << info.out;
   const auto lines = JsonLines(info.out);
   ASSERT_EQ(lines.size(), 1u);

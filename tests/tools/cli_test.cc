@@ -8,36 +8,14 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "subprocess.h"
 
 namespace convoy {
 namespace {
 
-struct ProcessResult {
-  int exit_code;
-  std::string out;  // stdout and stderr together
-};
-
-ProcessResult Execute(const std::string& command) {
-  ProcessResult run{-1, ""};
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return run;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) run.out.append(buffer, n);
-  const int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
-}
-
-std::vector<nlohmann::json> JsonLines(const std::string& text) {
-  std::vector<nlohmann::json> lines;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line[0] == '{') lines.push_back(nlohmann::json::parse(line));
-  }
-  return lines;
-}
+using ::convoy::testing::Execute;
+using ::convoy::testing::JsonLines;
+using ::convoy::testing::ProcessResult;
 
 class CliTest : public ::testing::Test {
  protected:
