@@ -23,6 +23,7 @@ double MeasureStreamingReadBandwidth(int64_t bytes, int repeats) {
     float total = 0.0f;
 #pragma omp parallel reduction(+ : total)
     {
+#if defined(__AVX512F__)
       __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < n; i += 32) {
@@ -30,6 +31,15 @@ double MeasureStreamingReadBandwidth(int64_t bytes, int repeats) {
         acc1 = _mm512_add_ps(acc1, _mm512_load_ps(data + i + 16));
       }
       total += convoy::HorizontalSum(_mm512_add_ps(acc0, acc1));
+#else
+      // Eight independent sums, so that the additions keep up with the loads.
+      float acc[8] = {};
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < n; i += 8) {
+        for (int k = 0; k < 8; ++k) acc[k] += data[i + k];
+      }
+      for (float a : acc) total += a;
+#endif
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     sink = sink + total;

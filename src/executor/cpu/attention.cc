@@ -7,10 +7,8 @@
 #include <new>
 #include <vector>
 
-#if defined(__AVX512F__)
 #include "common/simd.h"
 #include "executor/cpu/ops.h"
-#endif
 
 namespace convoy {
 namespace {
