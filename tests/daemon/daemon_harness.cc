@@ -36,19 +36,6 @@ std::chrono::system_clock::time_point DeadlineIn(absl::Duration d) {
 
 }  // namespace
 
-ModelConfig TinyModelConfig() {
-  ModelConfig c;
-  c.vocab_size = 320;
-  c.hidden_size = 64;
-  c.intermediate_size = 128;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 16;
-  c.max_position_embeddings = 256;
-  return c;
-}
-
 std::string WriteTestModel(const std::string& name, const ModelConfig& config) {
   const std::string dir =
       ::testing::TempDir() + "/convoy_daemon_" + name + "_" + std::to_string(::getpid());

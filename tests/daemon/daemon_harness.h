@@ -16,13 +16,11 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/channel.h"
 #include "model/model_config.h"
+#include "test_models.h"
 
 namespace convoy::testing {
 
 inline constexpr absl::Duration kLiveness = absl::Seconds(60);
-
-// 2 layers, hidden 64, vocabulary 320, context 256: fast enough for dozens of streams.
-ModelConfig TinyModelConfig();
 
 // Writes (once per process) the random model of `config` and returns its directory.
 std::string WriteTestModel(const std::string& name, const ModelConfig& config);

@@ -15,31 +15,19 @@
 #include "model/random_model.h"
 #include "scheduler/server_config.h"
 #include "status_matchers.h"
+#include "test_models.h"
 
 namespace convoy::testing {
 namespace {
 
 constexpr int32_t kBlockSize = 4;
 
-ModelConfig TinyConfig() {
-  ModelConfig c;
-  c.vocab_size = 320;
-  c.hidden_size = 64;
-  c.intermediate_size = 128;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 16;
-  c.max_position_embeddings = 256;
-  return c;
-}
-
 const ModelWeights& Weights() {
   static const ModelWeights* weights = [] {
     const std::string dir =
         ::testing::TempDir() + "/convoy_sched_parity_" + std::to_string(::getpid());
     RandomModelOptions options;
-    options.config = TinyConfig();
+    options.config = TinyModelConfig();
     options.seed = 5;
     options.dtype = DType::kF32;
     absl::Status written = WriteRandomModel(dir, options);
@@ -56,7 +44,7 @@ std::unique_ptr<CpuExecutor> MakeExecutor(int32_t num_blocks) {
   options.num_threads = 2;
   options.block_size = kBlockSize;
   options.weight_format = CpuWeightFormat::kF32;
-  const ModelConfig& c = TinyConfig();
+  const ModelConfig& c = TinyModelConfig();
   options.kv_cache_bytes = int64_t{num_blocks} * 2 * c.num_hidden_layers * c.num_key_value_heads *
                            c.head_dim * kBlockSize * static_cast<int64_t>(sizeof(float));
   auto executor = CpuExecutor::Create(Weights(), options);

@@ -1,6 +1,6 @@
 // Random Llama models for executor and engine tests, written once per test binary.
-#ifndef CONVOY_TESTS_EXECUTOR_TEST_MODELS_H_
-#define CONVOY_TESTS_EXECUTOR_TEST_MODELS_H_
+#ifndef CONVOY_TESTS_TEST_MODELS_H_
+#define CONVOY_TESTS_TEST_MODELS_H_
 
 #include <unistd.h>
 
@@ -12,6 +12,21 @@
 #include "model/random_model.h"
 
 namespace convoy::testing {
+
+// 2 layers, hidden 64, 4 query heads over 2 KV heads, vocabulary 320, context 256: fast enough
+// for dozens of concurrent requests through the daemon or the scheduler.
+inline ModelConfig TinyModelConfig() {
+  ModelConfig c;
+  c.vocab_size = 320;
+  c.hidden_size = 64;
+  c.intermediate_size = 128;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 16;
+  c.max_position_embeddings = 256;
+  return c;
+}
 
 // A GQA model big enough for several KV blocks per sequence: 4 layers, 8 query heads over 2 KV
 // heads of 16, untied embeddings.
@@ -52,4 +67,4 @@ inline std::unique_ptr<ModelWeights> LoadRandomModel(const std::string& name,
 
 }  // namespace convoy::testing
 
-#endif  // CONVOY_TESTS_EXECUTOR_TEST_MODELS_H_
+#endif  // CONVOY_TESTS_TEST_MODELS_H_
