@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "bench/loadgen/workload.pb.h"
+#include "common/xoshiro.h"
 
 namespace convoy::bench {
 
@@ -28,7 +29,7 @@ class Rng {
   double Gamma(double shape);
 
  private:
-  uint64_t state_[4];
+  Xoshiro256 generator_;
 };
 
 // The gaps between open-loop arrivals: their mean is 1 / rate_rps for every pattern.

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/half.h"
+#include "common/xoshiro.h"
 #include "convoy/status_macros.h"
 #include "model/file_util.h"
 #include "model/model_weights.h"
@@ -24,13 +25,6 @@
 namespace convoy {
 namespace {
 
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 uint64_t Fnv1a64(const std::string& text) {
   uint64_t hash = 0xcbf29ce484222325ull;
   for (unsigned char c : text) {
@@ -39,33 +33,6 @@ uint64_t Fnv1a64(const std::string& text) {
   }
   return hash;
 }
-
-// xoshiro256** (Blackman and Vigna), seeded through splitmix64.
-class Xoshiro256 {
- public:
-  explicit Xoshiro256(uint64_t seed) {
-    for (uint64_t& word : state_) word = SplitMix64(seed);
-  }
-
-  uint64_t Next() {
-    const uint64_t result = Rotl(state_[1] * 5, 7) * 9;
-    const uint64_t t = state_[1] << 17;
-    state_[2] ^= state_[0];
-    state_[3] ^= state_[1];
-    state_[1] ^= state_[2];
-    state_[0] ^= state_[3];
-    state_[2] ^= t;
-    state_[3] = Rotl(state_[3], 45);
-    return result;
-  }
-
-  // Uniform in [0, 1), on the grid of 2^-53.
-  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
-
- private:
-  static uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-  uint64_t state_[4];
-};
 
 // Natural logarithm of a positive finite x from exactly rounded operations only: x = m * 2^e with
 // m in [sqrt(1/2), sqrt(2)), log(m) = 2 atanh(s) with s = (m - 1) / (m + 1), |s| < 0.172, whose
