@@ -1,8 +1,6 @@
-// Token sampling over fp32 logits, one row per block: greedy (argmax, lowest id on ties) when the
-// temperature is 0 or top_k is 1; otherwise logits / temperature, cut to the top_k most likely and
-// then to the smallest most-likely set whose probability reaches top_p (ties at a cut are kept),
-// and drawn by inverse CDF in token-id order with u = SampleUniform(seed, sample_index). Reports
-// the chosen token's log-softmax of the raw logits and, when asked, the most likely tokens.
+// Token sampling over fp32 logits, one row per block, by the rule in common/sampling_rule.h (the
+// CPU sampler's rule too). Reports the chosen token's log-softmax of the raw logits and, when
+// asked, the most likely tokens.
 #ifndef CONVOY_KERNELS_SAMPLING_CUH_
 #define CONVOY_KERNELS_SAMPLING_CUH_
 
@@ -10,6 +8,7 @@
 
 #include <cstdint>
 
+#include "common/sampling_rule.h"
 #include "kernels/half_type.cuh"
 
 namespace convoy::kernels {
@@ -44,18 +43,6 @@ struct SamplingKernelParams {
 };
 
 cudaError_t LaunchSampling(const SamplingKernelParams& params, cudaStream_t stream);
-
-// The uniform draw in [0, 1) for (seed, sample_index): the same on host and device.
-CONVOY_HOST_DEVICE inline uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-CONVOY_HOST_DEVICE inline double SampleUniform(uint64_t seed, int64_t sample_index) {
-  const uint64_t bits = SplitMix64(seed ^ SplitMix64(static_cast<uint64_t>(sample_index)));
-  return static_cast<double>(bits >> 11) * 0x1.0p-53;
-}
 
 }  // namespace convoy::kernels
 

@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# The whole GPU check in one call of the device machine (it has nvcc and cuBLAS but no network,
-# Abseil, GoogleTest, oneDNN or OpenBLAS), in two steps:
+# The whole GPU check in one call of the device machine (it has nvcc, cuBLAS, PyTorch and
+# transformers, but no network, Abseil, gRPC, GoogleTest or oneDNN), in two steps:
 #
 #   1. Here:  scripts/gpu-check.sh build
-#      Builds the GPU tests and the benchmark into build-gpu/ (sm_90, no -march=native) and packs
-#      them with every shared library they need except glibc, libcuda and cuBLAS into
-#      build-gpu/carry/bundle.tar.xz (kept under the 64 MiB carry limit).
+#      Builds the GPU tests, the benchmark, convoyd, its client, convoy-mkmodel and convoy-bench
+#      into build-gpu/ (sm_90, no -march=native) and packs them with every shared library they
+#      need except glibc, libcuda and cuBLAS into build-gpu/carry/bundle.tar.xz (well under the
+#      64 MiB carry limit).
 #   2. There: the device tool's run, with
 #        carry:   ["build-gpu/carry"]
-#        command: scripts/gpu-check.sh device
-#        timeout_s: 540
-#      Runs the kernel tests, the CPU-vs-GPU parity test and the benchmark, writes full logs under
-#      $OUT, and ends with one table.
+#        command: scripts/gpu-check.sh device [PART...]
+#        timeout_s: CONVOY_GPU_BUDGET_S + 60
+#      PARTs (default: all, in this order): tests (kernels, CPU-vs-GPU parity, scheduler parity
+#      under every shipped config), bench (gpu_bench), serve (convoyd on the GPU with a random
+#      Llama-3.2-1B, a convoy-bench run, a SIGTERM drain under load), baseline (transformers'
+#      static batching on the same model and workload). Every part runs inside the budget
+#      (CONVOY_GPU_BUDGET_S, default 420 s): a part that would overrun is cut short, and the table
+#      is printed last whatever happened. Full logs go under $OUT. Exits non-zero when any part
+#      failed or no GPU is usable: a run that skipped everything must never look like a pass.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -21,12 +27,16 @@ build() {
   local dir=build-gpu
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONVOY_ENABLE_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DCONVOY_NATIVE=OFF >/dev/null
-  cmake --build "$dir" -j "${CONVOY_BUILD_JOBS:-1}" --target kernels_test cuda_executor_test gpu_bench
+  local bins=(tests/kernels/kernels_test tests/kernels/cuda_executor_test
+    tests/kernels/cuda_scheduler_parity_test bench/gpu/gpu_bench src/daemon/convoyd
+    src/daemon/convoy src/tools/convoy-mkmodel bench/loadgen/convoy-bench)
+  local targets=()
+  for b in "${bins[@]}"; do targets+=("$(basename "$b")"); done
+  cmake --build "$dir" -j "${CONVOY_BUILD_JOBS:-$(nproc)}" --target "${targets[@]}"
   local stage="$dir/stage"
   rm -rf "$stage" "$dir/carry"
   mkdir -p "$stage/bin" "$stage/lib" "$dir/carry"
-  cp "$dir/tests/kernels/kernels_test" "$dir/tests/kernels/cuda_executor_test" \
-    "$dir/bench/gpu/gpu_bench" "$stage/bin/"
+  for b in "${bins[@]}"; do cp "$dir/$b" "$stage/bin/"; done
   # Every shared library the binaries load, except the C library, the driver and cuBLAS.
   for bin in "$stage"/bin/*; do
     ldd "$bin" | awk '/=> \// {print $3}'
@@ -38,48 +48,220 @@ build() {
   echo "now: device run with carry [\"$dir/carry\"] and command: scripts/gpu-check.sh device"
 }
 
+# Prints the directory holding libcublas.so.13: the loader's cache, the CUDA install, then any
+# copy on the disk (a Python wheel's nvidia/cublas/lib, say).
+# CONVOY_CUDA_HOME and CONVOY_CUBLAS_SEARCH_ROOT change where it looks (tests).
+find_cublas() {
+  local lib cuda=${CONVOY_CUDA_HOME:-/usr/local/cuda}
+  lib=$(ldconfig -p 2>/dev/null | awk '/libcublas\.so\.13 / {print $NF; exit}')
+  if [ -z "$lib" ]; then
+    for d in "$cuda/lib64" "$cuda/targets/x86_64-linux/lib" "$cuda/lib"; do
+      [ -e "$d/libcublas.so.13" ] && { lib="$d/libcublas.so.13"; break; }
+    done
+  fi
+  if [ -z "$lib" ]; then
+    lib=$(find "${CONVOY_CUBLAS_SEARCH_ROOT:-/}" -xdev \( -path /proc -o -path /sys \) -prune -o \
+      -name 'libcublas.so.13' -print 2>/dev/null | head -n 1)
+  fi
+  [ -n "$lib" ] && dirname "$lib"
+}
+
 device() {
+  shift || true
+  local parts=("$@")
+  [ ${#parts[@]} -eq 0 ] && parts=(tests bench serve baseline)
   local out=${OUT:-/tmp/gpu-check-out}
   mkdir -p "$out"
-  local root=/tmp/convoy-gpu
-  rm -rf "$root" && mkdir -p "$root"
-  tar -C "$root" -xJf build-gpu/carry/bundle.tar.xz || { echo "no bundle: run the build step"; exit 1; }
-  local cublas_dir
-  cublas_dir=$(dirname "$(ldconfig -p | awk '/libcublas\.so\.13 / {print $NF; exit}')" 2>/dev/null)
-  for d in "$cublas_dir" /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
-    [ -n "$d" ] && [ -d "$d" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
-  done
-  export LD_LIBRARY_PATH="$root/lib:${LD_LIBRARY_PATH:-}"
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv | tee "$out/nvidia-smi.txt"
-  ldd "$root/bin/gpu_bench" | grep -E "not found|cublas" | tee "$out/ldd.txt"
+  local budget=${CONVOY_GPU_BUDGET_S:-420}
+  local deadline=$((SECONDS + budget))
+  local bundle=${CONVOY_GPU_BUNDLE:-build-gpu/carry/bundle.tar.xz}
+  local root=${CONVOY_GPU_ROOT:-/tmp/convoy-gpu}
+  local rows=() failed=0
+  export CONVOY_REQUIRE_GPU=1  # a GPU test that would skip fails instead
 
-  local status=()
-  run() {  # name timeout binary args...
-    local name=$1 limit=$2
-    shift 2
-    timeout "$limit" "$@" >"$out/$name.log" 2>&1
-    local rc=$?
-    status+=("| $name | exit $rc, $(grep -cE '^\[       OK \]' "$out/$name.log") ok, $(grep -cE '^\[  FAILED  \]' "$out/$name.log") failed lines |")
-    echo "--- $name (exit $rc), last lines:"
-    tail -n 15 "$out/$name.log"
+  table() {
+    echo
+    echo "=== GPU check: $(date -u +%F) $(git rev-parse --short HEAD 2>/dev/null) ==="
+    echo "| what | result |"
+    echo "| --- | --- |"
+    printf '%s\n' "${rows[@]}"
+    [ "$failed" -eq 0 ] && echo "GPU CHECK PASSED" || echo "GPU CHECK FAILED ($failed failures)"
   }
-  run kernels_test 120 "$root/bin/kernels_test"
-  run cuda_executor_test 180 "$root/bin/cuda_executor_test"
-  run gpu_bench 300 "$root/bin/gpu_bench"
+  fail_now() {
+    echo "!!!!!!!! GPU CHECK FAILED: $1 !!!!!!!!"
+    rows+=("| setup | FAILED: $1 |")
+    failed=$((failed + 1))
+    table
+    exit 1
+  }
 
-  echo
-  echo "=== GPU check: $(date -u +%F) ==="
-  echo "| what | result |"
-  echo "| --- | --- |"
-  printf '%s\n' "${status[@]}"
-  grep -h '^GPU_CHECK kernel' "$out/kernels_test.log" | awk '{printf "| kernel %s | rel err %s |\n", $3, $5}'
-  grep -h '^GPU_CHECK parity' "$out/cuda_executor_test.log" |
-    awk '{printf "| GPU vs CPU executor | logits rel err %s (<= 2e-2), greedy agree %s |\n", $4, $6}'
-  sed -n '/=== gpu_bench ===/,$p' "$out/gpu_bench.log" | grep '^|'
+  rm -rf "$root" && mkdir -p "$root"
+  tar -C "$root" -xJf "$bundle" || fail_now "no bundle at $bundle: run scripts/gpu-check.sh build here"
+  local cublas_dir
+  cublas_dir=$(find_cublas)
+  [ -n "$cublas_dir" ] || fail_now "libcublas.so.13 not found on this machine"
+  echo "cuBLAS: $cublas_dir"
+  export LD_LIBRARY_PATH="$root/lib:$cublas_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv \
+    >"$out/nvidia-smi.txt" 2>&1 || fail_now "nvidia-smi finds no usable GPU ($(head -c 200 "$out/nvidia-smi.txt"))"
+  cat "$out/nvidia-smi.txt"
+  if ldd "$root/bin/gpu_bench" | grep "not found" | tee "$out/ldd.txt" | grep -q .; then
+    fail_now "libraries missing: $(tr '\n' ' ' <"$out/ldd.txt")"
+  fi
+  rows+=("| machine | $(tail -n 1 "$out/nvidia-smi.txt"); cuBLAS from $cublas_dir |")
+
+  # Seconds a part may take: its own cap, or what is left before the deadline less 15 s for the
+  # table, whichever is less.
+  allowance() {
+    local cap=$1 left=$((deadline - SECONDS - 15))
+    [ "$left" -lt "$cap" ] && cap=$left
+    echo $((cap > 0 ? cap : 0))
+  }
+  # run NAME CAP CMD...: runs CMD under its allowance, logs to $out/NAME.log, adds a row.
+  run_step() {
+    local name=$1 limit
+    limit=$(allowance "$2")
+    shift 2
+    if [ "$limit" -le 0 ]; then
+      rows+=("| $name | NOT RUN: the budget was spent |")
+      failed=$((failed + 1))
+      return 1
+    fi
+    local start=$SECONDS
+    timeout -k 5 "$limit" "$@" >"$out/$name.log" 2>&1
+    local rc=$?
+    local took=$((SECONDS - start)) detail=""
+    if grep -qE '^\[==========\]' "$out/$name.log"; then
+      detail=", $(grep -cE '^\[       OK \]' "$out/$name.log") ok, $(grep -cE '^\[  FAILED  \]' "$out/$name.log") failed lines, $(grep -cE '^\[  SKIPPED \]' "$out/$name.log") skipped"
+    fi
+    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+      rows+=("| $name | TIMED OUT after ${limit} s$detail |")
+    elif [ "$rc" -ne 0 ]; then
+      rows+=("| $name | FAILED: exit $rc in ${took} s$detail |")
+    else
+      rows+=("| $name | ok in ${took} s$detail |")
+    fi
+    echo "--- $name (exit $rc, ${took} s), last lines:"
+    tail -n 12 "$out/$name.log"
+    [ "$rc" -eq 0 ] || failed=$((failed + 1))
+    return "$rc"
+  }
+
+  local model=${CONVOY_GPU_MODEL_DIR:-/tmp/convoy-llama-1b}
+  for part in "${parts[@]}"; do
+    case "$part" in
+      tests)
+        run_step kernels_test 60 "$root/bin/kernels_test"
+        run_step cuda_executor_test 60 "$root/bin/cuda_executor_test"
+        run_step cuda_scheduler_parity_test 90 "$root/bin/cuda_scheduler_parity_test"
+        while read -r line; do rows+=("$line"); done < <(
+          grep -h '^GPU_CHECK kernel' "$out/kernels_test.log" | awk '{printf "| kernel %s | rel err %s |\n", $3, $5}'
+          grep -h '^GPU_CHECK sampler_agree' "$out/kernels_test.log" | awk '{printf "| sampler: kernel vs CPU rule | same token %s |\n", $3}'
+          grep -h '^GPU_CHECK parity' "$out/cuda_executor_test.log" |
+            awk '{printf "| GPU vs CPU executor | logits rel err %s (<= 2e-2), greedy agree %s |\n", $4, $6}'
+          grep -h '^GPU_CHECK sched_parity' "$out/cuda_scheduler_parity_test.log" |
+            awk '{printf "| scheduler parity %s | tokens equal to the CPU %s, %s preemptions |\n", $3, $5, $7}')
+        ;;
+      bench)
+        run_step gpu_bench 150 "$root/bin/gpu_bench"
+        while read -r line; do rows+=("$line"); done < <(
+          sed -n '/=== gpu_bench ===/,$p' "$out/gpu_bench.log" | grep '^|')
+        ;;
+      serve)
+        serve_part "$root" "$out" "$model"
+        ;;
+      baseline)
+        baseline_part "$out" "$model"
+        ;;
+      *) rows+=("| $part | FAILED: unknown part |"); failed=$((failed + 1)) ;;
+    esac
+  done
+  table
+  [ "$failed" -eq 0 ]
+}
+
+# convoyd on the GPU: a random Llama-3.2-1B made here, one request, a convoy-bench run of the
+# comparison workload, then a drain: SIGTERM while a second bench run is in flight.
+serve_part() {
+  local root=$1 out=$2 model=$3 bin=$1/bin
+  [ -f "$model/config.json" ] ||
+    run_step mkmodel 60 "$bin/convoy-mkmodel" --preset "${CONVOY_GPU_MODEL_PRESET:-llama-3.2-1b}" \
+      --dtype bf16 --out "$model" ||
+    return 1
+  local limit
+  limit=$(allowance 150)
+  [ "$limit" -gt 30 ] || { rows+=("| convoyd | NOT RUN: the budget was spent |"); failed=$((failed + 1)); return 1; }
+  local port=50151
+  "$bin/convoyd" --config configs/throughput.pbtxt --model "$model" --port $port \
+    --metrics-port 8102 --log-format json >"$out/convoyd.log" 2>&1 &
+  local pid=$! start=$SECONDS ready=0
+  while [ $((SECONDS - start)) -lt 90 ] && kill -0 "$pid" 2>/dev/null; do
+    if "$bin/convoy" health --addr 127.0.0.1:$port >/dev/null 2>&1; then ready=1; break; fi
+    sleep 1
+  done
+  if [ "$ready" -ne 1 ]; then
+    rows+=("| convoyd | FAILED: not SERVING after $((SECONDS - start)) s (see convoyd.log: $(grep -m1 -iE 'error|fail' "$out/convoyd.log" | head -c 300)) |")
+    failed=$((failed + 1))
+    kill -9 "$pid" 2>/dev/null
+    tail -n 20 "$out/convoyd.log"
+    return 1
+  fi
+  rows+=("| convoyd | SERVING in $((SECONDS - start)) s, $(grep -o 'on the [a-z]* executor' "$out/convoyd.log" | head -n 1) |")
+  "$bin/convoy" info --addr 127.0.0.1:$port >"$out/convoy-info.txt" 2>&1
+  run_step generate 20 "$bin/convoy" generate --addr 127.0.0.1:$port --token-ids 1,2,3 \
+    --max-tokens 16
+  if run_step convoy_bench 90 "$bin/convoy-bench" run --addr 127.0.0.1:$port \
+      --workload bench/workloads/gpu_compare.pbtxt --progress=false --json "$out/convoy-bench.json"; then
+    local all
+    all=$(awk -F'|' '$1 ~ /^all / || $1 ~ /^mixed / {print}' "$out/convoy_bench.log" | tail -n 1)
+    local done_n fail_n tok_s
+    done_n=$(awk '{print $2}' <<<"$all")
+    fail_n=$(awk '{print $3}' <<<"$all")
+    tok_s=$(awk -F'|' '{print $NF}' <<<"$all" | awk '{print $2}')
+    echo "$tok_s" >"$out/convoy_tok_s.txt"
+    rows+=("| convoyd + convoy-bench (256 req, 64 in flight) | done $done_n, failed $fail_n, $tok_s output tok/s |")
+    [ "${fail_n:-1}" = "0" ] || failed=$((failed + 1))
+  fi
+  # The drain: a second run in flight, then SIGTERM; convoyd must finish and exit 0.
+  "$bin/convoy-bench" run --addr 127.0.0.1:$port --workload bench/workloads/gpu_compare.pbtxt \
+    --requests 64 --warmup 0 --progress=false >"$out/drain_bench.log" 2>&1 &
+  local bench_pid=$!
+  sleep 3
+  kill -TERM "$pid"
+  local waited=0
+  while kill -0 "$pid" 2>/dev/null && [ $waited -lt 45 ]; do sleep 1; waited=$((waited + 1)); done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -9 "$pid"
+    rows+=("| SIGTERM drain | FAILED: convoyd still running 45 s after SIGTERM |")
+    failed=$((failed + 1))
+  else
+    wait "$pid"
+    local rc=$?
+    rows+=("| SIGTERM drain under load | convoyd exit $rc after ${waited} s; in-flight run: $(grep -E '^(all|mixed) ' "$out/drain_bench.log" | tail -n 1 | awk '{print "done " $2 ", failed " $3}') |")
+    [ "$rc" -eq 0 ] || failed=$((failed + 1))
+  fi
+  kill "$bench_pid" 2>/dev/null
+  wait "$bench_pid" 2>/dev/null
+}
+
+# transformers' generate on padded static batches of 64, same model, same length distributions.
+baseline_part() {
+  local out=$1 model=$2
+  [ -f "$model/config.json" ] || { rows+=("| HF static baseline | NOT RUN: no model (the serve part makes it) |"); failed=$((failed + 1)); return 1; }
+  run_step hf_baseline 120 python3 bench/gpu/hf_static_baseline.py --model "$model" \
+    --requests 256 --batch-size 64 --time-limit-s 60 --json "$out/hf_baseline.json" || return 1
+  local hf convoy
+  hf=$(grep '^HF_BASELINE ' "$out/hf_baseline.log" | tail -n 1 | tr ' ' '\n' | awk -F= '$1=="useful_tok_s" {print $2}')
+  convoy=$(cat "$out/convoy_tok_s.txt" 2>/dev/null)
+  if [ -n "$hf" ] && [ -n "$convoy" ]; then
+    rows+=("| convoyd vs transformers static batching | $convoy vs $hf useful output tok/s: $(awk -v a="$convoy" -v b="$hf" 'BEGIN {printf "%.1fx", a / b}') (target >= 20x) |")
+  else
+    rows+=("| HF static baseline | $(grep '^HF_BASELINE ' "$out/hf_baseline.log" | tail -n 1) |")
+  fi
 }
 
 case "$mode" in
   build) build ;;
-  device) device ;;
-  *) echo "usage: $0 build|device" >&2; exit 2 ;;
+  device) device "$@" ;;
+  *) echo "usage: $0 build | device [tests] [bench] [serve] [baseline]" >&2; exit 2 ;;
 esac

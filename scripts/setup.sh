@@ -4,10 +4,10 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config git python3
+  build-essential cmake ninja-build pkg-config git python3 xz-utils
   libabsl-dev libspdlog-dev nlohmann-json3-dev
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
-  libdnnl-dev prometheus-cpp-dev
+  libdnnl-dev ocl-icd-opencl-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 

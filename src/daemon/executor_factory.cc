@@ -1,5 +1,7 @@
 #include "daemon/executor_factory.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "convoy/status_macros.h"
@@ -40,6 +42,14 @@ absl::StatusOr<BuiltExecutor> CreateExecutor(const ModelWeights& weights,
     CudaExecutorOptions options;
     options.block_size = static_cast<int32_t>(config.kv_cache().block_size());
     options.gpu_memory_fraction = config.executor().gpu_memory_fraction();
+    // A step's buffers hold what the scheduler may put in one step: its token budget (which
+    // counts padding, so it bounds the packed tokens too) and its batch.
+    const v1::SchedulerConfig& scheduler = config.scheduler();
+    options.max_tokens_per_step = static_cast<int32_t>(std::min<uint64_t>(
+        65535, std::max<uint64_t>(scheduler.max_num_batched_tokens(), 1)));
+    options.max_rows_per_step = static_cast<int32_t>(
+        std::min<uint64_t>(65535, std::max<uint64_t>(scheduler.max_batch_size(), 1)));
+    options.max_logit_rows = std::max(options.max_logit_rows, options.max_rows_per_step);
     ASSIGN_OR_RETURN(built.executor, CudaExecutor::Create(weights, options));
     built.name = "cuda";
     return built;

@@ -5,16 +5,10 @@
 #include <functional>
 
 #include "absl/strings/str_format.h"
+#include "common/sampling_rule.h"
 
 namespace convoy {
 namespace {
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // Larger logit first; equal logits by lower token id, so every order is total and deterministic.
 bool ByLogitDesc(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
@@ -42,11 +36,6 @@ absl::Status ValidateSamplingParams(const SamplingParams& p, int32_t vocab_size)
   return absl::OkStatus();
 }
 
-double UniformForSample(uint64_t seed, int64_t index) {
-  const uint64_t bits = SplitMix64(SplitMix64(seed) ^ static_cast<uint64_t>(index));
-  return static_cast<double>(bits >> 11) * 0x1.0p-53;
-}
-
 SampledToken SampleToken(const float* logits, int32_t vocab_size, const SamplingParams& params,
                          int64_t sample_index, std::vector<std::pair<float, int32_t>>* scratch) {
   // log_softmax of the raw logits, for the reported logprobs.
@@ -64,51 +53,51 @@ SampledToken SampleToken(const float* logits, int32_t vocab_size, const Sampling
   const float log_z = max_logit + static_cast<float>(std::log(sum));
 
   SampledToken result;
-  if (params.temperature == 0.0f || params.top_k == 1) {
-    result.token = argmax;
-  } else {
+  result.token = argmax;
+  if (params.temperature != 0.0f && params.top_k != 1) {
+    // The rule of common/sampling_rule.h: cuts by logit value (ties at a cut kept), then the
+    // inverse CDF in token-id order.
     auto& c = *scratch;
     c.resize(vocab_size);
     for (int32_t i = 0; i < vocab_size; ++i) c[i] = {logits[i], i};
-    int32_t n = vocab_size;
-    if (params.top_k > 0 && params.top_k < vocab_size) {
-      n = params.top_k;
-      std::partial_sort(c.begin(), c.begin() + n, c.end(), ByLogitDesc);
-    } else {
-      std::sort(c.begin(), c.end(), ByLogitDesc);
-    }
-    // Probabilities of the candidates at this temperature, most likely first.
     const double inv_t = 1.0 / params.temperature;
-    std::vector<double> probs(n);
-    double total = 0.0;
-    for (int32_t i = 0; i < n; ++i) {
-      probs[i] = std::exp((static_cast<double>(c[i].first) - c[0].first) * inv_t);
-      total += probs[i];
+    auto mass = [&](float logit) { return std::exp((static_cast<double>(logit) - max_logit) * inv_t); };
+    float threshold = -INFINITY;
+    int32_t candidates = vocab_size;  // the kept tokens are c[0, candidates) once sorted
+    if (params.top_k > 0 && params.top_k < vocab_size) {
+      std::nth_element(c.begin(), c.begin() + (params.top_k - 1), c.end(), ByLogitDesc);
+      threshold = c[params.top_k - 1].first;
+      candidates = static_cast<int32_t>(
+          std::partition(c.begin(), c.end(), [&](const auto& x) { return x.first >= threshold; }) -
+          c.begin());
     }
-    // Nucleus: the smallest prefix whose mass reaches top_p.
-    int32_t keep = n;
+    double total = 0.0;
+    for (int32_t i = 0; i < candidates; ++i) total += mass(c[i].first);
     if (params.top_p < 1.0f) {
+      std::sort(c.begin(), c.begin() + candidates, ByLogitDesc);
+      const double goal = static_cast<double>(params.top_p) * total;
       double cumulative = 0.0;
-      for (int32_t i = 0; i < n; ++i) {
-        cumulative += probs[i] / total;
-        if (cumulative >= params.top_p) {
-          keep = i + 1;
+      for (int32_t i = 0; i < candidates;) {
+        const float value = c[i].first;
+        for (; i < candidates && c[i].first == value; ++i) cumulative += mass(value);
+        if (cumulative >= goal) {
+          threshold = std::max(threshold, value);
+          total = cumulative;
           break;
         }
       }
     }
-    double kept = 0.0;
-    for (int32_t i = 0; i < keep; ++i) kept += probs[i];
-    const double target = UniformForSample(params.seed, sample_index) * kept;
-    double acc = 0.0;
-    result.token = c[keep - 1].second;
-    for (int32_t i = 0; i < keep; ++i) {
-      acc += probs[i];
-      if (target < acc) {
-        result.token = c[i].second;
-        break;
-      }
+    const double target = SampleUniform(params.seed, sample_index) * total;
+    double running = 0.0;
+    int32_t last_kept = argmax;
+    for (int32_t i = 0; i < vocab_size; ++i) {
+      if (!(logits[i] >= threshold)) continue;
+      running += mass(logits[i]);
+      last_kept = i;
+      if (target < running) break;
     }
+    // Rounding can put the target past the end: the last kept token then.
+    result.token = last_kept;
   }
   result.logprob = logits[result.token] - log_z;
 

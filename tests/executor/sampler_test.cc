@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 #include <vector>
 
+#include "common/sampling_rule.h"
 #include "gtest/gtest.h"
 #include "status_matchers.h"
 
@@ -75,6 +77,61 @@ TEST(SamplerTest, FrequenciesFollowTheTruncatedDistribution) {
   auto hot = frequencies({2.0f, 0, 1.0f, 5, 0});  // p^(1/2), renormalized
   const double z = std::sqrt(0.5) + std::sqrt(0.3) + std::sqrt(0.15) + std::sqrt(0.05);
   EXPECT_NEAR(hot[3], std::sqrt(0.05) / z, 0.015);
+}
+
+// The rule shared with the GPU kernel (common/sampling_rule.h): the draw walks the kept tokens in
+// token-id order, not in order of likelihood.
+TEST(SamplerTest, DrawIsTheInverseCdfInTokenIdOrder) {
+  const std::vector<double> p = {0.1, 0.4, 0.2, 0.3};
+  std::vector<float> logits;
+  for (double x : p) logits.push_back(static_cast<float>(std::log(x)));
+  std::vector<std::pair<float, int32_t>> scratch;
+  const SamplingParams params{1.0f, 0, 1.0f, 99, 0};
+  int checked = 0;
+  for (int64_t i = 0; i < 500; ++i) {
+    const double u = SampleUniform(params.seed, i);
+    double cdf = 0.0, nearest = 1.0;
+    int32_t want = -1;
+    for (int32_t t = 0; t < 4; ++t) {
+      cdf += p[t];
+      nearest = std::min(nearest, std::abs(u - cdf));
+      if (want < 0 && u < cdf) want = t;
+    }
+    if (nearest < 1e-6) continue;  // within rounding of a boundary
+    ++checked;
+    EXPECT_EQ(SampleToken(logits.data(), 4, params, i, &scratch).token, want) << "draw " << i;
+  }
+  EXPECT_GT(checked, 490);
+}
+
+TEST(SamplerTest, TiesAtTheTopKAndTopPCutsAreKept) {
+  std::vector<std::pair<float, int32_t>> scratch;
+  auto seen = [&](const std::vector<float>& logits, SamplingParams p) {
+    std::set<int32_t> tokens;
+    for (int i = 0; i < 2000; ++i) {
+      tokens.insert(SampleToken(logits.data(), static_cast<int32_t>(logits.size()), p, i, &scratch)
+                        .token);
+    }
+    return tokens;
+  };
+  // The 2nd largest logit is 2, held by tokens 1 and 2: both stay.
+  EXPECT_EQ(seen({3.0f, 2.0f, 2.0f, 0.0f}, {1.0f, 2, 1.0f, 3, 0}), (std::set<int32_t>{0, 1, 2}));
+  // Tokens 0 and 1 share the top logit; either alone would reach top_p, so both stay.
+  EXPECT_EQ(seen({2.0f, 2.0f, 0.0f, 0.0f}, {1.0f, 0, 0.3f, 3, 0}), (std::set<int32_t>{0, 1}));
+}
+
+TEST(SamplerTest, SampleUniformIsFixedBySeedAndIndex) {
+  // The draw's definition must not drift: the GPU kernel and saved outputs depend on it.
+  EXPECT_EQ(SampleUniform(0, 0), SampleUniform(0, 0));
+  EXPECT_NE(SampleUniform(1, 0), SampleUniform(0, 1));
+  double sum = 0.0;
+  for (int64_t i = 0; i < 10000; ++i) {
+    const double u = SampleUniform(42, i);
+    ASSERT_GE(u, 0.0);
+    ASSERT_LT(u, 1.0);
+    sum += u;
+  }
+  EXPECT_NEAR(sum / 10000, 0.5, 0.01);
 }
 
 TEST(SamplerTest, TopLogprobsAreTheMostLikelyInOrder) {

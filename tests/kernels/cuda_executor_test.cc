@@ -108,7 +108,7 @@ StepRow Row(int seq, std::vector<int32_t> tokens, int32_t start, bool sample, bo
 class CudaExecutorParityTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!CudaDeviceAvailable()) GTEST_SKIP() << "no GPU";
+    CONVOY_SKIP_WITHOUT_GPU();
     const ModelConfig config = SmallConfig();
     auto weights = ModelWeights::Load(WriteRandomModel(config));
     ASSERT_OK(weights);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,9 +17,14 @@
 #include "executor/cuda/cuda_executor.h"
 #include "gtest/gtest.h"
 
-#define CONVOY_SKIP_WITHOUT_GPU()                                   \
-  do {                                                              \
-    if (!::convoy::CudaDeviceAvailable()) GTEST_SKIP() << "no GPU"; \
+// Skips where there is no GPU, or fails when CONVOY_REQUIRE_GPU=1 says one must be there (the
+// device run of scripts/gpu-check.sh: a test that skips there would look like a pass).
+#define CONVOY_SKIP_WITHOUT_GPU()                                                     \
+  do {                                                                                \
+    if (!::convoy::CudaDeviceAvailable()) {                                           \
+      if (::convoy::testing::GpuRequired()) FAIL() << "no usable GPU (CONVOY_REQUIRE_GPU=1)"; \
+      GTEST_SKIP() << "no GPU";                                                       \
+    }                                                                                 \
   } while (false)
 
 #define CUDA_ASSERT_OK(expr)                                                                 \
@@ -28,6 +34,11 @@
   } while (false)
 
 namespace convoy::testing {
+
+inline bool GpuRequired() {
+  const char* value = std::getenv("CONVOY_REQUIRE_GPU");
+  return value != nullptr && std::string(value) == "1";
+}
 
 // Device memory holding `count` elements of T, poisoned with 0xff bytes (NaN for floats and bf16).
 template <typename T>

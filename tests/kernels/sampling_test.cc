@@ -7,6 +7,7 @@
 #include <numeric>
 #include <vector>
 
+#include "executor/sampler.h"
 #include "gtest/gtest.h"
 #include "kernels/gpu_test_util.h"
 
@@ -127,6 +128,50 @@ TEST(SamplingKernel, SeededDrawsStayInsideTopKAndTopPAndRepeat) {
   }
   std::sort(distinct.begin(), distinct.end());
   EXPECT_GT(std::unique(distinct.begin(), distinct.end()) - distinct.begin(), 4);
+}
+
+// One rule on both executors (common/sampling_rule.h): the kernel draws the CPU sampler's token
+// for the same logits, parameters, seed and index. Float sums on the device against double on the
+// host can move a draw within rounding of a boundary to its neighbour, so a few may differ.
+TEST(SamplingKernel, DrawsTheCpuSamplersTokens) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  const int vocab = 3001, rows = 128;
+  const std::vector<float> logits = RandomFloats(static_cast<size_t>(vocab) * rows, 77, 4.0f);
+  std::vector<kernels::SampleRow> sample_rows(rows);
+  std::vector<SamplingParams> params(rows);
+  const int top_ks[] = {0, 1, 20, 50};
+  const float top_ps[] = {1.0f, 0.9f, 0.5f};
+  for (int r = 0; r < rows; ++r) {
+    params[r] = {0.5f + 0.1f * static_cast<float>(r % 9), top_ks[r % 4], top_ps[(r / 4) % 3],
+                 static_cast<uint64_t>(1000 + r), 0};
+    sample_rows[r].logits_row = r;
+    sample_rows[r].temperature = params[r].temperature;
+    sample_rows[r].top_k = params[r].top_k;
+    sample_rows[r].top_p = params[r].top_p;
+    sample_rows[r].seed = params[r].seed;
+    sample_rows[r].sample_index = r * 3;
+  }
+  DeviceArray<float> d_logits(logits);
+  DeviceArray<kernels::SampleRow> d_rows(sample_rows);
+  DeviceArray<kernels::SampleOutput> d_out(rows);
+  kernels::SamplingKernelParams p;
+  p.logits = d_logits.get();
+  p.vocab = vocab;
+  p.rows = d_rows.get();
+  p.out = d_out.get();
+  p.num_rows = rows;
+  CUDA_ASSERT_OK(kernels::LaunchSampling(p, nullptr));
+  CUDA_ASSERT_OK(cudaDeviceSynchronize());
+  const std::vector<kernels::SampleOutput> out = d_out.Download();
+  std::vector<std::pair<float, int32_t>> scratch;
+  int agree = 0;
+  for (int r = 0; r < rows; ++r) {
+    const SampledToken cpu = SampleToken(logits.data() + static_cast<size_t>(r) * vocab, vocab,
+                                         params[r], sample_rows[r].sample_index, &scratch);
+    if (cpu.token == out[r].token) ++agree;
+  }
+  std::printf("GPU_CHECK sampler_agree %d/%d\n", agree, rows);
+  EXPECT_GE(agree, rows * 9 / 10);
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 
 #include "executor/cpu/cpu_executor.h"
 #include "gtest/gtest.h"
-#include "harness.h"
+#include "parity_harness.h"
 #include "model/model_weights.h"
 #include "model/random_model.h"
 #include "scheduler/server_config.h"
@@ -52,64 +52,6 @@ std::unique_ptr<CpuExecutor> MakeExecutor(int32_t num_blocks) {
   return executor.ok() ? std::move(executor).value() : nullptr;
 }
 
-struct RunResult {
-  std::map<RequestId, std::vector<int32_t>> tokens;
-  int64_t preemptions = 0;
-  int64_t steps = 0;
-};
-
-// Runs `requests` to completion on a fake clock (1 ms per step: no timeouts fire).
-RunResult RunAll(Executor& executor, SchedulerOptions options,
-                 const std::vector<Request>& requests) {
-  options.block_size = executor.kv_spec().block_size;
-  options.num_blocks = executor.kv_spec().num_blocks;
-  RunResult run;
-  auto scheduler = Scheduler::Create(options);
-  EXPECT_OK(scheduler);
-  if (!scheduler.ok()) return run;
-  Scheduler& s = **scheduler;
-  absl::Time now = absl::UnixEpoch();
-  for (const Request& request : requests) EXPECT_OK(s.Submit(request, now));
-  while (!s.empty()) {
-    ScheduleDecision decision = s.Schedule(now);
-    if (!decision.plan) {
-      now = decision.wake_at.value_or(now + absl::Milliseconds(1));
-      continue;
-    }
-    absl::StatusOr<StepResult> result = executor.Step(*decision.plan);
-    EXPECT_OK(result);
-    if (!result.ok()) return run;
-    EXPECT_OK(s.OnStepResult(*result, now));
-    for (const Event& event : s.TakeEvents()) {
-      if (event.kind == Event::Kind::kToken) {
-        run.tokens[event.request_id].push_back(event.token);
-      } else {
-        EXPECT_TRUE(event.outcome == Outcome::kCompleteLength) << OutcomeName(event.outcome);
-      }
-    }
-    now += absl::Milliseconds(1);
-    ++run.steps;
-  }
-  run.preemptions = s.stats().preemptions;
-  EXPECT_EQ(s.allocator().num_free(), options.num_blocks);
-  return run;
-}
-
-std::vector<Request> Requests() {
-  std::vector<Request> requests;
-  for (int id = 1; id <= 12; ++id) {
-    Request request;
-    request.id = id;
-    for (int i = 0; i < 3 + (id * 17) % 58; ++i) {
-      request.prompt_tokens.push_back((id * 131 + i * 29) % 320);
-    }
-    request.max_tokens = 8 + (id * 5) % 17;
-    request.priority = 1 + id % 2;
-    requests.push_back(std::move(request));
-  }
-  return requests;
-}
-
 // Each request alone, with room for everything.
 const std::map<RequestId, std::vector<int32_t>>& Reference() {
   static const auto* reference = [] {
@@ -117,10 +59,10 @@ const std::map<RequestId, std::vector<int32_t>>& Reference() {
     std::unique_ptr<CpuExecutor> executor = MakeExecutor(512);
     SchedulerOptions options;
     options.priority_levels = 2;
-    for (const Request& request : Requests()) {
+    for (const Request& request : ParityRequests()) {
       Request alone = request;
       alone.priority = 0;
-      (*out)[request.id] = RunAll(*executor, options, {alone}).tokens[request.id];
+      (*out)[request.id] = RunToCompletion(*executor, options, {alone}).tokens[request.id];
     }
     return out;
   }();
@@ -130,20 +72,11 @@ const std::map<RequestId, std::vector<int32_t>>& Reference() {
 class CpuParityTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CpuParityTest, GreedyTokensDoNotDependOnTheBatch) {
-  absl::StatusOr<v1::ServerConfig> config =
-      LoadServerConfig(std::string(CONVOY_SOURCE_DIR) + "/configs/" + GetParam());
-  ASSERT_OK(config);
-  SchedulerOptions options = SchedulerOptionsFromConfig(*config);
-  if (options.priority_levels < 2) {
-    // Priorities beyond the config's levels fold into its default level.
-    options.priority_levels = 2;
-    options.default_priority_level = 2;
-    options.queue_policies.clear();
-  }
+  const SchedulerOptions options = ShippedSchedulerOptions(GetParam());
   // A cache of 40 blocks (160 tokens) for requests needing up to ~90 each: preemption happens.
   std::unique_ptr<CpuExecutor> executor = MakeExecutor(40);
   ASSERT_NE(executor, nullptr);
-  const RunResult run = RunAll(*executor, options, Requests());
+  const ParityRun run = RunToCompletion(*executor, options, ParityRequests());
   const auto& reference = Reference();
   for (const auto& [id, tokens] : reference) {
     ASSERT_FALSE(tokens.empty());
@@ -152,12 +85,8 @@ TEST_P(CpuParityTest, GreedyTokensDoNotDependOnTheBatch) {
   EXPECT_GT(run.preemptions, 0) << GetParam();
 }
 
-INSTANTIATE_TEST_SUITE_P(ShippedConfigs, CpuParityTest,
-                         ::testing::Values("default.pbtxt", "latency.pbtxt", "throughput.pbtxt",
-                                           "mixed.pbtxt", "static.pbtxt"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param.substr(0, info.param.find('.'));
-                         });
+INSTANTIATE_TEST_SUITE_P(ShippedConfigs, CpuParityTest, ::testing::ValuesIn(ShippedConfigs()),
+                         ConfigTestName);
 
 }  // namespace
 }  // namespace convoy::testing

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_format.h"
 #include "convoy/status_macros.h"
+#include "spdlog/spdlog.h"
 #include "executor/cuda/cuda_check.h"
 #include "executor/cuda/device_buffer.h"
 #include "executor/cuda/device_model.h"
@@ -36,6 +37,19 @@ bool CudaDeviceAvailable() {
   return count > 0;
 }
 
+std::vector<int32_t> UsableGraphBatchSizes(const CudaExecutorOptions& options) {
+  std::vector<int32_t> sizes;
+  for (int32_t size : options.graph_batch_sizes) {
+    if (size > 0 && size <= options.max_rows_per_step && size <= options.max_tokens_per_step &&
+        size <= options.max_logit_rows) {
+      sizes.push_back(size);
+    }
+  }
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  return sizes;
+}
+
 struct CudaExecutor::Impl {
   ~Impl() {
     for (auto& [size, exec] : graphs) cudaGraphExecDestroy(exec);
@@ -46,6 +60,7 @@ struct CudaExecutor::Impl {
   absl::Status Init(const CudaExecutorOptions& opts);
   absl::Status Forward(const cuda::StepLayout& layout);
   absl::StatusOr<cudaGraphExec_t> GraphFor(int64_t batch);
+  absl::Status RunDecodeGraph(int64_t batch, const cuda::StepLayout& layout);
   absl::StatusOr<StepResult> Step(const StepPlan& plan);
   absl::Status CheckCapacity(const StepPlan& plan) const;
 
@@ -74,6 +89,10 @@ struct CudaExecutor::Impl {
   size_t inputs_capacity = 0;
 
   std::map<int64_t, cudaGraphExec_t> graphs;
+  // Graph batch sizes that fit every step buffer (rows, tokens, logits rows), ascending.
+  std::vector<int32_t> usable_graph_sizes;
+  // Set once a capture or instantiation failed: every later step runs eagerly.
+  bool graphs_disabled = false;
 };
 
 absl::Status CudaExecutor::Impl::Init(const CudaExecutorOptions& opts) {
@@ -121,6 +140,8 @@ absl::Status CudaExecutor::Impl::Init(const CudaExecutorOptions& opts) {
   inputs_capacity = most.Bytes(rows * max_blocks_per_row + 1);
   ASSIGN_OR_RETURN(inputs, DeviceBuffer::Allocate(inputs_capacity));
   ASSIGN_OR_RETURN(staging, PinnedBuffer::Allocate(inputs_capacity));
+
+  usable_graph_sizes = UsableGraphBatchSizes(opts);
 
   // Warm-up: cuBLAS sets itself up on its first product.
   RETURN_IF_ERROR(gemm->Linear(normed.get(), model->layers()[0].qkv, qkv.get(), 1, qkv_cols, h,
@@ -291,7 +312,10 @@ absl::StatusOr<cudaGraphExec_t> CudaExecutor::Impl::GraphFor(int64_t batch) {
   const absl::Status forward = Forward(layout);
   cudaGraph_t graph = nullptr;
   const cudaError_t end = cudaStreamEndCapture(stream, &graph);
-  RETURN_IF_ERROR(forward);
+  if (!forward.ok()) {
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    return forward;
+  }
   CUDA_RETURN_IF_ERROR(end);
   cudaGraphExec_t exec = nullptr;
   const cudaError_t instantiate = cudaGraphInstantiate(&exec, graph, 0);
@@ -299,6 +323,26 @@ absl::StatusOr<cudaGraphExec_t> CudaExecutor::Impl::GraphFor(int64_t batch) {
   CUDA_RETURN_IF_ERROR(instantiate);
   graphs[batch] = exec;
   return exec;
+}
+
+// The first step of a batch size runs eagerly (cuBLAS meets the shapes outside a capture, and the
+// step's inputs are already staged), then the graph is captured for the next ones. A failed
+// capture turns graphs off for good: the step is run eagerly and the failure logged once.
+absl::Status CudaExecutor::Impl::RunDecodeGraph(int64_t batch, const cuda::StepLayout& layout) {
+  if (!graphs.contains(batch)) {
+    RETURN_IF_ERROR(Forward(layout));
+    // Captured work does not run, so the eager step's samples stay as they are.
+    absl::StatusOr<cudaGraphExec_t> captured = GraphFor(batch);
+    if (!captured.ok()) {
+      graphs_disabled = true;
+      cudaGetLastError();  // clear the error a failed capture leaves behind
+      spdlog::warn("CUDA graph capture of decode batch {} failed, running eagerly from now on: {}",
+                   batch, captured.status().ToString());
+    }
+    return absl::OkStatus();
+  }
+  CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graphs[batch], stream));
+  return absl::OkStatus();
 }
 
 absl::Status CudaExecutor::Impl::CheckCapacity(const StepPlan& plan) const {
@@ -345,15 +389,15 @@ absl::StatusOr<StepResult> CudaExecutor::Impl::Step(const StepPlan& plan) {
 
   // Decode steps (one sampled token per row, no logits back) replay a graph.
   int64_t graph_batch = 0;
-  if (options.use_cuda_graphs) {
+  if (options.use_cuda_graphs && !graphs_disabled) {
     const bool decode = std::all_of(plan.rows.begin(), plan.rows.end(), [](const StepRow& r) {
       return r.token_ids.size() == 1 && r.sample && !r.return_logits;
     });
     if (decode) {
-      for (int32_t size : options.graph_batch_sizes) {
-        if (size >= static_cast<int64_t>(plan.rows.size()) && size <= options.max_rows_per_step &&
-            (graph_batch == 0 || size < graph_batch)) {
+      for (int32_t size : usable_graph_sizes) {
+        if (size >= static_cast<int64_t>(plan.rows.size())) {
           graph_batch = size;
+          break;
         }
       }
     }
@@ -365,8 +409,7 @@ absl::StatusOr<StepResult> CudaExecutor::Impl::Step(const StepPlan& plan) {
                                        packed.layout.Bytes(packed.num_block_ids),
                                        cudaMemcpyHostToDevice, stream));
   if (graph_batch > 0) {
-    ASSIGN_OR_RETURN(cudaGraphExec_t exec, GraphFor(graph_batch));
-    CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec, stream));
+    RETURN_IF_ERROR(RunDecodeGraph(graph_batch, packed.layout));
   } else {
     RETURN_IF_ERROR(Forward(packed.layout));
   }
@@ -401,6 +444,7 @@ absl::StatusOr<StepResult> CudaExecutor::Impl::Step(const StepPlan& plan) {
   }
   result.padded_length = packed.padded_length;
   result.real_tokens = packed.real_tokens;
+  result.computed_tokens = packed.layout.num_tokens;  // graph padding rows included
   result.padded_tokens =
       static_cast<int64_t>(plan.rows.size()) * packed.padded_length - packed.real_tokens;
   return result;

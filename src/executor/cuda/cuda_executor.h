@@ -43,6 +43,10 @@ struct CudaExecutorOptions {
   std::vector<int32_t> graph_batch_sizes = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128};
 };
 
+// The graph batch sizes a decode step may be padded to: those of `options.graph_batch_sizes` that
+// fit every step buffer (rows, tokens and logits rows of one step), ascending, without repeats.
+std::vector<int32_t> UsableGraphBatchSizes(const CudaExecutorOptions& options);
+
 // Whether a CUDA device can be used. Errors from the runtime (no driver, no device) mean no.
 bool CudaDeviceAvailable();
 
@@ -59,6 +63,8 @@ class CudaExecutor final : public Executor {
   absl::StatusOr<StepResult> Step(const StepPlan& plan) override;
   const ModelConfig& model_config() const override;
   const KvCacheSpec& kv_spec() const override;
+  // Tokens are packed row after row: padding is never computed.
+  bool computes_padding() const override { return false; }
 
   // Bytes of weights on the device (for bandwidth figures).
   int64_t weight_bytes() const;

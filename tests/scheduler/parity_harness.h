@@ -1,0 +1,105 @@
+// Runs requests through a real Scheduler and a real executor on a fake clock, and the shipped
+// configs' scheduler options, for the tests that compare tokens across batches and executors.
+#ifndef CONVOY_TESTS_SCHEDULER_PARITY_HARNESS_H_
+#define CONVOY_TESTS_SCHEDULER_PARITY_HARNESS_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "executor/executor.h"
+#include "gtest/gtest.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/server_config.h"
+#include "status_matchers.h"
+
+namespace convoy::testing {
+
+struct ParityRun {
+  std::map<RequestId, std::vector<int32_t>> tokens;
+  int64_t preemptions = 0;
+  int64_t steps = 0;
+};
+
+// Runs `requests` to completion on a fake clock (1 ms per step: no timeouts fire).
+inline ParityRun RunToCompletion(Executor& executor, SchedulerOptions options,
+                                 const std::vector<Request>& requests) {
+  options.block_size = executor.kv_spec().block_size;
+  options.num_blocks = executor.kv_spec().num_blocks;
+  ParityRun run;
+  auto scheduler = Scheduler::Create(options);
+  EXPECT_OK(scheduler);
+  if (!scheduler.ok()) return run;
+  Scheduler& s = **scheduler;
+  absl::Time now = absl::UnixEpoch();
+  for (const Request& request : requests) EXPECT_OK(s.Submit(request, now));
+  while (!s.empty()) {
+    ScheduleDecision decision = s.Schedule(now);
+    if (!decision.plan) {
+      now = decision.wake_at.value_or(now + absl::Milliseconds(1));
+      continue;
+    }
+    absl::StatusOr<StepResult> result = executor.Step(*decision.plan);
+    EXPECT_OK(result);
+    if (!result.ok()) return run;
+    EXPECT_OK(s.OnStepResult(*result, now));
+    for (const Event& event : s.TakeEvents()) {
+      if (event.kind == Event::Kind::kToken) {
+        run.tokens[event.request_id].push_back(event.token);
+      } else {
+        EXPECT_TRUE(event.outcome == Outcome::kCompleteLength) << OutcomeName(event.outcome);
+      }
+    }
+    now += absl::Milliseconds(1);
+    ++run.steps;
+  }
+  run.preemptions = s.stats().preemptions;
+  EXPECT_EQ(s.allocator().num_free(), options.num_blocks);
+  return run;
+}
+
+// Twelve greedy requests of 3 to 60 prompt tokens (ids below 320) and 8 to 24 new tokens, on two
+// priorities.
+inline std::vector<Request> ParityRequests() {
+  std::vector<Request> requests;
+  for (int id = 1; id <= 12; ++id) {
+    Request request;
+    request.id = id;
+    for (int i = 0; i < 3 + (id * 17) % 58; ++i) {
+      request.prompt_tokens.push_back((id * 131 + i * 29) % 320);
+    }
+    request.max_tokens = 8 + (id * 5) % 17;
+    request.priority = 1 + id % 2;
+    requests.push_back(std::move(request));
+  }
+  return requests;
+}
+
+// The configs in configs/, by file name.
+inline std::vector<std::string> ShippedConfigs() {
+  return {"default.pbtxt", "latency.pbtxt", "throughput.pbtxt", "mixed.pbtxt", "static.pbtxt"};
+}
+
+// The scheduler options of a shipped config, with at least two priority levels (the requests use
+// two; priorities beyond the config's levels fold into its default level).
+inline SchedulerOptions ShippedSchedulerOptions(const std::string& name) {
+  absl::StatusOr<v1::ServerConfig> config =
+      LoadServerConfig(std::string(CONVOY_SOURCE_DIR) + "/configs/" + name);
+  EXPECT_OK(config);
+  if (!config.ok()) return SchedulerOptions();
+  SchedulerOptions options = SchedulerOptionsFromConfig(*config);
+  if (options.priority_levels < 2) {
+    options.priority_levels = 2;
+    options.default_priority_level = 2;
+    options.queue_policies.clear();
+  }
+  return options;
+}
+
+inline std::string ConfigTestName(const ::testing::TestParamInfo<std::string>& info) {
+  return info.param.substr(0, info.param.find('.'));
+}
+
+}  // namespace convoy::testing
+
+#endif  // CONVOY_TESTS_SCHEDULER_PARITY_HARNESS_H_
