@@ -16,21 +16,26 @@ __device__ __forceinline__ bool Better(Candidate a, Candidate b) {
   return a.value > b.value || (a.value == b.value && a.index < b.index);
 }
 
-// Best candidate over the block (highest value, lowest index); every thread gets it.
-__device__ Candidate BlockBest(Candidate c, Candidate* scratch) {
+// Best candidate over the block (highest value, lowest index); every thread gets it. The warps'
+// candidates are combined by shuffles, one per lane, not by a loop over shared memory: CUDA 13.0's
+// ptxas was seen (H200, 2026-12-01) to unroll such a loop into loads past the array's end, which
+// read stale shared memory of earlier blocks and returned a token id made of a float's bits.
+static_assert(kWarps == 32, "BlockBest gives each lane one warp's candidate");
+__device__ Candidate WarpBest(Candidate c) {
   for (int offset = 16; offset > 0; offset >>= 1) {
     Candidate other{__shfl_xor_sync(0xffffffffu, c.value, offset),
                     __shfl_xor_sync(0xffffffffu, c.index, offset)};
     if (Better(other, c)) c = other;
   }
+  return c;
+}
+
+__device__ Candidate BlockBest(Candidate c, Candidate* scratch) {
+  c = WarpBest(c);
   __syncthreads();
   if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = c;
   __syncthreads();
-  c = scratch[0];
-  for (int w = 1; w < kWarps; ++w) {
-    if (Better(scratch[w], c)) c = scratch[w];
-  }
-  return c;
+  return WarpBest(scratch[threadIdx.x & 31]);
 }
 
 // Logits as unsigned keys with the same order; NaN sorts below everything.
@@ -124,8 +129,14 @@ __global__ void __launch_bounds__(kThreads) SamplingKernel(SamplingKernelParams 
     if (lane == 31) scratch[warp] = inclusive;
     if (threadIdx.x == 0) chosen_s = -1;
     __syncthreads();
-    float warp_base = 0.0f;
-    for (int w = 0; w < warp; ++w) warp_base += scratch[w];
+    // The warps' exclusive prefix, by a shuffle scan of their totals (one per lane).
+    const float warp_total = scratch[lane];
+    float warp_prefix = warp_total;
+    for (int offset = 1; offset < 32; offset <<= 1) {
+      const float up = __shfl_up_sync(0xffffffffu, warp_prefix, offset);
+      if (lane >= offset) warp_prefix += up;
+    }
+    const float warp_base = __shfl_sync(0xffffffffu, warp_prefix - warp_total, warp);
     inclusive += warp_base;
     const float exclusive = inclusive - mine;
     if (mine > 0.0f && target >= exclusive && target < inclusive) {

@@ -130,6 +130,37 @@ TEST(SamplingKernel, SeededDrawsStayInsideTopKAndTopPAndRepeat) {
   EXPECT_GT(std::unique(distinct.begin(), distinct.end()) - distinct.begin(), 4);
 }
 
+// Each launch reads only what its own blocks wrote: shared memory keeps the previous launch's
+// values (here, block sums far above every logit), and a reduction that read past its own
+// entries returned a token id made of a float's bits on the second launch (seen on an H200).
+TEST(SamplingKernel, RepeatedLaunchesPickTheArgmaxEachTime) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  const int vocab = 32003, rows = 24;
+  for (int launch = 0; launch < 4; ++launch) {
+    SCOPED_TRACE(launch);
+    const std::vector<float> logits =
+        RandomFloats(static_cast<size_t>(vocab) * rows, 100 + launch, 3.0f);
+    std::vector<kernels::SampleRow> sample_rows(rows);
+    for (int r = 0; r < rows; ++r) sample_rows[r].logits_row = r;
+    DeviceArray<float> d_logits(logits);
+    DeviceArray<kernels::SampleRow> d_rows(sample_rows);
+    DeviceArray<kernels::SampleOutput> d_out(rows);
+    kernels::SamplingKernelParams p;
+    p.logits = d_logits.get();
+    p.vocab = vocab;
+    p.rows = d_rows.get();
+    p.out = d_out.get();
+    p.num_rows = rows;
+    CUDA_ASSERT_OK(kernels::LaunchSampling(p, nullptr));
+    CUDA_ASSERT_OK(cudaDeviceSynchronize());
+    const std::vector<kernels::SampleOutput> out = d_out.Download();
+    for (int r = 0; r < rows; ++r) {
+      const float* row = logits.data() + static_cast<size_t>(r) * vocab;
+      EXPECT_EQ(out[r].token, std::max_element(row, row + vocab) - row) << "row " << r;
+    }
+  }
+}
+
 // One rule on both executors (common/sampling_rule.h): the kernel draws the CPU sampler's token
 // for the same logits, parameters, seed and index. Float sums on the device against double on the
 // host can move a draw within rounding of a boundary to its neighbour, so a few may differ.
