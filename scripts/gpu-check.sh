@@ -70,8 +70,11 @@ device() {
   shift || true
   local parts=("$@")
   [ ${#parts[@]} -eq 0 ] && parts=(tests bench serve baseline)
-  local out=${OUT:-/tmp/gpu-check-out}
-  mkdir -p "$out"
+  # Logs gather in a scratch folder and come back as one archive (the device tool returns at most
+  # eight files), beside the table.
+  local final=${OUT:-/tmp/gpu-check-out} out
+  out=$(mktemp -d)
+  mkdir -p "$final"
   local budget=${CONVOY_GPU_BUDGET_S:-420}
   local deadline=$((SECONDS + budget))
   local bundle=${CONVOY_GPU_BUNDLE:-build-gpu/carry/bundle.tar.xz}
@@ -80,12 +83,15 @@ device() {
   export CONVOY_REQUIRE_GPU=1  # a GPU test that would skip fails instead
 
   table() {
-    echo
-    echo "=== GPU check: $(date -u +%F) $(git rev-parse --short HEAD 2>/dev/null) ==="
-    echo "| what | result |"
-    echo "| --- | --- |"
-    printf '%s\n' "${rows[@]}"
-    [ "$failed" -eq 0 ] && echo "GPU CHECK PASSED" || echo "GPU CHECK FAILED ($failed failures)"
+    {
+      echo
+      echo "=== GPU check: $(date -u +%F) $(git rev-parse --short HEAD 2>/dev/null) ==="
+      echo "| what | result |"
+      echo "| --- | --- |"
+      printf '%s\n' "${rows[@]}"
+      [ "$failed" -eq 0 ] && echo "GPU CHECK PASSED" || echo "GPU CHECK FAILED ($failed failures)"
+    } | tee "$final/table.md"
+    tar -C "$out" -czf "$final/gpu-check-logs.tgz" . 2>/dev/null
   }
   fail_now() {
     echo "!!!!!!!! GPU CHECK FAILED: $1 !!!!!!!!"
