@@ -231,10 +231,12 @@ serve_part() {
     [ "${fail_n:-1}" = "0" ] || failed=$((failed + 1))
   fi
   # The drain: a second run in flight, then SIGTERM; convoyd must finish and exit 0.
+  # The drain: a run that lasts several seconds, SIGTERM one second in; admitted requests finish,
+  # later ones are refused with UNAVAILABLE.
   "$bin/convoy-bench" run --addr 127.0.0.1:$port --workload bench/workloads/gpu_compare.pbtxt \
-    --requests 64 --warmup 0 --progress=false >"$out/drain_bench.log" 2>&1 &
+    --requests 1024 --warmup 0 --progress=false >"$out/drain_bench.log" 2>&1 &
   local bench_pid=$!
-  sleep 3
+  sleep 1
   kill -TERM "$pid"
   local waited=0
   while kill -0 "$pid" 2>/dev/null && [ $waited -lt 45 ]; do sleep 1; waited=$((waited + 1)); done
@@ -245,7 +247,7 @@ serve_part() {
   else
     wait "$pid"
     local rc=$?
-    rows+=("| SIGTERM drain under load | convoyd exit $rc after ${waited} s; in-flight run: $(grep -E '^(all|mixed) ' "$out/drain_bench.log" | tail -n 1 | awk '{print "done " $2 ", failed " $3}') |")
+    rows+=("| SIGTERM drain under load | convoyd exit $rc after ${waited} s, $(grep -o 'drained in [^;"]*' "$out/convoyd.log" | tail -n 1); the run: $(grep -E '^(all|mixed) ' "$out/drain_bench.log" | tail -n 1 | awk '{print "done " $2 ", refused or failed " $3}') |")
     [ "$rc" -eq 0 ] || failed=$((failed + 1))
   fi
   kill "$bench_pid" 2>/dev/null
