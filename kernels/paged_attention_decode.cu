@@ -20,7 +20,8 @@ __global__ void __launch_bounds__(kThreads) DecodeKernel(PagedAttentionDecodePar
 
   const int split = blockIdx.x;
   const int kv_head = blockIdx.y;
-  const int64_t query = blockIdx.z;
+  const int64_t item = blockIdx.z;  // which of the kernel's queries: indexes the split buffers
+  const int64_t query = p.query_list != nullptr ? p.query_list[item] : item;
   const int group = p.num_q_heads / p.cache.num_kv_heads;
   const int tid = threadIdx.x;
   const int32_t context = p.positions[query] + 1;
@@ -151,7 +152,7 @@ __global__ void __launch_bounds__(kThreads) DecodeKernel(PagedAttentionDecodePar
       if (p.num_splits == 1) {
         static_cast<T*>(p.out)[(query * p.num_q_heads + q_head) * kHeadDim + d] = FromFloat<T>(v);
       } else {
-        const int64_t entry = (query * p.num_q_heads + q_head) * p.num_splits + split;
+        const int64_t entry = (item * p.num_q_heads + q_head) * p.num_splits + split;
         p.partial_out[entry * kHeadDim + d] = v;
         if (d == 0) p.partial_lse[entry] = total > 0.0f ? max_s[g] + __logf(total) : -INFINITY;
       }
@@ -163,7 +164,9 @@ __global__ void __launch_bounds__(kThreads) DecodeKernel(PagedAttentionDecodePar
 // Merges the splits of one (query, head): weights exp(lse_s - max lse).
 template <typename T>
 __global__ void CombineKernel(PagedAttentionDecodeParams p, int head_dim) {
-  const int64_t item = blockIdx.x;  // query * num_q_heads + head
+  const int64_t item = blockIdx.x;  // (index in the kernel's queries) * num_q_heads + head
+  const int64_t z = item / p.num_q_heads, head = item % p.num_q_heads;
+  const int64_t query = p.query_list != nullptr ? p.query_list[z] : z;
   const float* lse = p.partial_lse + item * p.num_splits;
   float max_lse = -INFINITY;
   for (int s = 0; s < p.num_splits; ++s) max_lse = fmaxf(max_lse, lse[s]);
@@ -175,7 +178,8 @@ __global__ void CombineKernel(PagedAttentionDecodeParams p, int head_dim) {
       num += w * p.partial_out[(item * p.num_splits + s) * head_dim + d];
       den += w;
     }
-    static_cast<T*>(p.out)[item * head_dim + d] = FromFloat<T>(den > 0.0f ? num / den : 0.0f);
+    static_cast<T*>(p.out)[(query * p.num_q_heads + head) * head_dim + d] =
+        FromFloat<T>(den > 0.0f ? num / den : 0.0f);
   }
 }
 

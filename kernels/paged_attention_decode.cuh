@@ -29,6 +29,9 @@ struct PagedAttentionDecodeParams {
   const int32_t* block_ids = nullptr;
   KvCacheLayout cache;  // head_dim 64 or 128
   int64_t num_queries = 0;
+  // When set, work item z is query query_list[z] (the step's other queries are left alone);
+  // otherwise it is query z.
+  const int32_t* query_list = nullptr;  // [num_queries]
   int32_t num_q_heads = 0;  // a multiple of cache.num_kv_heads, at most kMaxGqaGroup times it
   float scale = 1.0f;       // usually 1 / sqrt(head_dim)
   int32_t num_splits = 1;   // 1..kMaxAttentionSplits

@@ -160,6 +160,10 @@ device() {
         # Twice in one process: a kernel that reads memory an earlier launch left behind fails
         # only on a later launch.
         run_step kernels_test 60 "$root/bin/kernels_test" --gtest_repeat=2
+        if command -v compute-sanitizer >/dev/null; then
+          run_step memcheck_kernels 60 compute-sanitizer --tool memcheck --error-exitcode 1 \
+            "$root/bin/kernels_test" --gtest_filter='PagedAttention*:SamplingKernel*'
+        fi
         run_step cuda_executor_test 60 "$root/bin/cuda_executor_test"
         run_step cuda_scheduler_parity_test 90 "$root/bin/cuda_scheduler_parity_test"
         while read -r line; do rows+=("$line"); done < <(
@@ -230,7 +234,6 @@ serve_part() {
     rows+=("| convoyd + convoy-bench (256 req, 64 in flight) | done $done_n, failed $fail_n, $tok_s output tok/s |")
     [ "${fail_n:-1}" = "0" ] || failed=$((failed + 1))
   fi
-  # The drain: a second run in flight, then SIGTERM; convoyd must finish and exit 0.
   # The drain: a run that lasts several seconds, SIGTERM one second in; admitted requests finish,
   # later ones are refused with UNAVAILABLE.
   "$bin/convoy-bench" run --addr 127.0.0.1:$port --workload bench/workloads/gpu_compare.pbtxt \

@@ -100,9 +100,10 @@ double GemmRate() {
 }
 
 std::unique_ptr<CudaExecutor> MakeExecutor(const ModelConfig& config, const BenchShape& shape,
-                                           bool graphs) {
-  auto executor =
-      CudaExecutor::CreateRandom(config, BenchExecutorOptions(shape, graphs), 1234);
+                                           bool graphs, bool prefill_kernel = true) {
+  CudaExecutorOptions options = BenchExecutorOptions(shape, graphs);
+  if (!prefill_kernel) options.prefill_kernel_min_tokens = 0;
+  auto executor = CudaExecutor::CreateRandom(config, options, 1234);
   if (!executor.ok()) {
     std::fprintf(stderr, "CreateRandom: %s\n", executor.status().ToString().c_str());
     std::exit(1);
@@ -222,6 +223,15 @@ int Main(int argc, char** argv) {
         shape.prefill_tokens, prefill, flops / 1e12, 100.0 * flops / gemm_rate);
     emit();
     if (!eight_b) {
+      // The same prefill with every query through the decode attention kernel.
+      auto decode_attention = MakeExecutor(config, shape, true, /*prefill_kernel=*/false);
+      const double old_rate = PrefillRate(*decode_attention, shape, quick ? 2 : 4);
+      decode_attention.reset();
+      std::snprintf(buf, sizeof buf,
+                    "| 1B prefill %d, attention by the decode kernel | %.0f tok/s: the prefill "
+                    "kernel is %.2fx faster |",
+                    shape.prefill_tokens, old_rate, prefill / old_rate);
+      emit();
       // Off and on, twice each, interleaved: the spread between the two runs of one is the noise.
       auto no_graphs = MakeExecutor(config, shape, false);
       double off_s[2] = {0, 0}, on_s[2] = {0, 0};

@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "kernels/gpu_test_util.h"
 #include "kernels/paged_attention_decode.cuh"
+#include "kernels/paged_attention_prefill.cuh"
 
 namespace convoy {
 namespace {
@@ -27,6 +28,48 @@ struct AttentionCase {
   int block_size;
   int splits;
 };
+
+// Each query attends to keys [0, its position] of its row: softmax(q k / sqrt(d)) v in double.
+std::vector<float> ReferenceAttention(const std::vector<float>& q, int64_t q_stride,
+                                      const std::vector<float>& cache,
+                                      const kernels::KvCacheLayout& layout,
+                                      const std::vector<int32_t>& positions,
+                                      const std::vector<int32_t>& token_row,
+                                      const std::vector<int32_t>& row_offset,
+                                      const std::vector<int32_t>& block_ids, int q_heads,
+                                      float scale) {
+  const int hd = layout.head_dim, bs = layout.block_size;
+  const int group = q_heads / layout.num_kv_heads;
+  const int queries = static_cast<int>(positions.size());
+  std::vector<float> want(int64_t{queries} * q_heads * hd);
+  for (int i = 0; i < queries; ++i) {
+    for (int h = 0; h < q_heads; ++h) {
+      const int kvh = h / group;
+      const int context = positions[i] + 1;
+      std::vector<double> scores(context);
+      double max_score = -INFINITY;
+      for (int j = 0; j < context; ++j) {
+        const int block = block_ids[row_offset[token_row[i]] + j / bs];
+        const float* k = cache.data() + KvOffset(layout, block, kvh, j % bs, false);
+        double dot = 0.0;
+        for (int d = 0; d < hd; ++d) dot += double{q[i * q_stride + h * hd + d]} * k[d];
+        scores[j] = dot * scale;
+        max_score = std::max(max_score, scores[j]);
+      }
+      double sum = 0.0;
+      for (double& s : scores) sum += (s = std::exp(s - max_score));
+      for (int d = 0; d < hd; ++d) {
+        double acc = 0.0;
+        for (int j = 0; j < context; ++j) {
+          const int block = block_ids[row_offset[token_row[i]] + j / bs];
+          acc += scores[j] * cache[KvOffset(layout, block, kvh, j % bs, true) + d];
+        }
+        want[(int64_t{i} * q_heads + h) * hd + d] = static_cast<float>(acc / sum);
+      }
+    }
+  }
+  return want;
+}
 
 void CheckAttention(const AttentionCase& c) {
   const std::vector<int32_t> row_lengths = {301, 17, 1, 130};  // context length of each row
@@ -95,34 +138,9 @@ void CheckAttention(const AttentionCase& c) {
   CUDA_ASSERT_OK(cudaDeviceSynchronize());
 
   const int group = c.q_heads / c.kv_heads;
-  std::vector<float> want(int64_t{queries} * c.q_heads * c.head_dim);
-  for (int i = 0; i < queries; ++i) {
-    for (int h = 0; h < c.q_heads; ++h) {
-      const int kvh = h / group;
-      const int context = positions[i] + 1;
-      std::vector<double> scores(context);
-      double max_score = -INFINITY;
-      for (int j = 0; j < context; ++j) {
-        const int block = block_ids[row_offset[token_row[i]] + j / c.block_size];
-        const float* k = cache.data() + KvOffset(layout, block, kvh, j % c.block_size, false);
-        double dot = 0.0;
-        for (int d = 0; d < c.head_dim; ++d)
-          dot += double{q[i * q_stride + h * c.head_dim + d]} * k[d];
-        scores[j] = dot * scale;
-        max_score = std::max(max_score, scores[j]);
-      }
-      double sum = 0.0;
-      for (double& s : scores) sum += (s = std::exp(s - max_score));
-      for (int d = 0; d < c.head_dim; ++d) {
-        double acc = 0.0;
-        for (int j = 0; j < context; ++j) {
-          const int block = block_ids[row_offset[token_row[i]] + j / c.block_size];
-          acc += scores[j] * cache[KvOffset(layout, block, kvh, j % c.block_size, true) + d];
-        }
-        want[(int64_t{i} * c.q_heads + h) * c.head_dim + d] = static_cast<float>(acc / sum);
-      }
-    }
-  }
+  const std::vector<float> want = ReferenceAttention(q, q_stride, cache, layout, positions,
+                                                     token_row, row_offset, block_ids, c.q_heads,
+                                                     scale);
   const double err = RelativeError(FromBF16(d_out.Download()), want);
   ReportError("paged_attention_hd" + std::to_string(c.head_dim) + "_g" + std::to_string(group) +
                   "_splits" + std::to_string(c.splits),
@@ -145,6 +163,125 @@ TEST(PagedAttentionKernel, HeadDim64NoGqaOddBlocks) {
 TEST(PagedAttentionKernel, HeadDim64Group8Split) {
   CONVOY_SKIP_WITHOUT_GPU();
   CheckAttention({64, 8, 1, 16, 32});
+}
+
+// Prompt rows through the prefill kernel: whole prompts and chunks that continue a cached prefix
+// (start > 0), tiles of 64 and ragged last tiles, a tile of one token, odd block sizes. The queries
+// of the decode-only rows go through the decode kernel by index in the same buffers, so the two
+// kernels' outputs must also leave each other's tokens alone.
+void CheckPrefill(const AttentionCase& c) {
+  struct Row {
+    int32_t start, tokens;  // the step's tokens are positions [start, start + tokens)
+  };
+  const std::vector<Row> rows = {{0, 130}, {37, 64}, {0, 16}, {200, 1}, {5, 70}, {0, 1}};
+  std::vector<int32_t> positions, token_row, row_offset, block_ids, tiles, decode_list;
+  int total_blocks = 0;
+  for (int r = 0; r < static_cast<int>(rows.size()); ++r) {
+    const int first = static_cast<int>(positions.size());
+    for (int i = 0; i < rows[r].tokens; ++i) {
+      positions.push_back(rows[r].start + i);
+      token_row.push_back(r);
+    }
+    if (rows[r].tokens > 1) {
+      for (int i = 0; i < rows[r].tokens; i += kernels::kPrefillTile) {
+        tiles.push_back(first + i);
+        tiles.push_back(std::min(kernels::kPrefillTile, rows[r].tokens - i));
+      }
+    } else {
+      decode_list.push_back(first);
+    }
+    row_offset.push_back(static_cast<int32_t>(block_ids.size()));
+    const int n = (rows[r].start + rows[r].tokens + c.block_size - 1) / c.block_size;
+    for (int i = 0; i < n; ++i) block_ids.push_back(total_blocks++);
+  }
+  const int queries = static_cast<int>(positions.size());
+  const int num_blocks = total_blocks + 2;
+  std::vector<int32_t> perm(num_blocks);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937(5));
+  for (int32_t& b : block_ids) b = perm[b];
+
+  kernels::KvCacheLayout layout;
+  layout.block_size = c.block_size;
+  layout.num_kv_heads = c.kv_heads;
+  layout.head_dim = c.head_dim;
+  layout.num_blocks = num_blocks;
+  layout.v_offset = int64_t{c.kv_heads} * c.block_size * c.head_dim;
+  layout.block_stride = 2 * layout.v_offset * 2;  // two layers; test the second
+  layout.layer_offset = 2 * layout.v_offset;
+  const std::vector<float> cache = RoundBF16(RandomFloats(num_blocks * layout.block_stride, 31));
+  const int64_t q_stride = int64_t{c.q_heads + 2 * c.kv_heads} * c.head_dim;
+  const std::vector<float> q = RoundBF16(RandomFloats(queries * q_stride, 32, 2.0f));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+
+  DeviceArray<uint16_t> d_cache(ToBF16(cache)), d_q(ToBF16(q));
+  DeviceArray<uint16_t> d_out(int64_t{queries} * c.q_heads * c.head_dim);  // poisoned
+  DeviceArray<int32_t> d_pos(positions), d_row(token_row), d_off(row_offset), d_blocks(block_ids);
+  DeviceArray<int32_t> d_tiles(tiles), d_list(decode_list);
+  layout.base = d_cache.get();
+  kernels::PagedAttentionPrefillParams p;
+  p.q = d_q.get();
+  p.q_row_stride = q_stride;
+  p.out = d_out.get();
+  p.positions = d_pos.get();
+  p.token_row = d_row.get();
+  p.row_block_offset = d_off.get();
+  p.block_ids = d_blocks.get();
+  p.tiles = d_tiles.get();
+  p.num_tiles = static_cast<int64_t>(tiles.size() / 2);
+  p.cache = layout;
+  p.num_q_heads = c.q_heads;
+  p.scale = scale;
+  CUDA_ASSERT_OK(kernels::LaunchPagedAttentionPrefill(p, nullptr));
+  const int64_t entries = static_cast<int64_t>(decode_list.size()) * c.q_heads * c.splits;
+  DeviceArray<float> d_partial(entries * c.head_dim), d_lse(entries);
+  kernels::PagedAttentionDecodeParams dp;
+  dp.q = d_q.get();
+  dp.q_row_stride = q_stride;
+  dp.out = d_out.get();
+  dp.positions = d_pos.get();
+  dp.token_row = d_row.get();
+  dp.row_block_offset = d_off.get();
+  dp.block_ids = d_blocks.get();
+  dp.cache = layout;
+  dp.num_queries = static_cast<int64_t>(decode_list.size());
+  dp.query_list = d_list.get();
+  dp.num_q_heads = c.q_heads;
+  dp.scale = scale;
+  dp.num_splits = c.splits;
+  dp.partial_out = d_partial.get();
+  dp.partial_lse = d_lse.get();
+  dp.partial_capacity = entries;
+  CUDA_ASSERT_OK(kernels::LaunchPagedAttentionDecode(dp, nullptr));
+  CUDA_ASSERT_OK(cudaDeviceSynchronize());
+
+  const std::vector<float> want = ReferenceAttention(q, q_stride, cache, layout, positions,
+                                                     token_row, row_offset, block_ids, c.q_heads,
+                                                     scale);
+  const double err = RelativeError(FromBF16(d_out.Download()), want);  // NaN where unwritten
+  ReportError("paged_attention_prefill_hd" + std::to_string(c.head_dim) + "_g" +
+                  std::to_string(c.q_heads / c.kv_heads) + "_bs" + std::to_string(c.block_size),
+              err);
+  EXPECT_LT(err, 1e-2);
+}
+
+TEST(PagedAttentionPrefillKernel, HeadDim128Group4) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  CheckPrefill({128, 8, 2, 16, 3});
+}
+TEST(PagedAttentionPrefillKernel, HeadDim64NoGqaOddBlocks) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  CheckPrefill({64, 3, 3, 7, 1});
+}
+TEST(PagedAttentionPrefillKernel, HeadDim64Group8) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  CheckPrefill({64, 32, 4, 16, 2});
+}
+
+TEST(PagedAttentionPrefillKernel, RejectsBadShapes) {
+  kernels::PagedAttentionPrefillParams p;
+  p.cache.head_dim = 96;
+  EXPECT_EQ(kernels::LaunchPagedAttentionPrefill(p, nullptr), cudaErrorInvalidValue);
 }
 
 TEST(PagedAttentionKernel, RejectsUnsupportedHeadDim) {

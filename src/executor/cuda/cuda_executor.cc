@@ -17,6 +17,7 @@
 #include "kernels/embedding.cuh"
 #include "kernels/kv_write.cuh"
 #include "kernels/paged_attention_decode.cuh"
+#include "kernels/paged_attention_prefill.cuh"
 #include "kernels/rms_norm.cuh"
 #include "kernels/rotary.cuh"
 #include "kernels/sampling.cuh"
@@ -103,6 +104,11 @@ absl::Status CudaExecutor::Impl::Init(const CudaExecutorOptions& opts) {
     return absl::InvalidArgumentError(
         "CudaExecutorOptions: block_size, max_tokens_per_step (<= 65535), max_rows_per_step and "
         "max_logit_rows must be positive");
+  }
+  if (opts.prefill_kernel_min_tokens < 0 || opts.prefill_kernel_min_tokens == 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "CudaExecutorOptions: prefill_kernel_min_tokens must be 0 (off) or at least 2, got %d",
+        opts.prefill_kernel_min_tokens));
   }
   if (c.head_dim != 64 && c.head_dim != 128) {
     return absl::UnimplementedError(
@@ -194,6 +200,8 @@ absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
   const auto* logit_token = reinterpret_cast<const int32_t*>(base + layout.logit_token);
   const auto* sample_rows = reinterpret_cast<const kernels::SampleRow*>(base + layout.sample_rows);
   const auto* block_ids = reinterpret_cast<const int32_t*>(base + layout.block_ids);
+  const auto* prefill_tiles = reinterpret_cast<const int32_t*>(base + layout.prefill_tiles);
+  const auto* decode_tokens = reinterpret_cast<const int32_t*>(base + layout.decode_tokens);
 
   kernels::EmbeddingParams embed;
   embed.table = model->embed_tokens();
@@ -243,14 +251,30 @@ absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
   attn.token_row = token_row;
   attn.row_block_offset = row_block_offset;
   attn.block_ids = block_ids;
-  attn.num_queries = t;
+  attn.num_queries = layout.num_decode_tokens;
+  attn.query_list = decode_tokens;
   attn.num_q_heads = static_cast<int32_t>(c.num_attention_heads);
   attn.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
-  attn.num_splits = kernels::ChooseAttentionSplits(t, spec.num_kv_heads, num_sms);
+  attn.num_splits =
+      kernels::ChooseAttentionSplits(layout.num_decode_tokens, spec.num_kv_heads, num_sms);
   attn.partial_out = partial_out.as<float>();
   attn.partial_lse = partial_lse.as<float>();
   attn.partial_capacity = partial_entries;
   attn.dtype = dt;
+
+  kernels::PagedAttentionPrefillParams prefill;
+  prefill.q = qkv.get();
+  prefill.q_row_stride = qkv_cols;
+  prefill.out = attn_out.get();
+  prefill.positions = positions;
+  prefill.token_row = token_row;
+  prefill.row_block_offset = row_block_offset;
+  prefill.block_ids = block_ids;
+  prefill.tiles = prefill_tiles;
+  prefill.num_tiles = layout.num_prefill_tiles;
+  prefill.num_q_heads = attn.num_q_heads;
+  prefill.scale = attn.scale;
+  prefill.dtype = dt;
 
   kernels::SiluMulParams silu;
   silu.gate_up = gate_up.get();
@@ -271,6 +295,9 @@ absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
     layer_cache.layer_offset = static_cast<int64_t>(l) * layer_stride;
     kv_write.cache = layer_cache;
     CUDA_RETURN_IF_ERROR(kernels::LaunchKvWrite(kv_write, stream));
+    // Long rows' tokens by tiles, the rest one query at a time: disjoint parts of attn_out.
+    prefill.cache = layer_cache;
+    CUDA_RETURN_IF_ERROR(kernels::LaunchPagedAttentionPrefill(prefill, stream));
     attn.cache = layer_cache;
     CUDA_RETURN_IF_ERROR(kernels::LaunchPagedAttentionDecode(attn, stream));
     RETURN_IF_ERROR(
@@ -403,7 +430,8 @@ absl::StatusOr<StepResult> CudaExecutor::Impl::Step(const StepPlan& plan) {
     }
   }
   ASSIGN_OR_RETURN(const cuda::PackedStep packed,
-                   cuda::PackStep(plan, spec.block_size, scratch_block, graph_batch, staging.get(),
+                   cuda::PackStep(plan, spec.block_size, scratch_block, graph_batch,
+                                  options.prefill_kernel_min_tokens, staging.get(),
                                   inputs_capacity));
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(inputs.get(), staging.get(),
                                        packed.layout.Bytes(packed.num_block_ids),

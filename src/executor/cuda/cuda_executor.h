@@ -39,6 +39,11 @@ struct CudaExecutorOptions {
   int32_t max_rows_per_step = 256;
   int32_t max_logit_rows = 512;
   bool use_cuda_graphs = true;
+  // Rows with at least this many tokens in a step (prompt chunks) take the prefill attention
+  // kernel, which reads K and V once per tile of 64 queries; shorter rows, and every row when 0,
+  // take the decode kernel, one query at a time. At least 2: decode steps stay on the decode
+  // kernel (and in their CUDA graphs).
+  int32_t prefill_kernel_min_tokens = 16;
   // Decode steps of up to the largest size are padded to the next size here and replayed.
   std::vector<int32_t> graph_batch_sizes = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128};
 };

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "kernels/paged_attention_prefill.cuh"
 #include "kernels/sampling.cuh"
 
 namespace convoy::cuda {
@@ -12,6 +13,11 @@ namespace {
 size_t Align16(size_t x) { return (x + 15) / 16 * 16; }
 
 }  // namespace
+
+int64_t MaxPrefillTiles(int64_t tokens, int64_t rows) {
+  // Each row's tiles are full but its last.
+  return tokens / kernels::kPrefillTile + rows;
+}
 
 StepLayout StepLayout::For(int64_t tokens, int64_t rows, int64_t logit_rows, int64_t samples) {
   StepLayout l;
@@ -31,12 +37,16 @@ StepLayout StepLayout::For(int64_t tokens, int64_t rows, int64_t logit_rows, int
   l.row_block_offset = take(4 * rows);
   l.logit_token = take(4 * logit_rows);
   l.sample_rows = take(sizeof(kernels::SampleRow) * samples);
+  l.prefill_tiles = take(4 * 2 * MaxPrefillTiles(tokens, rows));
+  l.decode_tokens = take(4 * tokens);
+  l.num_decode_tokens = tokens;
   l.block_ids = take(0);
   return l;
 }
 
 absl::StatusOr<PackedStep> PackStep(const StepPlan& plan, int32_t block_size, int32_t scratch_block,
-                                    int64_t pad_to_rows, void* staging, size_t capacity) {
+                                    int64_t pad_to_rows, int32_t prefill_min_tokens,
+                                    void* staging, size_t capacity) {
   const int64_t plan_rows = static_cast<int64_t>(plan.rows.size());
   const int64_t rows = std::max(plan_rows, pad_to_rows);
   const int64_t pad = rows - plan_rows;
@@ -76,6 +86,9 @@ absl::StatusOr<PackedStep> PackStep(const StepPlan& plan, int32_t block_size, in
   auto* logit_token = reinterpret_cast<int32_t*>(base + packed.layout.logit_token);
   auto* sample_rows = reinterpret_cast<kernels::SampleRow*>(base + packed.layout.sample_rows);
   auto* blocks = reinterpret_cast<int32_t*>(base + packed.layout.block_ids);
+  auto* tiles = reinterpret_cast<int32_t*>(base + packed.layout.prefill_tiles);
+  auto* decode_tokens = reinterpret_cast<int32_t*>(base + packed.layout.decode_tokens);
+  int64_t num_tiles = 0, num_decode = 0;
 
   int64_t t = 0, l = 0, s = 0, b = 0;
   for (int64_t r = 0; r < plan_rows; ++r) {
@@ -89,6 +102,15 @@ absl::StatusOr<PackedStep> PackStep(const StepPlan& plan, int32_t block_size, in
       ids[t + i] = row.token_ids[i];
       positions[t + i] = row.start_pos + static_cast<int32_t>(i);
       token_row[t + i] = static_cast<int32_t>(r);
+    }
+    if (prefill_min_tokens > 0 && n >= prefill_min_tokens) {
+      for (int64_t i = 0; i < n; i += kernels::kPrefillTile) {
+        tiles[2 * num_tiles] = static_cast<int32_t>(t + i);
+        tiles[2 * num_tiles + 1] = static_cast<int32_t>(std::min<int64_t>(kernels::kPrefillTile, n - i));
+        ++num_tiles;
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) decode_tokens[num_decode++] = static_cast<int32_t>(t + i);
     }
     if (row.return_logits) {
       for (int64_t i = 0; i < n; ++i) logit_token[l + i] = static_cast<int32_t>(t + i);
@@ -119,8 +141,11 @@ absl::StatusOr<PackedStep> PackStep(const StepPlan& plan, int32_t block_size, in
     logit_token[l] = static_cast<int32_t>(t);
     sample_rows[s] = kernels::SampleRow();
     sample_rows[s].logits_row = static_cast<int32_t>(l);
+    decode_tokens[num_decode++] = static_cast<int32_t>(t);
     ++t, ++l, ++s;
   }
+  packed.layout.num_prefill_tiles = num_tiles;
+  packed.layout.num_decode_tokens = num_decode;
   return packed;
 }
 

@@ -27,11 +27,21 @@ struct StepLayout {
   size_t row_block_offset = 0;  // int32 [num_rows]
   size_t logit_token = 0;       // int32 [num_logit_rows]: the token each logits row is for
   size_t sample_rows = 0;       // kernels::SampleRow [num_samples]
+  // Attention work: tokens of long rows go to the prefill kernel in tiles (first token, count),
+  // the others to the decode kernel by index. Room for the most a step of this size can have;
+  // the counts say how many are used.
+  size_t prefill_tiles = 0;   // int32 [2 * MaxPrefillTiles(num_tokens, num_rows)]
+  size_t decode_tokens = 0;   // int32 [num_tokens]
+  int64_t num_prefill_tiles = 0;
+  int64_t num_decode_tokens = 0;  // For() sets num_tokens: every token a decode query
   size_t block_ids = 0;         // int32 [...]
 
   static StepLayout For(int64_t tokens, int64_t rows, int64_t logit_rows, int64_t samples);
   size_t Bytes(int64_t num_block_ids) const { return block_ids + 4 * num_block_ids; }
 };
+
+// The most tiles `tokens` packed into `rows` rows can need.
+int64_t MaxPrefillTiles(int64_t tokens, int64_t rows);
 
 struct PackedStep {
   StepLayout layout;
@@ -44,9 +54,12 @@ struct PackedStep {
 
 // Writes the plan's arrays into `staging` (`capacity` bytes). With pad_to_rows > the plan's rows
 // (decode steps replayed from a CUDA graph), adds dummy decode rows that read and write only
-// `scratch_block`. RESOURCE_EXHAUSTED when the step does not fit.
+// `scratch_block`. Rows of at least `prefill_min_tokens` tokens (0: none) are cut into prefill
+// tiles of kernels::kPrefillTile tokens; every other token is a decode query. RESOURCE_EXHAUSTED
+// when the step does not fit.
 absl::StatusOr<PackedStep> PackStep(const StepPlan& plan, int32_t block_size, int32_t scratch_block,
-                                    int64_t pad_to_rows, void* staging, size_t capacity);
+                                    int64_t pad_to_rows, int32_t prefill_min_tokens,
+                                    void* staging, size_t capacity);
 
 }  // namespace convoy::cuda
 

@@ -1,0 +1,44 @@
+// Paged attention for prompt rows. A tile is up to kPrefillTile consecutive queries of one row
+// (positions p0 .. p0+n-1); each attends causally to the keys of its row at positions [0, own],
+// read through the row's block table. One block computes one tile for one query head: the tile's
+// queries stay in shared memory while the keys go by in tiles of 64 (online softmax in fp32), so K
+// and V are read once per 64 queries instead of once per query as the decode kernel does. The
+// queries' own K and V must already be in the cache (kv_write runs first in the same step).
+#ifndef CONVOY_KERNELS_PAGED_ATTENTION_PREFILL_CUH_
+#define CONVOY_KERNELS_PAGED_ATTENTION_PREFILL_CUH_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/half_type.cuh"
+#include "kernels/kv_cache_layout.cuh"
+
+namespace convoy::kernels {
+
+inline constexpr int kPrefillTile = 64;
+
+struct PagedAttentionPrefillParams {
+  const void* q = nullptr;  // query heads at the start of each token's row of q, dtype
+  int64_t q_row_stride = 0;
+  void* out = nullptr;                 // [tokens, num_q_heads * head_dim], dtype
+  const int32_t* positions = nullptr;  // [tokens]
+  const int32_t* token_row = nullptr;  // [tokens]
+  const int32_t* row_block_offset = nullptr;
+  const int32_t* block_ids = nullptr;
+  // [num_tiles][2]: the tile's first token and its number of tokens (1..kPrefillTile), all of one
+  // row at consecutive positions.
+  const int32_t* tiles = nullptr;
+  int64_t num_tiles = 0;
+  KvCacheLayout cache;  // head_dim 64 or 128
+  int32_t num_q_heads = 0;  // a multiple of cache.num_kv_heads
+  float scale = 1.0f;
+  HalfType dtype = HalfType::kBF16;
+};
+
+cudaError_t LaunchPagedAttentionPrefill(const PagedAttentionPrefillParams& params,
+                                        cudaStream_t stream);
+
+}  // namespace convoy::kernels
+
+#endif  // CONVOY_KERNELS_PAGED_ATTENTION_PREFILL_CUH_
