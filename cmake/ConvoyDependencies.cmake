@@ -5,6 +5,9 @@ find_package(absl REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(dnnl REQUIRED)
+# Regular expressions with Unicode properties and lookahead (tokenizer pre-splitting).
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 
 if(CONVOY_BUILD_TESTS)
   find_package(GTest REQUIRED)

@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git python3 xz-utils
   libabsl-dev libspdlog-dev nlohmann-json3-dev
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
-  libdnnl-dev ocl-icd-opencl-dev prometheus-cpp-dev
+  libdnnl-dev ocl-icd-opencl-dev prometheus-cpp-dev libpcre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 
