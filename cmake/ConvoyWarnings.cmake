@@ -2,7 +2,7 @@
 # every target built from our code (generated protobuf code is compiled without -Werror).
 function(convoy_target_warnings target)
   target_compile_options(${target} PRIVATE
-    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Werror -Wno-unused-parameter>)
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Werror>)
 endfunction()
 
 if(CONVOY_NATIVE)

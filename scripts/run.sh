@@ -15,7 +15,7 @@ addr=127.0.0.1:${CONVOY_PORT:-50051}
 build/src/daemon/convoyd --config configs/default.pbtxt --model "$model_dir" \
   --listen-address 127.0.0.1 --port "${addr##*:}" "$@" &
 daemon=$!
-trap 'kill -INT $daemon 2>/dev/null; wait $daemon' INT TERM
+trap 'kill -INT $daemon 2>/dev/null; wait $daemon; exit $?' INT TERM
 for _ in $(seq 1 300); do
   build/src/daemon/convoy health --addr "$addr" >/dev/null 2>&1 && break
   kill -0 $daemon 2>/dev/null || { wait $daemon; exit 1; }

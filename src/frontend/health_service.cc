@@ -148,7 +148,7 @@ grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* cont
 }
 
 grpc::ServerWriteReactor<HealthCheckResponse>* HealthService::Watch(
-    grpc::CallbackServerContext* context, const HealthCheckRequest* request) {
+    grpc::CallbackServerContext* /*context*/, const HealthCheckRequest* request) {
   absl::MutexLock lock(&mu_);
   auto* watcher = new Watcher(this, request->service(), StatusOf(request->service()));
   watchers_.insert(watcher);

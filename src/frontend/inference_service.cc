@@ -508,7 +508,7 @@ grpc::ServerWriteReactor<v1::InferStreamResponse>* InferenceService::InferStream
 }
 
 grpc::ServerUnaryReactor* InferenceService::GetModelInfo(grpc::CallbackServerContext* context,
-                                                         const v1::GetModelInfoRequest* request,
+                                                         const v1::GetModelInfoRequest* /*request*/,
                                                          v1::ModelInfo* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const ServingContext* serving = serving_.load(std::memory_order_acquire);
@@ -522,7 +522,7 @@ grpc::ServerUnaryReactor* InferenceService::GetModelInfo(grpc::CallbackServerCon
 }
 
 grpc::ServerUnaryReactor* InferenceService::GetServerInfo(grpc::CallbackServerContext* context,
-                                                          const v1::GetServerInfoRequest* request,
+                                                          const v1::GetServerInfoRequest* /*request*/,
                                                           v1::ServerInfo* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const ServingContext* serving = serving_.load(std::memory_order_acquire);

@@ -319,7 +319,7 @@ void Metrics::OnRejected(RejectReason reason) {
   nv_failure_rejected_->Increment();
 }
 
-void Metrics::OnPreempted(RequestId id) { preemptions_->Increment(); }
+void Metrics::OnPreempted(RequestId /*id*/) { preemptions_->Increment(); }
 
 void Metrics::OnQueueTime(int32_t priority_level, absl::Duration queue_time) {
   if (priority_level >= 1) QueueTimeHistogram(priority_level).Observe(Seconds(queue_time));

@@ -231,7 +231,7 @@ void Scheduler::Preempt(Sequence* seq) {
   if (observer_ != nullptr) observer_->OnPreempted(seq->request.id);
 }
 
-void Scheduler::PreemptForDecodes(absl::Time now) {
+void Scheduler::PreemptForDecodes(absl::Time /*now*/) {
   auto decode_need = [&](const Sequence& seq) -> int64_t {
     return seq.decoding() ? seq.blocks.BlocksNeeded(static_cast<int64_t>(seq.tokens.size())) : 0;
   };
@@ -498,7 +498,8 @@ void Scheduler::RemoveFromRunning(Sequence* seq) {
   if (it != running_.end()) running_.erase(it);
 }
 
-void Scheduler::Finish(Sequence* seq, Outcome outcome, absl::Status status, absl::Time now) {
+void Scheduler::Finish(Sequence* seq, Outcome outcome, absl::Status status,
+                       absl::Time /*now*/) {
   if (seq->state == SequenceState::kWaiting) {
     RemoveFromQueue(seq);
   } else if (seq->state == SequenceState::kRunning) {

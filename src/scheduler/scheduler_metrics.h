@@ -53,16 +53,16 @@ struct SchedulerStats {
 class SchedulerObserver {
  public:
   virtual ~SchedulerObserver() = default;
-  virtual void OnStepPlanned(const StepStats& stats) {}
-  virtual void OnRejected(RejectReason reason) {}
-  virtual void OnPreempted(RequestId id) {}
+  virtual void OnStepPlanned(const StepStats& /*stats*/) {}
+  virtual void OnRejected(RejectReason /*reason*/) {}
+  virtual void OnPreempted(RequestId /*id*/) {}
   // Arrival to the first step that holds the request.
-  virtual void OnQueueTime(int32_t priority_level, absl::Duration queue_time) {}
+  virtual void OnQueueTime(int32_t /*priority_level*/, absl::Duration /*queue_time*/) {}
   // Arrival to the first generated token.
-  virtual void OnFirstToken(absl::Duration time_to_first_token) {}
+  virtual void OnFirstToken(absl::Duration /*time_to_first_token*/) {}
   // Between two consecutive tokens of one request.
-  virtual void OnInterTokenTime(absl::Duration time_between_tokens) {}
-  virtual void OnFinished(Outcome outcome) {}
+  virtual void OnInterTokenTime(absl::Duration /*time_between_tokens*/) {}
+  virtual void OnFinished(Outcome /*outcome*/) {}
 };
 
 }  // namespace convoy

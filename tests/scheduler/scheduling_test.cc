@@ -173,7 +173,7 @@ class RecordingObserver : public SchedulerObserver {
   void OnStepPlanned(const StepStats& stats) override { steps.push_back(stats); }
   void OnRejected(RejectReason reason) override { rejected.push_back(reason); }
   void OnPreempted(RequestId id) override { preempted.push_back(id); }
-  void OnQueueTime(int32_t level, absl::Duration d) override { queue_times.push_back(d); }
+  void OnQueueTime(int32_t /*level*/, absl::Duration d) override { queue_times.push_back(d); }
   void OnFirstToken(absl::Duration d) override { ttft.push_back(d); }
   void OnInterTokenTime(absl::Duration d) override { itl.push_back(d); }
   void OnFinished(Outcome outcome) override { finished.push_back(outcome); }

@@ -1,0 +1,25 @@
+# CONVOY_SANITIZE=address,undefined or thread instruments every C and C++ target (ours and the
+# generated protobuf code) and the link. CUDA code is not instrumented; a sanitized build is a
+# CPU build (scripts/sanitize.sh configures CONVOY_ENABLE_CUDA=OFF).
+if(CONVOY_SANITIZE)
+  if(NOT CONVOY_SANITIZE MATCHES "^(address,undefined|undefined,address|address|undefined|thread)$")
+    message(FATAL_ERROR "CONVOY_SANITIZE: address,undefined or thread, not '${CONVOY_SANITIZE}'")
+  endif()
+  set(convoy_sanitize_flags -fsanitize=${CONVOY_SANITIZE} -fno-omit-frame-pointer -g)
+  if(CONVOY_SANITIZE MATCHES "undefined")
+    # A report is a failure, not a message on stderr that a passing test would hide.
+    list(APPEND convoy_sanitize_flags -fno-sanitize-recover=undefined)
+  endif()
+  add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:${convoy_sanitize_flags}>")
+  add_link_options(${convoy_sanitize_flags})
+endif()
+
+# clang's thread-safety analysis over the annotations (GUARDED_BY, EXCLUSIVE_LOCKS_REQUIRED, ...)
+# that the headers state: with CONVOY_THREAD_SAFETY=ON and clang, a lock a comment promises but
+# the code does not take is a compile error.
+if(CONVOY_THREAD_SAFETY)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "CONVOY_THREAD_SAFETY needs clang (CXX=clang++)")
+  endif()
+  add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-Wthread-safety>)
+endif()
