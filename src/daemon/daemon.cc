@@ -238,6 +238,8 @@ int RunDaemon(const DaemonOptions& options) {
   serving.limits.vocab_size = model.vocab_size;
   serving.limits.max_context_length = model.max_position_embeddings;
   serving.limits.priority_levels = static_cast<int32_t>(config.scheduler().priority_levels());
+  serving.limits.max_stop_token_ids =
+      static_cast<int32_t>(config.request_limits().max_stop_token_ids());
   serving.limits.max_top_logprobs = static_cast<int32_t>(std::min<int64_t>(20, model.vocab_size));
   serving.model_info =
       ToModelInfo(model, serving.limits.model_name, serving.limits.max_context_length);

@@ -13,7 +13,7 @@
 namespace convoy {
 namespace {
 
-bool UseCuda(v1::ExecutorConfig::Device device) {
+bool UseCuda([[maybe_unused]] v1::ExecutorConfig::Device device) {
 #ifdef CONVOY_HAVE_CUDA_EXECUTOR
   if (device == v1::ExecutorConfig::CUDA) return true;
   return device == v1::ExecutorConfig::AUTO && CudaDeviceAvailable();

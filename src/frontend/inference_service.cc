@@ -22,15 +22,11 @@ uint64_t Micros(absl::Duration d) {
 // The earlier of the gRPC deadline and the request's own timeout; InfiniteFuture() for none.
 absl::Time DeadlineOf(const grpc::CallbackServerContext& context, uint64_t timeout_microseconds,
                       absl::Time arrival) {
-  absl::Time deadline = absl::InfiniteFuture();
   const auto grpc_deadline = context.deadline();
-  if (grpc_deadline != std::chrono::system_clock::time_point::max()) {
-    deadline = absl::FromChrono(grpc_deadline);
-  }
-  if (timeout_microseconds > 0) {
-    deadline = std::min(deadline, arrival + absl::Microseconds(timeout_microseconds));
-  }
-  return deadline;
+  return RequestDeadline(grpc_deadline == std::chrono::system_clock::time_point::max()
+                             ? absl::InfiniteFuture()
+                             : absl::FromChrono(grpc_deadline),
+                         timeout_microseconds, arrival);
 }
 
 }  // namespace

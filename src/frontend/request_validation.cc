@@ -1,8 +1,10 @@
 #include "frontend/request_validation.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -27,11 +29,26 @@ absl::Status CheckTokenIds(const google::protobuf::RepeatedField<int32_t>& ids,
 
 }  // namespace
 
+absl::Time RequestDeadline(absl::Time call_deadline, uint64_t timeout_microseconds,
+                           absl::Time arrival) {
+  if (timeout_microseconds == 0) return call_deadline;
+  constexpr uint64_t kYearMicros = uint64_t{365} * 24 * 3600 * 1000000;
+  const absl::Duration timeout =
+      absl::Microseconds(static_cast<int64_t>(std::min(timeout_microseconds, kYearMicros)));
+  return std::min(call_deadline, arrival + timeout);
+}
+
 absl::StatusOr<Request> ToEngineRequest(const v1::InferRequest& request,
                                         const ServingLimits& limits) {
   if (!request.model().empty() && request.model() != limits.model_name) {
+    // Quote at most a short prefix: the status travels in the client's metadata, which is small.
+    constexpr size_t kQuoted = 64;
+    const std::string quoted = request.model().size() <= kQuoted
+                                   ? request.model()
+                                   : absl::StrCat(request.model().substr(0, kQuoted), "... (",
+                                                  request.model().size(), " bytes)");
     return Invalid("model", absl::StrFormat("unknown model '%s'; this server serves '%s'",
-                                            request.model(), limits.model_name));
+                                            absl::CHexEscape(quoted), limits.model_name));
   }
   if (!request.prompt_text().empty()) {
     return absl::UnimplementedError(
@@ -88,6 +105,12 @@ absl::StatusOr<Request> ToEngineRequest(const v1::InferRequest& request,
     out.sampling.top_p = s.top_p();
   }
   if (s.has_seed()) out.sampling.seed = s.seed();
+  if (s.stop_token_ids_size() > limits.max_stop_token_ids) {
+    return Invalid("sampling.stop_token_ids",
+                   absl::StrFormat("%d ids; at most %d are allowed (request_limits."
+                                   "max_stop_token_ids)",
+                                   s.stop_token_ids_size(), limits.max_stop_token_ids));
+  }
   if (absl::Status ids =
           CheckTokenIds(s.stop_token_ids(), "sampling.stop_token_ids", limits.vocab_size);
       !ids.ok()) {

@@ -21,7 +21,15 @@ struct ServingLimits {
   int64_t max_context_length = 0;
   int32_t priority_levels = 1;
   int32_t max_top_logprobs = 20;
+  // request_limits.max_stop_token_ids of the config.
+  int32_t max_stop_token_ids = 256;
 };
+
+// The earlier of the call's own deadline (InfiniteFuture() for none) and arrival plus the
+// request's timeout_microseconds (0: none). Timeouts longer than a year count as a year, so that no
+// value can wrap into a deadline that has already passed.
+absl::Time RequestDeadline(absl::Time call_deadline, uint64_t timeout_microseconds,
+                           absl::Time arrival);
 
 // The engine request for `request`: prompt, sampling, max_tokens (0 when unset: the engine's
 // default), stop tokens and priority. Leaves id and timeout for the caller.

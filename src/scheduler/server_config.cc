@@ -1,5 +1,6 @@
 #include "scheduler/server_config.h"
 
+#include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <set>
@@ -38,7 +39,74 @@ class Locator {
   TextProtoLocator at_;
 };
 
+// The largest value each number of the config may take. Every number is bounded so that no
+// arithmetic on it can wrap (sizes and durations are converted to int64 microseconds and bytes
+// downstream) and no value can make the server allocate without limit before serving.
+constexpr uint64_t kMaxBatch = 4096;
+constexpr uint64_t kMaxTokens = uint64_t{1} << 20;
+constexpr uint64_t kMaxPriorityLevels = 16;
+constexpr uint64_t kMaxQueueSize = 1000000;
+constexpr uint64_t kMaxDelayMicros = uint64_t{60} * 1000000;            // a minute
+constexpr uint64_t kMaxTimeoutMicros = uint64_t{24} * 3600 * 1000000;   // a day
+constexpr uint64_t kMaxDrainMicros = uint64_t{3600} * 1000000;         // an hour
+constexpr uint64_t kMaxBlockSize = 1024;
+constexpr uint64_t kMaxKvBytes = uint64_t{1} << 40;                    // 1 TiB
+constexpr uint64_t kMaxMessageBytes = uint64_t{1} << 30;               // gRPC takes an int
+constexpr uint64_t kMaxCpuThreads = 1024;
+constexpr uint64_t kMaxStopTokenIds = 65536;
+
+absl::Status AtMost(const Locator& at, std::initializer_list<const char*> path, uint64_t value,
+                    uint64_t max, int outer = -1) {
+  if (value <= max) return absl::OkStatus();
+  return at.Error(path, -1,
+                  absl::StrCat(*(path.end() - 1), " ", value, " exceeds the maximum of ", max),
+                  outer);
+}
+
+absl::Status CheckMaxima(const v1::ServerConfig& config, const Locator& at) {
+  const v1::SchedulerConfig& s = config.scheduler();
+  RETURN_IF_ERROR(AtMost(at, {"scheduler", "max_batch_size"}, s.max_batch_size(), kMaxBatch));
+  RETURN_IF_ERROR(AtMost(at, {"scheduler", "max_queue_delay_microseconds"},
+                         s.max_queue_delay_microseconds(), kMaxDelayMicros));
+  RETURN_IF_ERROR(AtMost(at, {"scheduler", "max_num_batched_tokens"}, s.max_num_batched_tokens(),
+                         kMaxTokens));
+  RETURN_IF_ERROR(
+      AtMost(at, {"scheduler", "prefill_chunk_size"}, s.prefill_chunk_size(), kMaxTokens));
+  RETURN_IF_ERROR(AtMost(at, {"scheduler", "length_grouping_window"}, s.length_grouping_window(),
+                         kMaxQueueSize));
+  RETURN_IF_ERROR(
+      AtMost(at, {"scheduler", "priority_levels"}, s.priority_levels(), kMaxPriorityLevels));
+  RETURN_IF_ERROR(AtMost(at, {"scheduler", "max_queue_size"}, s.max_queue_size(), kMaxQueueSize));
+  RETURN_IF_ERROR(AtMost(at, {"scheduler", "default_timeout_microseconds"},
+                         s.default_timeout_microseconds(), kMaxTimeoutMicros));
+  RETURN_IF_ERROR(AtMost(at, {"scheduler", "priority_aging_microseconds"},
+                         s.priority_aging_microseconds(), kMaxTimeoutMicros));
+  for (int i = 0; i < s.priority_queue_policy_size(); ++i) {
+    const v1::PriorityQueuePolicy& p = s.priority_queue_policy(i);
+    RETURN_IF_ERROR(AtMost(at, {"scheduler", "priority_queue_policy", "max_queue_size"},
+                           p.max_queue_size(), kMaxQueueSize, i));
+    RETURN_IF_ERROR(AtMost(at, {"scheduler", "priority_queue_policy", "default_timeout_microseconds"},
+                           p.default_timeout_microseconds(), kMaxTimeoutMicros, i));
+  }
+  RETURN_IF_ERROR(
+      AtMost(at, {"kv_cache", "block_size"}, config.kv_cache().block_size(), kMaxBlockSize));
+  RETURN_IF_ERROR(AtMost(at, {"kv_cache", "memory_budget_bytes"},
+                         config.kv_cache().memory_budget_bytes(), kMaxKvBytes));
+  RETURN_IF_ERROR(AtMost(at, {"request_defaults", "max_tokens"},
+                         config.request_defaults().max_tokens(), kMaxTokens));
+  RETURN_IF_ERROR(AtMost(at, {"request_limits", "max_stop_token_ids"},
+                         config.request_limits().max_stop_token_ids(), kMaxStopTokenIds));
+  RETURN_IF_ERROR(AtMost(at, {"frontend", "max_message_bytes"},
+                         config.frontend().max_message_bytes(), kMaxMessageBytes));
+  RETURN_IF_ERROR(AtMost(at, {"frontend", "drain_timeout_microseconds"},
+                         config.frontend().drain_timeout_microseconds(), kMaxDrainMicros));
+  RETURN_IF_ERROR(
+      AtMost(at, {"executor", "cpu_threads"}, config.executor().cpu_threads(), kMaxCpuThreads));
+  return absl::OkStatus();
+}
+
 absl::Status Validate(const v1::ServerConfig& config, const Locator& at) {
+  RETURN_IF_ERROR(CheckMaxima(config, at));
   const v1::SchedulerConfig& s = config.scheduler();
   if (s.max_batch_size() < 1) {
     return at.Error({"scheduler", "max_batch_size"}, -1, "max_batch_size must be at least 1");
@@ -156,6 +224,8 @@ void FillServerConfigDefaults(v1::ServerConfig* config) {
   if (!kv->has_memory_budget_bytes()) kv->set_memory_budget_bytes(uint64_t{1} << 30);
   v1::RequestDefaults* defaults = config->mutable_request_defaults();
   if (!defaults->has_max_tokens()) defaults->set_max_tokens(256);
+  v1::RequestLimits* limits = config->mutable_request_limits();
+  if (!limits->has_max_stop_token_ids()) limits->set_max_stop_token_ids(256);
   v1::FrontendConfig* f = config->mutable_frontend();
   if (!f->has_listen_address()) f->set_listen_address("0.0.0.0");
   if (!f->has_port()) f->set_port(50051);
@@ -186,6 +256,11 @@ absl::StatusOr<v1::ServerConfig> ParseServerConfig(absl::string_view text,
 }
 
 absl::StatusOr<v1::ServerConfig> LoadServerConfig(const std::string& path) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": is a directory; --config takes a config file (configs/*.pbtxt)"));
+  }
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open the config file"));
   std::stringstream text;

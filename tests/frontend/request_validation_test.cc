@@ -110,5 +110,43 @@ TEST(RequestValidationTest, APromptOfContextMinusOneFits) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("at most 63")));
 }
 
+TEST(RequestValidationTest, StopTokenIdsAreCappedByTheConfig) {
+  ServingLimits limits = Limits();
+  limits.max_stop_token_ids = 4;
+  v1::InferRequest r = Valid();
+  for (int i = 0; i < 4; ++i) r.mutable_sampling()->add_stop_token_ids(i);
+  EXPECT_OK(ToEngineRequest(r, limits));
+  r.mutable_sampling()->add_stop_token_ids(5);
+  EXPECT_THAT(ToEngineRequest(r, limits),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "sampling.stop_token_ids: 5 ids; at most 4 are allowed "
+                       "(request_limits.max_stop_token_ids)"));
+}
+
+TEST(RequestValidationTest, AnUnknownModelNameIsQuotedShortAndEscaped) {
+  v1::InferRequest r = Valid();
+  r.set_model(std::string(1 << 20, 'x'));
+  absl::StatusOr<Request> refused = ToEngineRequest(r, Limits());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_LT(refused.status().message().size(), 200u);
+  EXPECT_THAT(refused.status().message(), HasSubstr("(1048576 bytes)"));
+  r.set_model("a\nb\x01");
+  EXPECT_THAT(ToEngineRequest(r, Limits()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'a\\nb\\x01'")));
+}
+
+TEST(RequestValidationTest, HugeTimeoutsNeverWrapIntoThePast) {
+  const absl::Time arrival = absl::FromUnixSeconds(1000000);
+  EXPECT_EQ(RequestDeadline(absl::InfiniteFuture(), 0, arrival), absl::InfiniteFuture());
+  EXPECT_EQ(RequestDeadline(absl::InfiniteFuture(), 5, arrival), arrival + absl::Microseconds(5));
+  for (uint64_t huge : {uint64_t{1} << 63, ~uint64_t{0}, (uint64_t{1} << 63) - 1}) {
+    const absl::Time deadline = RequestDeadline(absl::InfiniteFuture(), huge, arrival);
+    EXPECT_GT(deadline, arrival + absl::Hours(24 * 364)) << huge;
+  }
+  // The call's own deadline wins when it is earlier.
+  EXPECT_EQ(RequestDeadline(arrival + absl::Seconds(1), ~uint64_t{0}, arrival),
+            arrival + absl::Seconds(1));
+}
+
 }  // namespace
 }  // namespace convoy
