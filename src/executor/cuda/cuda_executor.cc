@@ -32,7 +32,7 @@ using kernels::HalfType;
 bool CudaDeviceAvailable() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();  // clear the error so that later calls do not see it
+    cudaGetLastError();  // a failed query is "no GPU"; with no driver the failure stays sticky
     return false;
   }
   return count > 0;
