@@ -202,8 +202,9 @@ class InferenceService::Call {
             absl::StrCat("the engine failed while running request ", id_, "; see the server log"));
         break;
     }
-    End(status, ToFinishReason(event.outcome), /*cancel_in_engine=*/false);
+    // Metrics and the log line first: a client that has its answer must find it counted.
     ReportDone(event);
+    End(status, ToFinishReason(event.outcome), /*cancel_in_engine=*/false);
     service_->EngineReleased(id_);
     Unref();
   }
