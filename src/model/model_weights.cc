@@ -1,13 +1,19 @@
 #include "model/model_weights.h"
 
+#include <sys/stat.h>
+
 #include <map>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "convoy/status_macros.h"
 #include "model/file_util.h"
+#include "model/gguf_file.h"
+#include "model/gguf_llama_config.h"
+#include "model/gguf_llama_tensors.h"
 #include "nlohmann/json.hpp"
 
 namespace convoy {
@@ -102,7 +108,18 @@ std::vector<TensorShape> LlamaTensorShapes(const ModelConfig& config) {
   return shapes;
 }
 
-absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const std::string& dir) {
+ModelWeights::ModelWeights() = default;
+ModelWeights::~ModelWeights() = default;
+
+const GgufFile* ModelWeights::gguf_file() const {
+  return gguf_ == nullptr ? nullptr : &gguf_->file();
+}
+
+absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const std::string& path) {
+  struct stat info;
+  if (stat(path.c_str(), &info) == 0 && !S_ISDIR(info.st_mode)) return LoadGguf(path);
+
+  const std::string& dir = path;
   std::unique_ptr<ModelWeights> weights(new ModelWeights());
   weights->dir_ = dir;
   ASSIGN_OR_RETURN(weights->config_, LoadModelConfig(JoinPath(dir, "config.json")));
@@ -122,10 +139,33 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const std::stri
     return absl::NotFoundError(
         absl::StrCat(dir, ": expected ", kSingleFile, " or ", kIndexFile, ", found neither"));
   }
+  RETURN_IF_ERROR(weights->AssignViews(index, where));
+  return weights;
+}
 
+absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::LoadGguf(const std::string& path) {
+  std::unique_ptr<ModelWeights> weights(new ModelWeights());
+  weights->dir_ = path;
+  absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(path);
+  if (!file.ok() && absl::StrContains(file.status().message(), "not a GGUF file")) {
+    return absl::Status(file.status().code(),
+                        absl::StrCat(file.status().message(),
+                                     " (a model is a directory with config.json, or a GGUF file)"));
+  }
+  RETURN_IF_ERROR(file.status());
+  ASSIGN_OR_RETURN(weights->config_, GgufLlamaConfig(**file));
+  ASSIGN_OR_RETURN(weights->gguf_,
+                   GgufLlamaTensors::Load(std::move(file).value(), weights->config_));
+  TensorIndex index;
+  for (const auto& [name, view] : weights->gguf_->views()) index[name] = &view;
+  RETURN_IF_ERROR(weights->AssignViews(index, path));
+  return weights;
+}
+
+absl::Status ModelWeights::AssignViews(const TensorIndex& index, const std::string& where) {
   // Views in LlamaTensorShapes order.
   std::vector<TensorView> views;
-  for (const TensorShape& expected : LlamaTensorShapes(weights->config_)) {
+  for (const TensorShape& expected : LlamaTensorShapes(config_)) {
     auto it = index.find(expected.name);
     if (it == index.end()) {
       return absl::NotFoundError(absl::StrFormat("%s: missing tensor '%s' (expected shape %s)",
@@ -142,18 +182,18 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const std::stri
   }
 
   size_t next = 0;
-  weights->embed_tokens_ = views[next++];
-  weights->layers_.resize(static_cast<size_t>(weights->config_.num_hidden_layers));
-  for (LayerWeights& layer : weights->layers_) {
+  embed_tokens_ = views[next++];
+  layers_.resize(static_cast<size_t>(config_.num_hidden_layers));
+  for (LayerWeights& layer : layers_) {
     for (TensorView* view :
          {&layer.input_layernorm, &layer.q_proj, &layer.k_proj, &layer.v_proj, &layer.o_proj,
           &layer.post_attention_layernorm, &layer.gate_proj, &layer.up_proj, &layer.down_proj}) {
       *view = views[next++];
     }
   }
-  weights->norm_ = views[next++];
-  weights->lm_head_ = weights->config_.tie_word_embeddings ? weights->embed_tokens_ : views[next++];
-  return weights;
+  norm_ = views[next++];
+  lm_head_ = config_.tie_word_embeddings ? embed_tokens_ : views[next++];
+  return absl::OkStatus();
 }
 
 }  // namespace convoy

@@ -1,9 +1,10 @@
-// A Llama model directory (config.json + one or several safetensors files), memory-mapped and
-// checked against the architecture: every tensor present, with the expected shape and a known
-// dtype.
+// A Llama model, memory-mapped and checked against the architecture (every tensor present, with
+// the expected shape and a known dtype): either a Hugging Face directory (config.json + one or
+// several safetensors files) or a single GGUF file.
 #ifndef CONVOY_MODEL_MODEL_WEIGHTS_H_
 #define CONVOY_MODEL_MODEL_WEIGHTS_H_
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,16 +34,34 @@ struct TensorShape {
 };
 std::vector<TensorShape> LlamaTensorShapes(const ModelConfig& config);
 
+class GgufFile;
+class GgufLlamaTensors;
+
 class ModelWeights {
  public:
-  // Reads `dir`/config.json and either `dir`/model.safetensors or the shards listed in
-  // `dir`/model.safetensors.index.json. Errors name the file, the tensor, what was expected and
-  // what was found. Tensors may be F32, F16 or BF16, each in its own dtype. Tensors that a Llama
-  // does not use (and lm_head.weight when the embeddings are tied) are ignored.
-  static absl::StatusOr<std::unique_ptr<ModelWeights>> Load(const std::string& dir);
+  // `path` is a directory or a GGUF file.
+  //
+  // A directory: reads `path`/config.json and either `path`/model.safetensors or the shards
+  // listed in `path`/model.safetensors.index.json. Tensors may be F32, F16 or BF16, each in its
+  // own dtype.
+  //
+  // A file: reads it as GGUF (architecture "llama"; see gguf_llama_config.h for the metadata
+  // read). F32, F16 and BF16 tensors are views into the mapping (copies for attn_q and attn_k,
+  // whose rows llama.cpp permutes); quantized ones (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K,
+  // Q6_K) are dequantized to F32 here, so the executors see the same kinds of views as for
+  // safetensors, in Hugging Face names and layout. The F32 copies take 4 bytes per weight.
+  //
+  // Errors name the file, the tensor (or key), what was expected and what was found. Tensors
+  // that a Llama does not use (and lm_head.weight when the embeddings are tied) are ignored.
+  static absl::StatusOr<std::unique_ptr<ModelWeights>> Load(const std::string& path);
+  ~ModelWeights();
 
   const ModelConfig& config() const { return config_; }
+  // The path Load was given: a model directory or a GGUF file.
   const std::string& dir() const { return dir_; }
+  // The GGUF file (its metadata holds the tokenizer, tokenizer.ggml.*); nullptr for a
+  // safetensors directory.
+  const GgufFile* gguf_file() const;
   const TensorView& embed_tokens() const { return embed_tokens_; }  // [vocab, hidden]
   const TensorView& norm() const { return norm_; }                  // [hidden]
   // [vocab, hidden]; the embedding matrix itself when the embeddings are tied.
@@ -50,10 +69,17 @@ class ModelWeights {
   const std::vector<LayerWeights>& layers() const { return layers_; }
 
  private:
-  ModelWeights() = default;
+  ModelWeights();
+  static absl::StatusOr<std::unique_ptr<ModelWeights>> LoadGguf(const std::string& path);
+  // Fills the views from `index` (Hugging Face name -> view), checking every tensor of
+  // LlamaTensorShapes(config_); `where` names what was searched in errors.
+  absl::Status AssignViews(const std::map<std::string, const TensorView*>& index,
+                           const std::string& where);
+
   std::string dir_;
   ModelConfig config_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::unique_ptr<GgufLlamaTensors> gguf_;
   TensorView embed_tokens_, norm_, lm_head_;
   std::vector<LayerWeights> layers_;
 };

@@ -1,0 +1,32 @@
+// A Llama's ModelConfig from a GGUF file's metadata (the "llama.*" and "tokenizer.ggml.*" keys)
+// and tensor shapes.
+#ifndef CONVOY_MODEL_GGUF_LLAMA_CONFIG_H_
+#define CONVOY_MODEL_GGUF_LLAMA_CONFIG_H_
+
+#include "absl/status/statusor.h"
+#include "model/gguf_file.h"
+#include "model/model_config.h"
+
+namespace convoy {
+
+// general.architecture must be "llama". Read, under "llama.": context_length (as
+// max_position_embeddings), embedding_length, block_count, feed_forward_length,
+// attention.head_count, attention.layer_norm_rms_epsilon (all required);
+// attention.head_count_kv (default head_count), attention.key_length / value_length (default
+// embedding_length / head_count; must be equal), rope.freq_base (default 10000),
+// rope.dimension_count (must equal the head size: partial rotary is not supported),
+// rope.scaling.* and rope_freqs.weight (llama3 scaling; see gguf_rope.h), vocab_size (checked).
+// vocab_size is token_embd.weight's row count; the embeddings are tied when output.weight is
+// absent. bos/eos ids come from tokenizer.ggml.*_token_id (-1 when absent); eos_token_ids adds
+// eot and eom ids when they differ. torch_dtype says how the weights were stored: F32 when every
+// matrix is F32, F16 when they are F16 (or F32), otherwise (quantized or BF16) BF16, the 16-bit
+// type that the CPU executor computes quantized models in by default.
+//
+// Errors name the file and the key (or tensor), and say what was expected and what was found:
+// INVALID_ARGUMENT for a missing or mistyped key, UNIMPLEMENTED for another architecture or a
+// feature that ModelConfig cannot express (mixture of experts, linear or YaRN rope scaling).
+absl::StatusOr<ModelConfig> GgufLlamaConfig(const GgufFile& file);
+
+}  // namespace convoy
+
+#endif  // CONVOY_MODEL_GGUF_LLAMA_CONFIG_H_

@@ -1,0 +1,176 @@
+#include "model/gguf_llama_tensors.h"
+
+#include <cstring>
+#include <new>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "convoy/status_macros.h"
+#include "model/gguf_dequantize.h"
+#include "model/model_weights.h"
+
+namespace convoy {
+namespace {
+
+struct NamePair {
+  const char* hf;
+  const char* gguf;
+};
+
+constexpr NamePair kGlobalNames[] = {
+    {"model.embed_tokens.weight", "token_embd.weight"},
+    {"model.norm.weight", "output_norm.weight"},
+    {"lm_head.weight", "output.weight"},
+};
+
+// Under "model.layers.N." and "blk.N.".
+constexpr NamePair kLayerNames[] = {
+    {"input_layernorm.weight", "attn_norm.weight"},
+    {"self_attn.q_proj.weight", "attn_q.weight"},
+    {"self_attn.k_proj.weight", "attn_k.weight"},
+    {"self_attn.v_proj.weight", "attn_v.weight"},
+    {"self_attn.o_proj.weight", "attn_output.weight"},
+    {"post_attention_layernorm.weight", "ffn_norm.weight"},
+    {"mlp.gate_proj.weight", "ffn_gate.weight"},
+    {"mlp.up_proj.weight", "ffn_up.weight"},
+    {"mlp.down_proj.weight", "ffn_down.weight"},
+};
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+// The GGUF row that holds Hugging Face row `row` of a projection with `heads` heads of
+// `head_dim` rows. llama.cpp's converter reorders each head's rows from (half, pair) to
+// (pair, half), so that a rotated pair sits in adjacent rows.
+int64_t PermutedRow(int64_t row, int64_t head_dim) {
+  const int64_t half = head_dim / 2;
+  const int64_t head = row / head_dim;
+  const int64_t within = row % head_dim;
+  return head * head_dim + 2 * (within % half) + within / half;
+}
+
+}  // namespace
+
+std::string GgufLlamaTensorName(const std::string& hf_name) {
+  for (const NamePair& pair : kGlobalNames) {
+    if (hf_name == pair.hf) return pair.gguf;
+  }
+  constexpr absl::string_view kLayerPrefix = "model.layers.";
+  if (!absl::StartsWith(hf_name, kLayerPrefix)) return "";
+  const absl::string_view rest = absl::string_view(hf_name).substr(kLayerPrefix.size());
+  const size_t dot = rest.find('.');
+  int64_t layer;
+  if (dot == absl::string_view::npos || !absl::SimpleAtoi(rest.substr(0, dot), &layer) ||
+      layer < 0) {
+    return "";
+  }
+  for (const NamePair& pair : kLayerNames) {
+    if (rest.substr(dot + 1) == pair.hf) return absl::StrCat("blk.", layer, ".", pair.gguf);
+  }
+  return "";
+}
+
+absl::StatusOr<std::unique_ptr<GgufLlamaTensors>> GgufLlamaTensors::Load(
+    std::unique_ptr<GgufFile> file, const ModelConfig& config) {
+  std::unique_ptr<GgufLlamaTensors> tensors(new GgufLlamaTensors());
+  tensors->file_ = std::move(file);
+  for (const GgufTensor& tensor : tensors->file_->tensors()) {
+    if (absl::EndsWith(tensor.name, ".bias")) {
+      return absl::UnimplementedError(
+          absl::StrFormat("%s: tensor '%s': biases are not supported (a Llama has none)",
+                          tensors->file_->path(), tensor.name));
+    }
+  }
+  for (const TensorShape& expected : LlamaTensorShapes(config)) {
+    int64_t rotary_heads = 0;
+    if (absl::EndsWith(expected.name, "q_proj.weight")) rotary_heads = config.num_attention_heads;
+    if (absl::EndsWith(expected.name, "k_proj.weight")) rotary_heads = config.num_key_value_heads;
+    absl::Status status;
+    try {
+      status = tensors->AddTensor(expected.name, expected.shape, rotary_heads);
+    } catch (const std::bad_alloc&) {
+      status = absl::ResourceExhaustedError(absl::StrFormat(
+          "%s: no memory for tensor %s converted to F32", tensors->file_->path(), expected.name));
+    }
+    RETURN_IF_ERROR(status);
+  }
+  return tensors;
+}
+
+absl::Status GgufLlamaTensors::AddTensor(const std::string& hf_name,
+                                         const std::vector<int64_t>& expected_shape,
+                                         int64_t rotary_heads) {
+  const std::string gguf_name = GgufLlamaTensorName(hf_name);
+  const GgufTensor* tensor = file_->FindTensor(gguf_name);
+  const std::string& path = file_->path();
+  if (tensor == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: missing tensor '%s' (%s, expected shape %s)", path, gguf_name, hf_name,
+                        ShapeString(expected_shape)));
+  }
+  if (tensor->shape != expected_shape) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: tensor '%s' (%s) has shape %s, expected %s (shapes outermost first; GGUF lists "
+        "them innermost first)",
+        path, gguf_name, hf_name, ShapeString(tensor->shape), ShapeString(expected_shape)));
+  }
+  if (!CanDequantize(tensor->type)) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "%s: tensor '%s' (%s): type %s is not supported, expected F32, F16, BF16, Q4_0, Q4_1, "
+        "Q5_0, Q5_1, Q8_0, Q4_K, Q5_K or Q6_K",
+        path, gguf_name, hf_name, GgmlTypeName(tensor->type)));
+  }
+  TensorView view;
+  view.name = hf_name;
+  view.shape = tensor->shape;
+  view.file = path;
+  const int64_t row_length = tensor->RowLength();
+  const int64_t rows = row_length == 0 ? 0 : tensor->NumElements() / row_length;
+  const int64_t head_dim = rotary_heads > 0 ? rows / rotary_heads : 0;
+  // The GGUF row that holds row r of the view.
+  auto source_row = [&](int64_t r) { return rotary_heads > 0 ? PermutedRow(r, head_dim) : r; };
+
+  const bool is_float = tensor->type == GgmlType::kF32 || tensor->type == GgmlType::kF16 ||
+                        tensor->type == GgmlType::kBF16;
+  if (is_float) {
+    view.dtype = tensor->type == GgmlType::kF32   ? DType::kF32
+                 : tensor->type == GgmlType::kF16 ? DType::kF16
+                                                  : DType::kBF16;
+    view.num_bytes = tensor->num_bytes;
+    if (rotary_heads == 0) {
+      view.data = tensor->data;
+    } else {
+      // Rows move whole, in their own dtype.
+      const size_t row_bytes = static_cast<size_t>(row_length) * DTypeSize(view.dtype);
+      std::byte* out;
+      if (view.dtype == DType::kF32) {
+        out = reinterpret_cast<std::byte*>(
+            f32_buffers_.emplace_back(static_cast<size_t>(tensor->NumElements())).data());
+      } else {
+        out = reinterpret_cast<std::byte*>(
+            half_buffers_.emplace_back(static_cast<size_t>(tensor->NumElements())).data());
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        std::memcpy(out + r * row_bytes, tensor->data + source_row(r) * row_bytes, row_bytes);
+      }
+      view.data = out;
+    }
+  } else {
+    std::vector<float>& out = f32_buffers_.emplace_back(static_cast<size_t>(tensor->NumElements()));
+    for (int64_t r = 0; r < rows; ++r) {
+      RETURN_IF_ERROR(DequantizeRow(*tensor, source_row(r), out.data() + r * row_length));
+    }
+    view.dtype = DType::kF32;
+    view.data = reinterpret_cast<const std::byte*>(out.data());
+    view.num_bytes = out.size() * sizeof(float);
+  }
+  views_[hf_name] = std::move(view);
+  return absl::OkStatus();
+}
+
+}  // namespace convoy

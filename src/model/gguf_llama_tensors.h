@@ -1,0 +1,55 @@
+// A Llama's tensors from a GGUF file, under Hugging Face names and in Hugging Face layout, in the
+// dtypes the executors take (F32, F16, BF16).
+#ifndef CONVOY_MODEL_GGUF_LLAMA_TENSORS_H_
+#define CONVOY_MODEL_GGUF_LLAMA_TENSORS_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/gguf_file.h"
+#include "model/model_config.h"
+#include "model/safetensors.h"
+
+namespace convoy {
+
+// The GGUF name of a Hugging Face Llama tensor ("model.layers.3.self_attn.q_proj.weight" ->
+// "blk.3.attn_q.weight"); empty for a name that is not a Llama tensor.
+std::string GgufLlamaTensorName(const std::string& hf_name);
+
+// Owns the file and the converted tensors; views stay valid as long as this object.
+class GgufLlamaTensors {
+ public:
+  // Makes a view for every tensor of LlamaTensorShapes(config): F32, F16 and BF16 tensors point
+  // into the mapping, quantized ones are dequantized to F32. attn_q and attn_k have llama.cpp's
+  // rotary row permutation undone (its converter interleaves the two halves of each head's rows
+  // for its rope kernels; the executors rotate halves, as Hugging Face does). Errors name the
+  // file, the GGUF and the Hugging Face tensor, what was expected and what was found:
+  // INVALID_ARGUMENT for a missing tensor or a wrong shape, UNIMPLEMENTED for a type without a
+  // dequantizer or for bias tensors.
+  static absl::StatusOr<std::unique_ptr<GgufLlamaTensors>> Load(std::unique_ptr<GgufFile> file,
+                                                                const ModelConfig& config);
+
+  const GgufFile& file() const { return *file_; }
+  // Hugging Face name -> view ([out, in] for projections).
+  const std::map<std::string, TensorView>& views() const { return views_; }
+
+ private:
+  GgufLlamaTensors() = default;
+  absl::Status AddTensor(const std::string& hf_name, const std::vector<int64_t>& expected_shape,
+                         int64_t rotary_heads);
+
+  std::unique_ptr<GgufFile> file_;
+  // Converted data that the views point into; a vector's data does not move when the outer
+  // vector grows.
+  std::vector<std::vector<float>> f32_buffers_;
+  std::vector<std::vector<uint16_t>> half_buffers_;
+  std::map<std::string, TensorView> views_;
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_MODEL_GGUF_LLAMA_TENSORS_H_

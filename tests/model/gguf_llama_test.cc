@@ -1,0 +1,391 @@
+// A Llama from a GGUF file through ModelWeights::Load: the config from metadata, names and
+// layouts as the executors expect them, and errors that name the key or tensor.
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/half.h"
+#include "gguf_test_builder.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "model/gguf_file.h"
+#include "model/gguf_llama_config.h"
+#include "model/gguf_llama_tensors.h"
+#include "model/model_weights.h"
+#include "status_matchers.h"
+#include "test_dir.h"
+
+namespace convoy {
+namespace {
+
+using ::convoy::testing::GgufBuilder;
+using ::convoy::testing::ReadBytes;
+using ::convoy::testing::StatusIs;
+using ::convoy::testing::TestDir;
+using ::convoy::testing::WriteBytes;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+std::string LlamaFixture(const std::string& name) {
+  return std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/gguf/llama/" + name + ".gguf";
+}
+
+// A small Llama in F32: hidden 64, 4 heads of 16 over 2 KV heads, intermediate 96, 2 layers,
+// vocabulary 40. Element (r, c) of each tensor is `tag` * 1000 + r + c / 128, so a value names
+// its tensor and row.
+constexpr int64_t kHidden = 64, kHeads = 4, kKvHeads = 2, kHeadDim = 16, kIntermediate = 96,
+                  kLayers = 2, kVocab = 40;
+
+std::vector<float> Tagged(int tag, int64_t rows, int64_t cols) {
+  std::vector<float> values;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      values.push_back(static_cast<float>(tag * 1000 + r) + static_cast<float>(c) / 128.0f);
+    }
+  }
+  return values;
+}
+
+GgufBuilder SyntheticLlama() {
+  GgufBuilder b;
+  b.String("general.architecture", "llama")
+      .U32("llama.context_length", 256)
+      .U32("llama.embedding_length", kHidden)
+      .U32("llama.block_count", kLayers)
+      .U32("llama.feed_forward_length", kIntermediate)
+      .U32("llama.attention.head_count", kHeads)
+      .U32("llama.attention.head_count_kv", kKvHeads)
+      .F32("llama.attention.layer_norm_rms_epsilon", 1e-5f)
+      .F32("llama.rope.freq_base", 500000.0f)
+      .U32("llama.rope.dimension_count", kHeadDim)
+      .U32("tokenizer.ggml.bos_token_id", 3)
+      .U32("tokenizer.ggml.eos_token_id", 4);
+  auto add = [&](const std::string& name, int tag, int64_t rows, int64_t cols) {
+    if (rows == 1) {
+      b.F32Tensor(name, {static_cast<uint64_t>(cols)}, Tagged(tag, 1, cols));
+    } else {
+      b.F32Tensor(name, {static_cast<uint64_t>(rows), static_cast<uint64_t>(cols)},
+                  Tagged(tag, rows, cols));
+    }
+  };
+  add("token_embd.weight", 1, kVocab, kHidden);
+  add("output_norm.weight", 2, 1, kHidden);
+  add("output.weight", 3, kVocab, kHidden);
+  for (int64_t i = 0; i < kLayers; ++i) {
+    const std::string p = absl::StrCat("blk.", i, ".");
+    const int t = 10 * static_cast<int>(i + 1);
+    add(p + "attn_norm.weight", t + 0, 1, kHidden);
+    add(p + "attn_q.weight", t + 1, kHeads * kHeadDim, kHidden);
+    add(p + "attn_k.weight", t + 2, kKvHeads * kHeadDim, kHidden);
+    add(p + "attn_v.weight", t + 3, kKvHeads * kHeadDim, kHidden);
+    add(p + "attn_output.weight", t + 4, kHidden, kHeads * kHeadDim);
+    add(p + "ffn_norm.weight", t + 5, 1, kHidden);
+    add(p + "ffn_gate.weight", t + 6, kIntermediate, kHidden);
+    add(p + "ffn_up.weight", t + 7, kIntermediate, kHidden);
+    add(p + "ffn_down.weight", t + 8, kHidden, kIntermediate);
+  }
+  return b;
+}
+
+absl::StatusOr<std::unique_ptr<ModelWeights>> LoadBytes(const TestDir& dir,
+                                                        const std::string& bytes) {
+  WriteBytes(dir.Join("m.gguf"), bytes);
+  return ModelWeights::Load(dir.Join("m.gguf"));
+}
+
+float At(const TensorView& view, int64_t index) {
+  if (view.dtype == DType::kF32) {
+    float f;
+    std::memcpy(&f, view.data + 4 * index, 4);
+    return f;
+  }
+  uint16_t bits;
+  std::memcpy(&bits, view.data + 2 * index, 2);
+  return view.dtype == DType::kF16 ? FP16ToFloat(bits) : BF16ToFloat(bits);
+}
+
+// The Hugging Face row that GGUF row `row` came from, as llama.cpp's converter permutes:
+// Hugging Face (head, half, pair) was written as (head, pair, half).
+int64_t HfRowOf(int64_t gguf_row) {
+  const int64_t head = gguf_row / kHeadDim, within = gguf_row % kHeadDim;
+  return head * kHeadDim + (within % 2) * (kHeadDim / 2) + within / 2;
+}
+
+TEST(GgufLlamaTest, FixtureConfigs) {
+  auto tiny = ModelWeights::Load(LlamaFixture("tiny_llama"));
+  ASSERT_OK(tiny);
+  const ModelConfig& c = (*tiny)->config();
+  EXPECT_EQ(c.architecture, "LlamaForCausalLM");
+  EXPECT_EQ(c.vocab_size, 320);
+  EXPECT_EQ(c.hidden_size, 256);
+  EXPECT_EQ(c.intermediate_size, 256);
+  EXPECT_EQ(c.num_hidden_layers, 2);
+  EXPECT_EQ(c.num_attention_heads, 8);
+  EXPECT_EQ(c.num_key_value_heads, 2);
+  EXPECT_EQ(c.head_dim, 32);
+  EXPECT_EQ(c.max_position_embeddings, 128);
+  EXPECT_EQ(c.rms_norm_eps, static_cast<double>(1e-5f));
+  EXPECT_EQ(c.rope_theta, 10000.0);
+  EXPECT_EQ(c.rope_scaling.rope_type, "default");
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_EQ(c.torch_dtype, DType::kBF16);  // quantized
+  EXPECT_EQ(c.bos_token_id, 1);
+  EXPECT_EQ(c.eos_token_id, 2);
+  EXPECT_EQ(c.eos_token_ids, std::vector<int64_t>{2});
+  EXPECT_EQ((*tiny)->dir(), LlamaFixture("tiny_llama"));
+  ASSERT_NE((*tiny)->gguf_file(), nullptr);
+  EXPECT_EQ((*tiny)->gguf_file()->FindValue("tokenizer.ggml.tokens")->count, 320u);
+  // F16 stays F16, pointing into the mapping; quantized types arrive as F32.
+  const LayerWeights& l0 = (*tiny)->layers()[0];
+  EXPECT_EQ(l0.v_proj.dtype, DType::kF16);
+  EXPECT_EQ(l0.v_proj.data, (*tiny)->gguf_file()->FindTensor("blk.0.attn_v.weight")->data);
+  EXPECT_EQ(l0.q_proj.dtype, DType::kF32);
+  EXPECT_EQ(l0.q_proj.shape, (std::vector<int64_t>{256, 256}));
+  EXPECT_EQ(l0.k_proj.shape, (std::vector<int64_t>{64, 256}));
+  EXPECT_EQ(l0.q_proj.name, "model.layers.0.self_attn.q_proj.weight");
+  EXPECT_NE((*tiny)->lm_head().data, (*tiny)->embed_tokens().data);
+
+  auto tied = ModelWeights::Load(LlamaFixture("tied_llama3"));
+  ASSERT_OK(tied);
+  const ModelConfig& t = (*tied)->config();
+  EXPECT_TRUE(t.tie_word_embeddings);
+  EXPECT_EQ((*tied)->lm_head().data, (*tied)->embed_tokens().data);
+  EXPECT_EQ(t.rope_scaling.rope_type, "llama3");
+  EXPECT_EQ(t.rope_scaling.factor, 8.0);
+  EXPECT_EQ(t.eos_token_ids, (std::vector<int64_t>{2, 5}));  // eos, then eot
+  EXPECT_EQ((*tied)->layers()[1].k_proj.dtype, DType::kBF16);
+  EXPECT_EQ((*tied)->layers()[0].o_proj.dtype, DType::kF32);
+}
+
+TEST(GgufLlamaTest, NamesShapesAndRowPermutation) {
+  TestDir dir;
+  auto weights = LoadBytes(dir, SyntheticLlama().Build());
+  ASSERT_OK(weights);
+  const ModelConfig& c = (*weights)->config();
+  EXPECT_EQ(c.vocab_size, kVocab);
+  EXPECT_EQ(c.head_dim, kHeadDim);
+  EXPECT_EQ(c.rope_theta, 500000.0);
+  EXPECT_EQ(c.bos_token_id, 3);
+  EXPECT_EQ(c.torch_dtype, DType::kF32);
+  const auto& layers = (*weights)->layers();
+  ASSERT_EQ(layers.size(), 2u);
+  EXPECT_EQ(At((*weights)->embed_tokens(), 5 * kHidden), 1005.0f);
+  EXPECT_EQ(At((*weights)->norm(), 0), 2000.0f);
+  EXPECT_EQ(At((*weights)->lm_head(), 7 * kHidden + 1), 3007.0f + 1.0f / 128);
+  for (int64_t i = 0; i < kLayers; ++i) {
+    const LayerWeights& l = layers[i];
+    const float t = 10.0f * static_cast<float>(i + 1);
+    EXPECT_EQ(At(l.input_layernorm, 3), 1000 * t + 3.0f / 128);
+    EXPECT_EQ(At(l.post_attention_layernorm, 0), 1000 * (t + 5));
+    EXPECT_EQ(l.down_proj.shape, (std::vector<int64_t>{kHidden, kIntermediate}));
+    EXPECT_EQ(At(l.down_proj, 9 * kIntermediate + 95), 1000 * (t + 8) + 9 + 95.0f / 128);
+    EXPECT_EQ(At(l.v_proj, 17 * kHidden), 1000 * (t + 3) + 17);  // not permuted
+    EXPECT_EQ(At(l.o_proj, 17 * kHeads * kHeadDim), 1000 * (t + 4) + 17);
+    // Q and K: HF row HfRowOf(g) holds GGUF row g, the whole row.
+    for (int64_t g = 0; g < kHeads * kHeadDim; ++g) {
+      EXPECT_EQ(At(l.q_proj, HfRowOf(g) * kHidden), 1000 * (t + 1) + static_cast<float>(g));
+      EXPECT_EQ(At(l.q_proj, HfRowOf(g) * kHidden + 63), 1000 * (t + 1) + g + 63.0f / 128);
+    }
+    for (int64_t g = 0; g < kKvHeads * kHeadDim; ++g) {
+      EXPECT_EQ(At(l.k_proj, HfRowOf(g) * kHidden + 1), 1000 * (t + 2) + g + 1.0f / 128);
+    }
+  }
+  EXPECT_EQ(GgufLlamaTensorName("model.layers.11.mlp.down_proj.weight"), "blk.11.ffn_down.weight");
+  EXPECT_EQ(GgufLlamaTensorName("model.layers.x.mlp.down_proj.weight"), "");
+  EXPECT_EQ(GgufLlamaTensorName("lm_head.weight"), "output.weight");
+}
+
+// The permutation is undone the same way whatever the stored type: rows move whole in F16, and
+// quantized rows are dequantized into their Hugging Face place.
+TEST(GgufLlamaTest, PermutationInF16AndQ8_0) {
+  GgufBuilder b = SyntheticLlama();
+  const int64_t q_rows = kHeads * kHeadDim, k_rows = kKvHeads * kHeadDim;
+  std::string f16(q_rows * kHidden * 2, '\0');
+  for (int64_t r = 0; r < q_rows; ++r) {
+    for (int64_t c = 0; c < kHidden; ++c) {
+      const uint16_t bits = FloatToFP16(static_cast<float>(r) + static_cast<float>(c) / 16);
+      std::memcpy(f16.data() + 2 * (r * kHidden + c), &bits, 2);
+    }
+  }
+  // Q8_0 blocks of 32: scale 1 (fp16 0x3c00), quants = row index.
+  std::string q8;
+  for (int64_t r = 0; r < k_rows; ++r) {
+    for (int64_t block = 0; block < kHidden / 32; ++block) {
+      q8 += GgufBuilder::Le(0x3c00, 2) + std::string(32, static_cast<char>(r));
+    }
+  }
+  b.RemoveTensor("blk.0.attn_q.weight")
+      .Tensor("blk.0.attn_q.weight", 1, {q_rows, kHidden}, f16)
+      .RemoveTensor("blk.0.attn_k.weight")
+      .Tensor("blk.0.attn_k.weight", 8, {k_rows, kHidden}, q8);
+  TestDir dir;
+  auto weights = LoadBytes(dir, b.Build());
+  ASSERT_OK(weights);
+  const LayerWeights& l = (*weights)->layers()[0];
+  ASSERT_EQ(l.q_proj.dtype, DType::kF16);
+  ASSERT_EQ(l.k_proj.dtype, DType::kF32);
+  for (int64_t g = 0; g < q_rows; ++g) {
+    EXPECT_EQ(At(l.q_proj, HfRowOf(g) * kHidden + 3), static_cast<float>(g) + 3.0f / 16);
+  }
+  for (int64_t g = 0; g < k_rows; ++g) {
+    EXPECT_EQ(At(l.k_proj, HfRowOf(g) * kHidden + 40), static_cast<float>(g));
+  }
+  EXPECT_EQ((*weights)->config().torch_dtype, DType::kBF16);
+}
+
+TEST(GgufLlamaTest, TiedWhenOutputIsAbsent) {
+  TestDir dir;
+  auto weights = LoadBytes(dir, SyntheticLlama().RemoveTensor("output.weight").Build());
+  ASSERT_OK(weights);
+  EXPECT_TRUE((*weights)->config().tie_word_embeddings);
+  EXPECT_EQ((*weights)->lm_head().data, (*weights)->embed_tokens().data);
+}
+
+TEST(GgufLlamaTest, MissingRequiredKeys) {
+  TestDir dir;
+  for (const char* key : {"general.architecture", "llama.context_length", "llama.embedding_length",
+                          "llama.block_count", "llama.feed_forward_length",
+                          "llama.attention.head_count", "llama.attention.layer_norm_rms_epsilon"}) {
+    EXPECT_THAT(LoadBytes(dir, SyntheticLlama().Remove(key).Build()),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr(dir.Join("m.gguf")),
+                               HasSubstr(absl::StrCat("missing required key '", key, "'")))))
+        << key;
+  }
+  // Optional keys take their defaults.
+  auto defaults = LoadBytes(dir, SyntheticLlama()
+                                     .Remove("llama.rope.freq_base")
+                                     .Remove("llama.rope.dimension_count")
+                                     .Remove("tokenizer.ggml.bos_token_id")
+                                     .Build());
+  ASSERT_OK(defaults);
+  EXPECT_EQ((*defaults)->config().rope_theta, 10000.0);
+  EXPECT_EQ((*defaults)->config().bos_token_id, -1);
+  // Without head_count_kv, every head has its own K and V: the K tensor no longer fits.
+  EXPECT_THAT(LoadBytes(dir, SyntheticLlama().Remove("llama.attention.head_count_kv").Build()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("tensor 'blk.0.attn_k.weight' "
+                                 "(model.layers.0.self_attn.k_proj.weight) has shape [32, 64], "
+                                 "expected [64, 64]")));
+}
+
+TEST(GgufLlamaTest, WrongKeysAreNamed) {
+  TestDir dir;
+  EXPECT_THAT(LoadBytes(dir, SyntheticLlama().String("llama.block_count", "two").Build()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("key 'llama.block_count': expected an integer, found string "
+                                 "\"two\"")));
+  EXPECT_THAT(LoadBytes(dir, SyntheticLlama().String("general.architecture", "gpt2").Build()),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("key 'general.architecture': expected \"llama\", found "
+                                 "\"gpt2\"")));
+  EXPECT_THAT(LoadBytes(dir, SyntheticLlama().U32("llama.vocab_size", 41).Build()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("key 'llama.vocab_size': expected 40, the rows of tensor "
+                                 "'token_embd.weight', found 41")));
+  EXPECT_THAT(LoadBytes(dir, SyntheticLlama().U32("llama.rope.dimension_count", 8).Build()),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("key 'llama.rope.dimension_count': expected the head size 16")));
+  EXPECT_THAT(LoadBytes(dir, SyntheticLlama().String("llama.rope.scaling.type", "yarn").Build()),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("key 'llama.rope.scaling.type': expected \"none\"")));
+  EXPECT_THAT(LoadBytes(dir, SyntheticLlama().U32("llama.expert_count", 8).Build()),
+              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("llama.expert_count")));
+  EXPECT_THAT(LoadBytes(dir, SyntheticLlama().U32("tokenizer.ggml.eos_token_id", 40).Build()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("key 'tokenizer.ggml.eos_token_id': expected a token id below "
+                                 "40, found 40")));
+  EXPECT_THAT(
+      LoadBytes(dir, SyntheticLlama().U32("llama.attention.head_count", 0).Build()),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("llama.attention.head_count")));
+  EXPECT_THAT(LoadBytes(dir, SyntheticLlama().U32("llama.block_count", 0).Build()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("num_hidden_layers' must be positive")));
+}
+
+TEST(GgufLlamaTest, WrongTensorsAreNamed) {
+  TestDir dir;
+  EXPECT_THAT(LoadBytes(dir, SyntheticLlama().RemoveTensor("blk.1.ffn_up.weight").Build()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("missing tensor 'blk.1.ffn_up.weight' "
+                                 "(model.layers.1.mlp.up_proj.weight, expected shape [96, 64])")));
+  EXPECT_THAT(LoadBytes(dir, SyntheticLlama().RemoveTensor("token_embd.weight").Build()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("missing tensor 'token_embd.weight'")));
+  // Transposed: GGUF dims in the wrong order.
+  EXPECT_THAT(LoadBytes(dir, SyntheticLlama()
+                                 .RemoveTensor("blk.0.ffn_down.weight")
+                                 .F32Tensor("blk.0.ffn_down.weight", {kIntermediate, kHidden},
+                                            Tagged(0, kIntermediate, kHidden))
+                                 .Build()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("tensor 'blk.0.ffn_down.weight' "
+                                 "(model.layers.0.mlp.down_proj.weight) has shape [96, 64], "
+                                 "expected [64, 96]")));
+  // Types without a dequantizer, in shapes that fit: IQ4_NL (32 values in 18 bytes) and I8.
+  EXPECT_THAT(LoadBytes(dir, SyntheticLlama()
+                                 .RemoveTensor("blk.1.attn_v.weight")
+                                 .Tensor("blk.1.attn_v.weight", 20, {kKvHeads * kHeadDim, kHidden},
+                                         std::string(kKvHeads * kHeadDim * 2 * 18, '\0'))
+                                 .Build()),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("tensor 'blk.1.attn_v.weight' "
+                                 "(model.layers.1.self_attn.v_proj.weight): type IQ4_NL is not "
+                                 "supported")));
+  EXPECT_THAT(
+      LoadBytes(dir, SyntheticLlama()
+                         .RemoveTensor("blk.0.ffn_norm.weight")
+                         .Tensor("blk.0.ffn_norm.weight", 24, {kHidden}, std::string(kHidden, '\0'))
+                         .Build()),
+      StatusIs(absl::StatusCode::kUnimplemented,
+               HasSubstr("tensor 'blk.0.ffn_norm.weight' "
+                         "(model.layers.0.post_attention_layernorm.weight): type I8 is "
+                         "not supported")));
+  EXPECT_THAT(
+      LoadBytes(dir, SyntheticLlama()
+                         .F32Tensor("blk.0.attn_q.bias", {kHidden}, std::vector<float>(kHidden))
+                         .Build()),
+      StatusIs(absl::StatusCode::kUnimplemented,
+               HasSubstr("tensor 'blk.0.attn_q.bias': biases are not supported")));
+}
+
+TEST(GgufLlamaTest, NotAGgufFile) {
+  TestDir dir;
+  WriteBytes(dir.Join("config.json"), "{}");
+  EXPECT_THAT(ModelWeights::Load(dir.Join("config.json")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("not a GGUF file"),
+                             HasSubstr("a model is a directory with config.json, or a GGUF "
+                                       "file"))));
+}
+
+// Random corruption of the metadata and tensor descriptions: a model or an error, never a crash.
+TEST(GgufLlamaTest, RandomCorruptionNeverCrashes) {
+  const std::string bytes = SyntheticLlama().Build();
+  TestDir dir;
+  WriteBytes(dir.Join("clean.gguf"), bytes);
+  auto file = GgufFile::Open(dir.Join("clean.gguf"));
+  ASSERT_OK(file);
+  const size_t header_end = (*file)->data_offset();
+  std::mt19937_64 rng(7);
+  int loaded = 0;
+  for (int trial = 0; trial < 1000; ++trial) {
+    std::string corrupt = bytes;
+    for (int i = 0; i < 1 + static_cast<int>(rng() % 3); ++i) {
+      const size_t at = rng() % header_end;
+      corrupt[at] = static_cast<char>(corrupt[at] ^ (1 << (rng() % 8)));
+    }
+    auto weights = LoadBytes(dir, corrupt);
+    if (weights.ok()) {
+      ++loaded;
+    } else {
+      EXPECT_FALSE(weights.status().message().empty());
+    }
+  }
+  EXPECT_GT(loaded, 0);
+}
+
+}  // namespace
+}  // namespace convoy
