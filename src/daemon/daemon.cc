@@ -124,7 +124,11 @@ std::string ModelName(const v1::ServerConfig& config) {
   std::string dir = config.model().dir();
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   const size_t slash = dir.rfind('/');
-  return slash == std::string::npos ? dir : dir.substr(slash + 1);
+  std::string name = slash == std::string::npos ? dir : dir.substr(slash + 1);
+  // A model file's name without its extension: "SmolLM2-135M-Instruct.Q4_1.gguf" serves as
+  // "SmolLM2-135M-Instruct.Q4_1".
+  if (name.size() > 5 && name.ends_with(".gguf")) name.resize(name.size() - 5);
+  return name;
 }
 
 v1::ModelInfo ToModelInfo(const ModelConfig& model, const std::string& name, int64_t max_context) {

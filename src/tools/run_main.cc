@@ -18,7 +18,7 @@
 #include "nlohmann/json.hpp"
 #include "tools/cli_flags.h"
 
-ABSL_FLAG(std::string, model, "", "Model directory (config.json + safetensors)");
+ABSL_FLAG(std::string, model, "", "Model: a directory (config.json + safetensors) or a .gguf file");
 ABSL_FLAG(int32_t, max_tokens, 16, "Tokens to generate per prompt");
 ABSL_FLAG(float, temperature, 0.0f, "Sampling temperature; 0 is greedy");
 ABSL_FLAG(int32_t, top_k, 0, "Sample among the k most likely tokens; 0 for all");
