@@ -41,6 +41,18 @@ class GgufBuilder {
   GgufBuilder& U64(const std::string& key, uint64_t v) { return Raw(key, 10, Le(v, 8)); }
   GgufBuilder& F32(const std::string& key, float v) { return Raw(key, 6, F32(v)); }
   GgufBuilder& String(const std::string& key, const std::string& v) { return Raw(key, 8, Str(v)); }
+  // Arrays (value type 9): element type number, count, then the elements.
+  GgufBuilder& StringArray(const std::string& key, const std::vector<std::string>& values) {
+    std::string bytes = Le(8, 4) + Le(values.size(), 8);
+    for (const std::string& v : values) bytes += Str(v);
+    return Raw(key, 9, bytes);
+  }
+  GgufBuilder& I32Array(const std::string& key, const std::vector<int32_t>& values) {
+    std::string bytes = Le(5, 4) + Le(values.size(), 8);
+    for (int32_t v : values) bytes += Le(static_cast<uint32_t>(v), 4);
+    return Raw(key, 9, bytes);
+  }
+  GgufBuilder& Bool(const std::string& key, bool v) { return Raw(key, 7, Le(v ? 1 : 0, 1)); }
   GgufBuilder& Remove(const std::string& key) {
     std::erase_if(entries_, [&](const auto& e) { return e.first == key; });
     return *this;
