@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "convoy/status_macros.h"
 #include "daemon/executor_factory.h"
+#include "model/model_tokenizer.h"
 #include "engine/engine_loop.h"
 #include "frontend/grpc_server.h"
 #include "frontend/health_service.h"
@@ -151,6 +152,7 @@ v1::ModelInfo ToModelInfo(const ModelConfig& model, const std::string& name, int
 
 // The engine and what it runs on, in the order they must be destroyed (engine first).
 struct Engine {
+  std::unique_ptr<Tokenizer> tokenizer;  // null when the model has none
   std::unique_ptr<Executor> executor;
   std::unique_ptr<EngineLoop> loop;
   std::string executor_name;
@@ -160,8 +162,9 @@ absl::StatusOr<Engine> LoadEngine(const v1::ServerConfig& config, Metrics* metri
   const absl::Time start = absl::Now();
   ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> weights, ModelWeights::Load(config.model().dir()));
   ASSIGN_OR_RETURN(BuiltExecutor built, CreateExecutor(*weights, config));
-  weights.reset();
   Engine engine;
+  ASSIGN_OR_RETURN(engine.tokenizer, LoadModelTokenizer(*weights));
+  weights.reset();
   engine.executor = std::move(built.executor);
   engine.executor_name = built.name;
   EngineLoopOptions loop_options;
@@ -169,9 +172,11 @@ absl::StatusOr<Engine> LoadEngine(const v1::ServerConfig& config, Metrics* metri
   loop_options.observer = metrics;
   ASSIGN_OR_RETURN(engine.loop, EngineLoop::Create(engine.executor.get(), loop_options));
   const KvCacheSpec& kv = engine.executor->kv_spec();
-  spdlog::info("model {} loaded on the {} executor in {}: {} KV blocks of {} tokens",
+  spdlog::info("model {} loaded on the {} executor in {}: {} KV blocks of {} tokens; {}",
                config.model().dir(), engine.executor_name,
-               absl::FormatDuration(absl::Now() - start), kv.num_blocks, kv.block_size);
+               absl::FormatDuration(absl::Now() - start), kv.num_blocks, kv.block_size,
+               engine.tokenizer != nullptr ? "text prompts accepted (the model's tokenizer)"
+                                           : "token ids only (the model has no tokenizer)");
   return engine;
 }
 
@@ -245,6 +250,7 @@ int RunDaemon(const DaemonOptions& options) {
   serving.limits.max_stop_token_ids =
       static_cast<int32_t>(config.request_limits().max_stop_token_ids());
   serving.limits.max_top_logprobs = static_cast<int32_t>(std::min<int64_t>(20, model.vocab_size));
+  serving.limits.tokenizer = engine->tokenizer.get();
   serving.model_info =
       ToModelInfo(model, serving.limits.model_name, serving.limits.max_context_length);
   serving.executor_name = engine->executor_name;

@@ -1,5 +1,10 @@
 #include "frontend/inference_service.h"
 
+#include <memory>
+#include <string>
+
+#include "text/detokenizer.h"
+
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -11,6 +16,7 @@
 #include "metrics/logging.h"
 #include "metrics/request_summary.h"
 #include "spdlog/spdlog.h"
+#include "text/detokenizer.h"
 
 namespace convoy {
 namespace {
@@ -117,6 +123,20 @@ class InferenceService::Call {
   std::optional<absl::Time> first_token_ ABSL_GUARDED_BY(mu_);
   absl::Duration queue_time_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   int64_t num_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  // Turns the generated tokens into text, when the model has a tokenizer.
+  std::unique_ptr<IncrementalDetokenizer> detokenizer_ ABSL_GUARDED_BY(mu_);
+
+  // The text `token` completes ("" while an incomplete character is held back, or without a
+  // tokenizer). An id the tokenizer does not know (an embedding row past its vocabulary) adds none.
+  std::string TextOfLocked(int32_t token) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (detokenizer_ == nullptr) return "";
+    absl::StatusOr<std::string> text = detokenizer_->Next(token);
+    return text.ok() ? *std::move(text) : "";
+  }
+  // What is held back, at the end of the output.
+  std::string FlushTextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return detokenizer_ == nullptr ? "" : detokenizer_->Flush();
+  }
 
  private:
   absl::Status Submit(const v1::InferRequest& request) {
@@ -130,7 +150,12 @@ class InferenceService::Call {
     // The deadline bounds the wait in the queue too (the scheduler times it out there).
     if (deadline_ != absl::InfiniteFuture()) engine_request.timeout = deadline_ - arrival_;
     return_logprobs_ = request.return_logprobs();
-    prompt_tokens_ = request.prompt_token_ids_size();
+    prompt_tokens_ = static_cast<int32_t>(engine_request.prompt_tokens.size());
+    if (serving.limits.tokenizer != nullptr) {
+      absl::MutexLock lock(&mu_);
+      detokenizer_ = std::make_unique<IncrementalDetokenizer>(*serving.limits.tokenizer,
+                                                              /*skip_special=*/true);
+    }
     id_ = service_->next_id_.fetch_add(1, std::memory_order_relaxed);
     engine_request.id = id_;
 
@@ -283,6 +308,7 @@ class InferenceService::UnaryCall final : public InferenceService::Call,
  private:
   void AddTokenLocked(const Event& event) override {
     response_->add_token_ids(event.token);
+    response_->mutable_text()->append(TextOfLocked(event.token));
     if (return_logprobs_) response_->add_logprobs(event.logprob);
     if (top_logprobs_) {
       v1::TopLogprobs* top = response_->add_top_logprobs();
@@ -298,6 +324,7 @@ class InferenceService::UnaryCall final : public InferenceService::Call,
     response_->set_request_id(id_);
     response_->set_model(service_->serving_.load()->limits.model_name);
     response_->set_finish_reason(finish_reason_);
+    response_->mutable_text()->append(FlushTextLocked());
     FillUsage(response_->mutable_usage());
     FillTimings(response_->mutable_timings());
   }
@@ -353,6 +380,7 @@ class InferenceService::StreamCall final
     }
     ++pending_tokens_;
     pending_.add_token_ids(event.token);
+    pending_.mutable_text()->append(TextOfLocked(event.token));
     if (return_logprobs_) pending_.add_logprobs(event.logprob);
     if (top_logprobs_) {
       v1::TopLogprobs* top = pending_.add_top_logprobs();
@@ -374,6 +402,7 @@ class InferenceService::StreamCall final
     final_.set_request_id(id_);
     final_.set_first_token_index(num_tokens_);
     final_.set_finish_reason(finish_reason_);
+    final_.set_text(FlushTextLocked());
     FillUsage(final_.mutable_usage());
     FillTimings(final_.mutable_timings());
   }

@@ -50,28 +50,39 @@ absl::StatusOr<Request> ToEngineRequest(const v1::InferRequest& request,
     return Invalid("model", absl::StrFormat("unknown model '%s'; this server serves '%s'",
                                             absl::CHexEscape(quoted), limits.model_name));
   }
-  if (!request.prompt_text().empty()) {
-    return absl::UnimplementedError(
-        "prompt_text: text prompts need a tokenizer, which this server does not have yet; send "
-        "prompt_token_ids");
+  Request out;
+  const bool text = !request.prompt_text().empty();
+  const char* prompt_field = text ? "prompt_text" : "prompt_token_ids";
+  if (text) {
+    if (request.prompt_token_ids_size() > 0) {
+      return Invalid("prompt_text", "set either prompt_text or prompt_token_ids, not both");
+    }
+    if (limits.tokenizer == nullptr) {
+      return absl::FailedPreconditionError(
+          "prompt_text: this model has no tokenizer; send prompt_token_ids");
+    }
+    absl::StatusOr<std::vector<int32_t>> ids =
+        limits.tokenizer->Encode(request.prompt_text(), /*add_special=*/true);
+    if (!ids.ok()) return Invalid("prompt_text", ids.status().message());
+    out.prompt_tokens = *std::move(ids);
+  } else {
+    if (absl::Status ids =
+            CheckTokenIds(request.prompt_token_ids(), "prompt_token_ids", limits.vocab_size);
+        !ids.ok()) {
+      return ids;
+    }
+    out.prompt_tokens.assign(request.prompt_token_ids().begin(),
+                             request.prompt_token_ids().end());
   }
-  const int64_t prompt_len = request.prompt_token_ids_size();
-  if (prompt_len == 0) return Invalid("prompt_token_ids", "the prompt is empty");
+  const int64_t prompt_len = static_cast<int64_t>(out.prompt_tokens.size());
+  if (prompt_len == 0) return Invalid(prompt_field, "the prompt is empty");
   if (prompt_len >= limits.max_context_length) {
     return Invalid(
-        "prompt_token_ids",
+        prompt_field,
         absl::StrFormat("the prompt has %d tokens; the model's context is %d tokens, "
                         "so a prompt may have at most %d",
                         prompt_len, limits.max_context_length, limits.max_context_length - 1));
   }
-  if (absl::Status ids =
-          CheckTokenIds(request.prompt_token_ids(), "prompt_token_ids", limits.vocab_size);
-      !ids.ok()) {
-    return ids;
-  }
-
-  Request out;
-  out.prompt_tokens.assign(request.prompt_token_ids().begin(), request.prompt_token_ids().end());
   const v1::SamplingParameters& s = request.sampling();
   if (s.has_max_tokens()) {
     if (s.max_tokens() < 1) {

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "convoy/v1/inference.pb.h"
 #include "scheduler/request.h"
+#include "text/tokenizer.h"
 
 namespace convoy {
 
@@ -23,6 +24,8 @@ struct ServingLimits {
   int32_t max_top_logprobs = 20;
   // request_limits.max_stop_token_ids of the config.
   int32_t max_stop_token_ids = 256;
+  // The model's tokenizer, for prompts as text; null when the model has none. Not owned.
+  const Tokenizer* tokenizer = nullptr;
 };
 
 // The earlier of the call's own deadline (InfiniteFuture() for none) and arrival plus the

@@ -90,8 +90,15 @@ std::vector<BadRequest> BadRequests() {
       [](v1::InferRequest& r) { r.set_top_logprobs(1000); });
   add("negative top logprobs", C::INVALID_ARGUMENT, "top_logprobs",
       [](v1::InferRequest& r) { r.set_top_logprobs(-1); });
-  add("text prompt", C::UNIMPLEMENTED, "prompt_text: text prompts need a tokenizer",
+  add("text and ids", C::INVALID_ARGUMENT,
+      "prompt_text: set either prompt_text or prompt_token_ids, not both",
       [](v1::InferRequest& r) { r.set_prompt_text("hello"); });
+  // The random test model has no tokenizer.
+  add("text without a tokenizer", C::FAILED_PRECONDITION,
+      "prompt_text: this model has no tokenizer; send prompt_token_ids", [](v1::InferRequest& r) {
+        r.clear_prompt_token_ids();
+        r.set_prompt_text("hello");
+      });
   // Over frontend.max_message_bytes (1 MiB in this test's config): about 2 MB of token ids.
   add("oversize message", C::RESOURCE_EXHAUSTED, "", [](v1::InferRequest& r) {
     r.clear_prompt_token_ids();

@@ -8,6 +8,7 @@ namespace convoy {
 namespace {
 
 using ::convoy::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
@@ -95,10 +96,58 @@ TEST(RequestValidationTest, MessagesStartWithTheField) {
     EXPECT_THAT(ToEngineRequest(r, Limits()),
                 StatusIs(absl::StatusCode::kInvalidArgument, StartsWith(c.field)));
   }
-  v1::InferRequest text = Valid();
+  v1::InferRequest text;
   text.set_prompt_text("hi");
   EXPECT_THAT(ToEngineRequest(text, Limits()),
-              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("tokenizer")));
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       "prompt_text: this model has no tokenizer; send prompt_token_ids"));
+}
+
+// Text prompts through SmolLM2's tokenizer (tests/fixtures/tokenizer, written from Hugging Face's).
+class TextPromptTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto loaded = Tokenizer::FromHuggingFaceJsonFile(
+        std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/tokenizer/smollm2/tokenizer.json");
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    tokenizer_ = loaded->release();
+  }
+  ServingLimits TextLimits() const {
+    ServingLimits limits = Limits();
+    limits.vocab_size = 49152;
+    limits.tokenizer = tokenizer_;
+    return limits;
+  }
+  static const Tokenizer* tokenizer_;
+};
+const Tokenizer* TextPromptTest::tokenizer_ = nullptr;
+
+TEST_F(TextPromptTest, TextIsTokenizedByTheModelsTokenizer) {
+  v1::InferRequest r;
+  r.set_prompt_text("Hello, world!");
+  absl::StatusOr<Request> request = ToEngineRequest(r, TextLimits());
+  ASSERT_OK(request);
+  EXPECT_EQ(request->prompt_tokens, *tokenizer_->Encode("Hello, world!", true));
+  EXPECT_THAT(request->prompt_tokens, ElementsAre(19556, 28, 905, 17));
+}
+
+TEST_F(TextPromptTest, BadTextPromptsNameTheField) {
+  v1::InferRequest both;
+  both.set_prompt_text("hi");
+  both.add_prompt_token_ids(1);
+  EXPECT_THAT(ToEngineRequest(both, TextLimits()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "prompt_text: set either prompt_text or prompt_token_ids, not both"));
+  v1::InferRequest invalid;
+  invalid.set_prompt_text("ok \xC3");
+  EXPECT_THAT(ToEngineRequest(invalid, TextLimits()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(StartsWith("prompt_text: "), HasSubstr("byte offset 3"))));
+  v1::InferRequest too_long;
+  too_long.set_prompt_text(std::string(200, 'a') + " b c d e f g h i j k l m n o p q r s t u v w");
+  EXPECT_THAT(ToEngineRequest(too_long, TextLimits()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(StartsWith("prompt_text: the prompt has "), HasSubstr("at most 63"))));
 }
 
 TEST(RequestValidationTest, APromptOfContextMinusOneFits) {
