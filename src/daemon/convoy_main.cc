@@ -29,6 +29,8 @@
 ABSL_FLAG(std::string, addr, "127.0.0.1:50051", "convoyd's address, HOST:PORT");
 ABSL_FLAG(std::string, model, "", "Model name (default: the one the server serves)");
 ABSL_FLAG(std::string, token_ids, "", "The prompt: comma-separated token ids");
+ABSL_FLAG(std::string, prompt, "",
+          "The prompt as text, for a model with a tokenizer (instead of --token-ids)");
 ABSL_FLAG(int32_t, max_tokens, 0, "Tokens to generate at most (unset: the server's default)");
 ABSL_FLAG(float, temperature, 0.0f, "Sampling temperature; 0 is greedy");
 ABSL_FLAG(int32_t, top_k, 0, "Sample among the k most likely tokens; 0 for all");
@@ -55,7 +57,7 @@ constexpr int kMaxMessageBytes = 64 << 20;
 const convoy::cli::CommandLine kTop = {
     "convoy",
     "convoy generate|health|info --addr HOST:PORT [flags]\n\n"
-    "  generate  --token-ids 1,2,3 [--max-tokens N --temperature T --top-k K --top-p P --seed S\n"
+    "  generate  --token-ids 1,2,3 | --prompt TEXT [--max-tokens N --temperature T --top-k K --top-p P --seed S\n"
     "            --stop-token-ids 2 --priority P --timeout-ms T] [--logprobs] [--top-logprobs N]\n"
     "            [--stream] [--json]\n"
     "  health    [--service NAME]: exit 0 only when SERVING\n"
@@ -69,7 +71,7 @@ const convoy::cli::CommandLine kGenerate = {
     "convoy generate --addr HOST:PORT --token-ids 1,2,3 [flags]\n\n"
     "Generates from the prompt. --stream prints tokens as they come; --json prints one JSON "
     "object\n(with --stream, one per message, the last one the whole response).",
-    {"addr", "model", "token_ids", "max_tokens", "temperature", "top_k", "top_p", "seed",
+    {"addr", "model", "token_ids", "prompt", "max_tokens", "temperature", "top_k", "top_p", "seed",
      "stop_token_ids", "priority", "timeout_ms", "logprobs", "top_logprobs", "stream", "json"},
     {}};
 
@@ -140,6 +142,7 @@ nlohmann::json ResponseJson(const v1::InferResponse& r) {
   j["request_id"] = r.request_id();
   j["model"] = r.model();
   j["token_ids"] = std::vector<int32_t>(r.token_ids().begin(), r.token_ids().end());
+  j["text"] = r.text();
   j["logprobs"] = std::vector<float>(r.logprobs().begin(), r.logprobs().end());
   if (r.top_logprobs_size() > 0) j["top_logprobs"] = TopLogprobsJson(r.top_logprobs());
   j["finish_reason"] = convoy::FinishReasonText(r.finish_reason());
@@ -152,6 +155,7 @@ nlohmann::json ResponseJson(const v1::InferResponse& r) {
 }
 
 void PrintPlain(const v1::InferResponse& r) {
+  if (!r.text().empty()) std::cout << r.text() << "\n";
   std::cout << absl::StrJoin(r.token_ids(), " ") << "  ["
             << convoy::FinishReasonText(r.finish_reason()) << "]\n";
   if (r.logprobs_size() > 0) std::cout << "logprobs: " << absl::StrJoin(r.logprobs(), " ") << "\n";
@@ -160,9 +164,11 @@ void PrintPlain(const v1::InferResponse& r) {
 int Generate() {
   v1::InferRequest request;
   request.set_model(absl::GetFlag(FLAGS_model));
-  if (absl::GetFlag(FLAGS_token_ids).empty()) {
-    return convoy::cli::BadUsage(kGenerate, "--token-ids 1,2,3 is required");
+  if (absl::GetFlag(FLAGS_token_ids).empty() == absl::GetFlag(FLAGS_prompt).empty()) {
+    return convoy::cli::BadUsage(kGenerate,
+                                 "give the prompt as --token-ids 1,2,3 or --prompt TEXT");
   }
+  request.set_prompt_text(absl::GetFlag(FLAGS_prompt));
   if (!ParseIds(absl::GetFlag(FLAGS_token_ids), request.mutable_prompt_token_ids())) {
     return convoy::cli::BadUsage(kGenerate, "--token-ids must be comma-separated integers");
   }
@@ -207,13 +213,17 @@ int Generate() {
     whole.mutable_token_ids()->MergeFrom(message.token_ids());
     whole.mutable_logprobs()->MergeFrom(message.logprobs());
     whole.mutable_top_logprobs()->MergeFrom(message.top_logprobs());
+    whole.mutable_text()->append(message.text());
     if (json && message.token_ids_size() > 0) {
       nlohmann::json j;
       j["first_token_index"] = message.first_token_index();
       j["token_ids"] = std::vector<int32_t>(message.token_ids().begin(), message.token_ids().end());
+      j["text"] = message.text();
       j["logprobs"] = std::vector<float>(message.logprobs().begin(), message.logprobs().end());
       std::cout << j.dump() << std::endl;
-    } else if (!json && message.token_ids_size() > 0) {
+    } else if (!json && !message.text().empty()) {
+      std::cout << message.text() << std::flush;  // a model with a tokenizer: the text
+    } else if (!json && message.token_ids_size() > 0 && whole.text().empty()) {
       std::cout << absl::StrJoin(message.token_ids(), " ") << " " << std::flush;
     }
     if (message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {

@@ -128,6 +128,9 @@ absl::StatusOr<Request> ToEngineRequest(const v1::InferRequest& request,
     return ids;
   }
   out.stop_token_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
+  // A text prompt ends at the tokenizer's end-of-sequence token, as text APIs do; a prompt of ids
+  // stops only where the request says.
+  if (text && limits.tokenizer->eos_id()) out.stop_token_ids.push_back(*limits.tokenizer->eos_id());
 
   if (request.top_logprobs() < 0 || request.top_logprobs() > limits.max_top_logprobs) {
     return Invalid("top_logprobs",

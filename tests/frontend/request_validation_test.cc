@@ -107,8 +107,11 @@ TEST(RequestValidationTest, MessagesStartWithTheField) {
 class TextPromptTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    HuggingFaceTokenizerExtras extras;  // as SmolLM2's tokenizer_config.json names them
+    extras.bos_token = "<|im_start|>";
+    extras.eos_token = "<|im_end|>";
     auto loaded = Tokenizer::FromHuggingFaceJsonFile(
-        std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/tokenizer/smollm2/tokenizer.json");
+        std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/tokenizer/smollm2/tokenizer.json", extras);
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     tokenizer_ = loaded->release();
   }
@@ -129,6 +132,11 @@ TEST_F(TextPromptTest, TextIsTokenizedByTheModelsTokenizer) {
   ASSERT_OK(request);
   EXPECT_EQ(request->prompt_tokens, *tokenizer_->Encode("Hello, world!", true));
   EXPECT_THAT(request->prompt_tokens, ElementsAre(19556, 28, 905, 17));
+  // It stops at the tokenizer's end of sequence; a prompt of ids does not.
+  EXPECT_THAT(request->stop_token_ids, ElementsAre(2));
+  v1::InferRequest ids;
+  ids.add_prompt_token_ids(19556);
+  EXPECT_THAT(ToEngineRequest(ids, TextLimits())->stop_token_ids, ::testing::IsEmpty());
 }
 
 TEST_F(TextPromptTest, BadTextPromptsNameTheField) {
