@@ -68,8 +68,10 @@ absl::StatusOr<absl::Notification*> WatchShutdownSignals() {
   if (sigaction(SIGTERM, &action, nullptr) != 0 || sigaction(SIGINT, &action, nullptr) != 0) {
     return absl::InternalError("sigaction() failed");
   }
-  auto* first_signal = new absl::Notification;
-  std::thread([first_signal, read_fd = fds[0]] {
+  // Held by a static so that it stays reachable once the watcher thread has ended (LeakSanitizer
+  // reported it as lost at exit, and the daemon's exit status became 1).
+  static absl::Notification* const first_signal = new absl::Notification;
+  std::thread([read_fd = fds[0]] {
     char byte = 0;
     ssize_t n;
     do {
