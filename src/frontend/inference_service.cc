@@ -306,7 +306,7 @@ class InferenceService::UnaryCall final : public InferenceService::Call,
   void OnDone() override { Unref(); }
 
  private:
-  void AddTokenLocked(const Event& event) override {
+  void AddTokenLocked(const Event& event) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     response_->add_token_ids(event.token);
     response_->mutable_text()->append(TextOfLocked(event.token));
     if (return_logprobs_) response_->add_logprobs(event.logprob);
@@ -319,7 +319,7 @@ class InferenceService::UnaryCall final : public InferenceService::Call,
     }
   }
 
-  void SetEndLocked(bool client_gone) override {
+  void SetEndLocked(bool client_gone) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!end_status_.ok() || client_gone) return;
     response_->set_request_id(id_);
     response_->set_model(service_->serving_.load()->limits.model_name);
@@ -372,7 +372,7 @@ class InferenceService::StreamCall final
   void OnDone() override { Unref(); }
 
  private:
-  void AddTokenLocked(const Event& event) override {
+  void AddTokenLocked(const Event& event) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (pending_tokens_ == 0) {
       pending_.Clear();
       pending_.set_request_id(id_);
@@ -391,7 +391,7 @@ class InferenceService::StreamCall final
     }
   }
 
-  void SetEndLocked(bool client_gone) override {
+  void SetEndLocked(bool client_gone) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (client_gone) {
       client_gone_ = true;
       pending_tokens_ = 0;
