@@ -19,8 +19,8 @@ struct Smem {
   static constexpr int kPStride = kK + 1;
   // Q [kQ][kRowStride]; K [kK][kRowStride], reused for P [kQ][kPStride] once the scores are
   // computed; V [kK][kHeadDim].
-  static constexpr size_t kFloats = size_t{kQ} * kRowStride + size_t{kK} * kRowStride +
-                                    size_t{kK} * kHeadDim;
+  static constexpr size_t kFloats =
+      size_t{kQ} * kRowStride + size_t{kK} * kRowStride + size_t{kK} * kHeadDim;
   static constexpr size_t kBytes = kFloats * sizeof(float);
   static_assert(kQ * kPStride <= kK * kRowStride, "P fits where K was");
 };
@@ -56,9 +56,9 @@ __global__ void __launch_bounds__(kThreads) PrefillKernel(PagedAttentionPrefillP
     const int r = idx / kChunks, ch = idx % kChunks;
     float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     if (r < n) {
-      const Pack8<T> pk = reinterpret_cast<const Pack8<T>*>(
-          q + static_cast<int64_t>(first + r) * p.q_row_stride +
-          static_cast<int64_t>(q_head) * kHeadDim)[ch];
+      const Pack8<T> pk =
+          reinterpret_cast<const Pack8<T>*>(q + static_cast<int64_t>(first + r) * p.q_row_stride +
+                                            static_cast<int64_t>(q_head) * kHeadDim)[ch];
 #pragma unroll
       for (int j = 0; j < 8; ++j) v[j] = ToFloat(pk.v[j]) * p.scale;
     }
@@ -124,8 +124,7 @@ __global__ void __launch_bounds__(kThreads) PrefillKernel(PagedAttentionPrefillP
       for (int i = 0; i < kRowsPerThread; ++i) {
 #pragma unroll
         for (int j = 0; j < kColsPerThread; ++j) {
-          s[i][j] += qv[i].x * kv[j].x + qv[i].y * kv[j].y + qv[i].z * kv[j].z +
-                     qv[i].w * kv[j].w;
+          s[i][j] += qv[i].x * kv[j].x + qv[i].y * kv[j].y + qv[i].z * kv[j].z + qv[i].w * kv[j].w;
         }
       }
     }
@@ -208,9 +207,9 @@ template <typename T, int kHeadDim>
 cudaError_t Launch(const PagedAttentionPrefillParams& p, cudaStream_t stream) {
   constexpr size_t kBytes = Smem<kHeadDim>::kBytes;
   // Above 48 KB a kernel must ask for its shared memory; once per instantiation is enough.
-  static const cudaError_t raised = cudaFuncSetAttribute(
-      PrefillKernel<T, kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      static_cast<int>(kBytes));
+  static const cudaError_t raised =
+      cudaFuncSetAttribute(PrefillKernel<T, kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(kBytes));
   if (raised != cudaSuccess) return raised;
   const dim3 grid(static_cast<unsigned>(p.num_tiles), static_cast<unsigned>(p.num_q_heads));
   PrefillKernel<T, kHeadDim><<<grid, kThreads, kBytes, stream>>>(p);
@@ -226,10 +225,9 @@ cudaError_t LaunchPagedAttentionPrefill(const PagedAttentionPrefillParams& param
   if (p.q == nullptr || p.out == nullptr || p.positions == nullptr || p.token_row == nullptr ||
       p.row_block_offset == nullptr || p.block_ids == nullptr || p.tiles == nullptr ||
       p.cache.base == nullptr || (hd != 64 && hd != 128) || p.cache.num_kv_heads <= 0 ||
-      p.cache.block_size <= 0 || p.num_q_heads <= 0 ||
-      p.num_q_heads % p.cache.num_kv_heads != 0 || p.q_row_stride < int64_t{p.num_q_heads} * hd ||
-      p.q_row_stride % 8 != 0 || p.num_tiles < 0 || p.num_tiles > INT32_MAX ||
-      p.num_q_heads > 65535) {
+      p.cache.block_size <= 0 || p.num_q_heads <= 0 || p.num_q_heads % p.cache.num_kv_heads != 0 ||
+      p.q_row_stride < int64_t{p.num_q_heads} * hd || p.q_row_stride % 8 != 0 || p.num_tiles < 0 ||
+      p.num_tiles > INT32_MAX || p.num_q_heads > 65535) {
     return cudaErrorInvalidValue;
   }
   if (p.num_tiles == 0) return cudaSuccess;

@@ -30,7 +30,7 @@ struct PagedAttentionPrefillParams {
   // row at consecutive positions.
   const int32_t* tiles = nullptr;
   int64_t num_tiles = 0;
-  KvCacheLayout cache;  // head_dim 64 or 128
+  KvCacheLayout cache;      // head_dim 64 or 128
   int32_t num_q_heads = 0;  // a multiple of cache.num_kv_heads
   float scale = 1.0f;
   HalfType dtype = HalfType::kBF16;

@@ -89,7 +89,7 @@ echo "fresh-root: $(git -C "$root/root/convoy" log -1 --format='%h %s' | cut -c1
 start=$SECONDS
 chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 CI=true \
   PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "${env_args[@]}" \
-  /bin/bash -c 'cd /root/convoy && exec "$@"' fresh-root "$@"
+  /bin/bash -c 'cd "$HOME/convoy" && exec "$@"' fresh-root "$@"
 rc=$?
 echo "fresh-root: '$*' exited $rc after $((SECONDS - start)) s on a new Debian 12" >&2
 exit $rc

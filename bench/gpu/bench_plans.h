@@ -16,9 +16,9 @@ namespace convoy::bench {
 // What the benchmark runs on one model shape.
 struct BenchShape {
   std::vector<int32_t> decode_batches = {1, 8, 64};
-  int32_t prompt_tokens = 128;   // per sequence, before the decode steps
-  int32_t warmup_steps = 3;      // decode steps before timing
-  int32_t decode_steps = 48;     // timed decode steps
+  int32_t prompt_tokens = 128;    // per sequence, before the decode steps
+  int32_t warmup_steps = 3;       // decode steps before timing
+  int32_t decode_steps = 48;      // timed decode steps
   int32_t prefill_tokens = 2048;  // one row
   int64_t kv_cache_bytes = int64_t{8} << 30;
   int32_t block_size = 16;

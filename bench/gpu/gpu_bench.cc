@@ -6,15 +6,15 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "executor/cuda/cuda_executor.h"
 #include "bench/gpu/bench_plans.h"
+#include "executor/cuda/cuda_executor.h"
 #include "kernels/fill_random.cuh"
 
 namespace convoy {
@@ -121,7 +121,8 @@ void Step(CudaExecutor& executor, const StepPlan& plan, StepResult* result) {
 }
 
 // Decode tokens/s at `batch` after a prompt per sequence; also the seconds per step.
-double DecodeRate(CudaExecutor& executor, const BenchShape& shape, int batch, double* step_seconds) {
+double DecodeRate(CudaExecutor& executor, const BenchShape& shape, int batch,
+                  double* step_seconds) {
   StepResult result;
   Step(executor, DecodePromptPlan(shape, batch), &result);
   int32_t pos = shape.prompt_tokens;
@@ -197,8 +198,7 @@ int Main(int argc, char** argv) {
       if (batch == 1) {
         // Batch-1 bytes per step: every weight (a tied embedding once, as the lm_head; the
         // embedding rows gathered are negligible) plus the K and V read at the mean context.
-        const double context =
-            shape.prompt_tokens + shape.warmup_steps + shape.decode_steps / 2.0;
+        const double context = shape.prompt_tokens + shape.warmup_steps + shape.decode_steps / 2.0;
         const double kv = context * 2 * config.num_hidden_layers * config.kv_size() * 2;
         const double bytes =
             weight_bytes -
@@ -217,10 +217,9 @@ int Main(int argc, char** argv) {
     const double prefill = PrefillRate(*executor, shape, quick ? 2 : 4);
     const double flops =
         PrefillFlops(config, shape.prefill_tokens) * prefill / shape.prefill_tokens;
-    std::snprintf(
-        buf, sizeof buf,
-        "| %s prefill %d | %.0f tok/s, %.0f TFLOP/s = %.0f%% of cuBLAS (target >=60%%) |", name,
-        shape.prefill_tokens, prefill, flops / 1e12, 100.0 * flops / gemm_rate);
+    std::snprintf(buf, sizeof buf,
+                  "| %s prefill %d | %.0f tok/s, %.0f TFLOP/s = %.0f%% of cuBLAS (target >=60%%) |",
+                  name, shape.prefill_tokens, prefill, flops / 1e12, 100.0 * flops / gemm_rate);
     emit();
     if (!eight_b) {
       // The same prefill with every query through the decode attention kernel.

@@ -57,7 +57,8 @@ constexpr int kMaxMessageBytes = 64 << 20;
 const convoy::cli::CommandLine kTop = {
     "convoy",
     "convoy generate|health|info --addr HOST:PORT [flags]\n\n"
-    "  generate  --token-ids 1,2,3 | --prompt TEXT [--max-tokens N --temperature T --top-k K --top-p P --seed S\n"
+    "  generate  --token-ids 1,2,3 | --prompt TEXT [--max-tokens N --temperature T --top-k K "
+    "--top-p P --seed S\n"
     "            --stop-token-ids 2 --priority P --timeout-ms T] [--logprobs] [--top-logprobs N]\n"
     "            [--stream] [--json]\n"
     "  health    [--service NAME]: exit 0 only when SERVING\n"

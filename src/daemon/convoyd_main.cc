@@ -17,7 +17,8 @@
 ABSL_FLAG(std::string, config, "",
           "Server config file (protobuf text, proto/convoy/v1/server_config.proto); none: the "
           "defaults");
-ABSL_FLAG(std::string, model, "", "Model: a directory (config.json + safetensors) or a .gguf file (overrides model.dir)");
+ABSL_FLAG(std::string, model, "",
+          "Model: a directory (config.json + safetensors) or a .gguf file (overrides model.dir)");
 ABSL_FLAG(int32_t, port, 50051, "TCP port (overrides frontend.port); 0 picks a free one");
 ABSL_FLAG(std::string, listen_address, "0.0.0.0",
           "Address to listen on (overrides frontend.listen_address)");

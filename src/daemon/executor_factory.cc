@@ -45,8 +45,8 @@ absl::StatusOr<BuiltExecutor> CreateExecutor(const ModelWeights& weights,
     // A step's buffers hold what the scheduler may put in one step: its token budget (which
     // counts padding, so it bounds the packed tokens too) and its batch.
     const v1::SchedulerConfig& scheduler = config.scheduler();
-    options.max_tokens_per_step = static_cast<int32_t>(std::min<uint64_t>(
-        65535, std::max<uint64_t>(scheduler.max_num_batched_tokens(), 1)));
+    options.max_tokens_per_step = static_cast<int32_t>(
+        std::min<uint64_t>(65535, std::max<uint64_t>(scheduler.max_num_batched_tokens(), 1)));
     options.max_rows_per_step = static_cast<int32_t>(
         std::min<uint64_t>(65535, std::max<uint64_t>(scheduler.max_batch_size(), 1)));
     options.max_logit_rows = std::max(options.max_logit_rows, options.max_rows_per_step);

@@ -61,7 +61,9 @@ SampledToken SampleToken(const float* logits, int32_t vocab_size, const Sampling
     c.resize(vocab_size);
     for (int32_t i = 0; i < vocab_size; ++i) c[i] = {logits[i], i};
     const double inv_t = 1.0 / params.temperature;
-    auto mass = [&](float logit) { return std::exp((static_cast<double>(logit) - max_logit) * inv_t); };
+    auto mass = [&](float logit) {
+      return std::exp((static_cast<double>(logit) - max_logit) * inv_t);
+    };
     float threshold = -INFINITY;
     int32_t candidates = vocab_size;  // the kept tokens are c[0, candidates) once sorted
     if (params.top_k > 0 && params.top_k < vocab_size) {

@@ -1,13 +1,10 @@
 #include "frontend/inference_service.h"
 
-#include <memory>
-#include <string>
-
-#include "text/detokenizer.h"
-
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -547,9 +544,9 @@ grpc::ServerUnaryReactor* InferenceService::GetModelInfo(grpc::CallbackServerCon
   return reactor;
 }
 
-grpc::ServerUnaryReactor* InferenceService::GetServerInfo(grpc::CallbackServerContext* context,
-                                                          const v1::GetServerInfoRequest* /*request*/,
-                                                          v1::ServerInfo* response) {
+grpc::ServerUnaryReactor* InferenceService::GetServerInfo(
+    grpc::CallbackServerContext* context, const v1::GetServerInfoRequest* /*request*/,
+    v1::ServerInfo* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const ServingContext* serving = serving_.load(std::memory_order_acquire);
   response->set_version(version_);

@@ -71,8 +71,7 @@ absl::StatusOr<Request> ToEngineRequest(const v1::InferRequest& request,
         !ids.ok()) {
       return ids;
     }
-    out.prompt_tokens.assign(request.prompt_token_ids().begin(),
-                             request.prompt_token_ids().end());
+    out.prompt_tokens.assign(request.prompt_token_ids().begin(), request.prompt_token_ids().end());
   }
   const int64_t prompt_len = static_cast<int64_t>(out.prompt_tokens.size());
   if (prompt_len == 0) return Invalid(prompt_field, "the prompt is empty");

@@ -13,8 +13,8 @@ namespace {
 
 absl::Status WrongType(const GgufFile& file, std::string_view key, std::string_view expected,
                        const GgufValue& found) {
-  return absl::InvalidArgumentError(absl::StrCat(file.path(), ": ", std::string(key),
-                                                 ": expected ", std::string(expected), ", found ",
+  return absl::InvalidArgumentError(absl::StrCat(file.path(), ": ", std::string(key), ": expected ",
+                                                 std::string(expected), ", found ",
                                                  found.Describe()));
 }
 
@@ -56,17 +56,15 @@ absl::StatusOr<const GgufValue*> OptionalArray(const GgufFile& file, std::string
 absl::Status CheckLength(const GgufFile& file, std::string_view key, uint64_t found,
                          size_t tokens) {
   if (found == tokens) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(file.path(), ": ", std::string(key),
-                                                 ": expected ", tokens,
-                                                 " values (one per token), found ", found));
+  return absl::InvalidArgumentError(absl::StrCat(file.path(), ": ", std::string(key), ": expected ",
+                                                 tokens, " values (one per token), found ", found));
 }
 
 }  // namespace
 
 absl::StatusOr<TokenizerSpec> TokenizerSpecFromGguf(const GgufFile& file) {
   TokenizerSpec spec;
-  ASSIGN_OR_RETURN(std::optional<std::string> model,
-                   OptionalString(file, "tokenizer.ggml.model"));
+  ASSIGN_OR_RETURN(std::optional<std::string> model, OptionalString(file, "tokenizer.ggml.model"));
   if (!model) {
     return absl::NotFoundError(
         absl::StrCat(file.path(), ": no tokenizer (tokenizer.ggml.model is absent)"));
@@ -75,9 +73,9 @@ absl::StatusOr<TokenizerSpec> TokenizerSpecFromGguf(const GgufFile& file) {
   ASSIGN_OR_RETURN(std::optional<std::string> pre, OptionalString(file, "tokenizer.ggml.pre"));
   spec.pre = pre.value_or("");
 
-  ASSIGN_OR_RETURN(const GgufValue* tokens,
-                   OptionalArray(file, "tokenizer.ggml.tokens", GgufValueType::kString,
-                                 "an array of strings"));
+  ASSIGN_OR_RETURN(
+      const GgufValue* tokens,
+      OptionalArray(file, "tokenizer.ggml.tokens", GgufValueType::kString, "an array of strings"));
   if (tokens == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat(file.path(), ": tokenizer.ggml.tokens: required, absent"));
@@ -85,9 +83,9 @@ absl::StatusOr<TokenizerSpec> TokenizerSpecFromGguf(const GgufFile& file) {
   spec.tokens.assign(tokens->strings.begin(), tokens->strings.end());
   const size_t n = spec.tokens.size();
 
-  ASSIGN_OR_RETURN(const GgufValue* types,
-                   OptionalArray(file, "tokenizer.ggml.token_type", GgufValueType::kInt32,
-                                 "an array of int32"));
+  ASSIGN_OR_RETURN(
+      const GgufValue* types,
+      OptionalArray(file, "tokenizer.ggml.token_type", GgufValueType::kInt32, "an array of int32"));
   if (types != nullptr) {
     RETURN_IF_ERROR(CheckLength(file, "tokenizer.ggml.token_type", types->count, n));
     spec.token_types.reserve(n);
@@ -95,17 +93,17 @@ absl::StatusOr<TokenizerSpec> TokenizerSpecFromGguf(const GgufFile& file) {
       spec.token_types.push_back(static_cast<TokenType>(*types->ArrayInt(i)));
     }
   }
-  ASSIGN_OR_RETURN(const GgufValue* scores,
-                   OptionalArray(file, "tokenizer.ggml.scores", GgufValueType::kFloat32,
-                                 "an array of float32"));
+  ASSIGN_OR_RETURN(
+      const GgufValue* scores,
+      OptionalArray(file, "tokenizer.ggml.scores", GgufValueType::kFloat32, "an array of float32"));
   if (scores != nullptr) {
     RETURN_IF_ERROR(CheckLength(file, "tokenizer.ggml.scores", scores->count, n));
     spec.scores.resize(n);
     std::memcpy(spec.scores.data(), scores->elements, n * sizeof(float));  // little-endian file
   }
-  ASSIGN_OR_RETURN(const GgufValue* merges,
-                   OptionalArray(file, "tokenizer.ggml.merges", GgufValueType::kString,
-                                 "an array of strings"));
+  ASSIGN_OR_RETURN(
+      const GgufValue* merges,
+      OptionalArray(file, "tokenizer.ggml.merges", GgufValueType::kString, "an array of strings"));
   if (merges != nullptr) spec.merges.assign(merges->strings.begin(), merges->strings.end());
 
   ASSIGN_OR_RETURN(spec.bos_id, OptionalId(file, "tokenizer.ggml.bos_token_id"));

@@ -31,7 +31,8 @@ absl::StatusOr<HuggingFaceTokenizerExtras> ReadExtras(const std::filesystem::pat
   if (!in) return extras;
   std::stringstream text;
   text << in.rdbuf();
-  const nlohmann::json config = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json config =
+      nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
   if (config.is_discarded() || !config.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path.string(), ": not a JSON object"));
   }

@@ -498,8 +498,7 @@ void Scheduler::RemoveFromRunning(Sequence* seq) {
   if (it != running_.end()) running_.erase(it);
 }
 
-void Scheduler::Finish(Sequence* seq, Outcome outcome, absl::Status status,
-                       absl::Time /*now*/) {
+void Scheduler::Finish(Sequence* seq, Outcome outcome, absl::Status status, absl::Time /*now*/) {
   if (seq->state == SequenceState::kWaiting) {
     RemoveFromQueue(seq);
   } else if (seq->state == SequenceState::kRunning) {

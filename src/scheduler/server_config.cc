@@ -46,12 +46,12 @@ constexpr uint64_t kMaxBatch = 4096;
 constexpr uint64_t kMaxTokens = uint64_t{1} << 20;
 constexpr uint64_t kMaxPriorityLevels = 16;
 constexpr uint64_t kMaxQueueSize = 1000000;
-constexpr uint64_t kMaxDelayMicros = uint64_t{60} * 1000000;            // a minute
-constexpr uint64_t kMaxTimeoutMicros = uint64_t{24} * 3600 * 1000000;   // a day
+constexpr uint64_t kMaxDelayMicros = uint64_t{60} * 1000000;           // a minute
+constexpr uint64_t kMaxTimeoutMicros = uint64_t{24} * 3600 * 1000000;  // a day
 constexpr uint64_t kMaxDrainMicros = uint64_t{3600} * 1000000;         // an hour
 constexpr uint64_t kMaxBlockSize = 1024;
-constexpr uint64_t kMaxKvBytes = uint64_t{1} << 40;                    // 1 TiB
-constexpr uint64_t kMaxMessageBytes = uint64_t{1} << 30;               // gRPC takes an int
+constexpr uint64_t kMaxKvBytes = uint64_t{1} << 40;       // 1 TiB
+constexpr uint64_t kMaxMessageBytes = uint64_t{1} << 30;  // gRPC takes an int
 constexpr uint64_t kMaxCpuThreads = 1024;
 constexpr uint64_t kMaxStopTokenIds = 65536;
 
@@ -68,8 +68,8 @@ absl::Status CheckMaxima(const v1::ServerConfig& config, const Locator& at) {
   RETURN_IF_ERROR(AtMost(at, {"scheduler", "max_batch_size"}, s.max_batch_size(), kMaxBatch));
   RETURN_IF_ERROR(AtMost(at, {"scheduler", "max_queue_delay_microseconds"},
                          s.max_queue_delay_microseconds(), kMaxDelayMicros));
-  RETURN_IF_ERROR(AtMost(at, {"scheduler", "max_num_batched_tokens"}, s.max_num_batched_tokens(),
-                         kMaxTokens));
+  RETURN_IF_ERROR(
+      AtMost(at, {"scheduler", "max_num_batched_tokens"}, s.max_num_batched_tokens(), kMaxTokens));
   RETURN_IF_ERROR(
       AtMost(at, {"scheduler", "prefill_chunk_size"}, s.prefill_chunk_size(), kMaxTokens));
   RETURN_IF_ERROR(AtMost(at, {"scheduler", "length_grouping_window"}, s.length_grouping_window(),
@@ -85,7 +85,8 @@ absl::Status CheckMaxima(const v1::ServerConfig& config, const Locator& at) {
     const v1::PriorityQueuePolicy& p = s.priority_queue_policy(i);
     RETURN_IF_ERROR(AtMost(at, {"scheduler", "priority_queue_policy", "max_queue_size"},
                            p.max_queue_size(), kMaxQueueSize, i));
-    RETURN_IF_ERROR(AtMost(at, {"scheduler", "priority_queue_policy", "default_timeout_microseconds"},
+    RETURN_IF_ERROR(AtMost(at,
+                           {"scheduler", "priority_queue_policy", "default_timeout_microseconds"},
                            p.default_timeout_microseconds(), kMaxTimeoutMicros, i));
   }
   RETURN_IF_ERROR(

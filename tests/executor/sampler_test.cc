@@ -109,8 +109,8 @@ TEST(SamplerTest, TiesAtTheTopKAndTopPCutsAreKept) {
   auto seen = [&](const std::vector<float>& logits, SamplingParams p) {
     std::set<int32_t> tokens;
     for (int i = 0; i < 2000; ++i) {
-      tokens.insert(SampleToken(logits.data(), static_cast<int32_t>(logits.size()), p, i, &scratch)
-                        .token);
+      tokens.insert(
+          SampleToken(logits.data(), static_cast<int32_t>(logits.size()), p, i, &scratch).token);
     }
     return tokens;
   };

@@ -111,7 +111,8 @@ class TextPromptTest : public ::testing::Test {
     extras.bos_token = "<|im_start|>";
     extras.eos_token = "<|im_end|>";
     auto loaded = Tokenizer::FromHuggingFaceJsonFile(
-        std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/tokenizer/smollm2/tokenizer.json", extras);
+        std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/tokenizer/smollm2/tokenizer.json",
+        extras);
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     tokenizer_ = loaded->release();
   }

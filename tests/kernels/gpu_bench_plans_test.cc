@@ -1,11 +1,10 @@
 // Every plan gpu_bench makes fits the executor it makes, on both model shapes: checked here, where
 // no GPU runs, with the executor's own plan validation and its capacity rules.
-#include "bench/gpu/bench_plans.h"
-
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include "bench/gpu/bench_plans.h"
 #include "executor/cuda/cuda_executor.h"
 #include "gtest/gtest.h"
 #include "status_matchers.h"
@@ -34,8 +33,7 @@ TEST_P(BenchPlansTest, EveryPlanFitsTheExecutorsCapacityAndKvCache) {
     ExpectFits(DecodePromptPlan(shape, batch), config, shape, options);
     std::vector<int32_t> tokens(batch, 5);
     for (int32_t step = 0; step < shape.warmup_steps + shape.decode_steps; ++step) {
-      ExpectFits(DecodeStepPlan(shape, tokens, shape.prompt_tokens + step), config, shape,
-                 options);
+      ExpectFits(DecodeStepPlan(shape, tokens, shape.prompt_tokens + step), config, shape, options);
     }
   }
   ExpectFits(PrefillPlan(shape), config, shape, options);

@@ -19,12 +19,12 @@
 
 // Skips where there is no GPU, or fails when CONVOY_REQUIRE_GPU=1 says one must be there (the
 // device run of scripts/gpu-check.sh: a test that skips there would look like a pass).
-#define CONVOY_SKIP_WITHOUT_GPU()                                                     \
-  do {                                                                                \
-    if (!::convoy::CudaDeviceAvailable()) {                                           \
+#define CONVOY_SKIP_WITHOUT_GPU()                                                             \
+  do {                                                                                        \
+    if (!::convoy::CudaDeviceAvailable()) {                                                   \
       if (::convoy::testing::GpuRequired()) FAIL() << "no usable GPU (CONVOY_REQUIRE_GPU=1)"; \
-      GTEST_SKIP() << "no GPU";                                                       \
-    }                                                                                 \
+      GTEST_SKIP() << "no GPU";                                                               \
+    }                                                                                         \
   } while (false)
 
 #define CUDA_ASSERT_OK(expr)                                                                 \

@@ -30,14 +30,11 @@ struct AttentionCase {
 };
 
 // Each query attends to keys [0, its position] of its row: softmax(q k / sqrt(d)) v in double.
-std::vector<float> ReferenceAttention(const std::vector<float>& q, int64_t q_stride,
-                                      const std::vector<float>& cache,
-                                      const kernels::KvCacheLayout& layout,
-                                      const std::vector<int32_t>& positions,
-                                      const std::vector<int32_t>& token_row,
-                                      const std::vector<int32_t>& row_offset,
-                                      const std::vector<int32_t>& block_ids, int q_heads,
-                                      float scale) {
+std::vector<float> ReferenceAttention(
+    const std::vector<float>& q, int64_t q_stride, const std::vector<float>& cache,
+    const kernels::KvCacheLayout& layout, const std::vector<int32_t>& positions,
+    const std::vector<int32_t>& token_row, const std::vector<int32_t>& row_offset,
+    const std::vector<int32_t>& block_ids, int q_heads, float scale) {
   const int hd = layout.head_dim, bs = layout.block_size;
   const int group = q_heads / layout.num_kv_heads;
   const int queries = static_cast<int>(positions.size());
@@ -138,9 +135,8 @@ void CheckAttention(const AttentionCase& c) {
   CUDA_ASSERT_OK(cudaDeviceSynchronize());
 
   const int group = c.q_heads / c.kv_heads;
-  const std::vector<float> want = ReferenceAttention(q, q_stride, cache, layout, positions,
-                                                     token_row, row_offset, block_ids, c.q_heads,
-                                                     scale);
+  const std::vector<float> want = ReferenceAttention(
+      q, q_stride, cache, layout, positions, token_row, row_offset, block_ids, c.q_heads, scale);
   const double err = RelativeError(FromBF16(d_out.Download()), want);
   ReportError("paged_attention_hd" + std::to_string(c.head_dim) + "_g" + std::to_string(group) +
                   "_splits" + std::to_string(c.splits),
@@ -255,9 +251,8 @@ void CheckPrefill(const AttentionCase& c) {
   CUDA_ASSERT_OK(kernels::LaunchPagedAttentionDecode(dp, nullptr));
   CUDA_ASSERT_OK(cudaDeviceSynchronize());
 
-  const std::vector<float> want = ReferenceAttention(q, q_stride, cache, layout, positions,
-                                                     token_row, row_offset, block_ids, c.q_heads,
-                                                     scale);
+  const std::vector<float> want = ReferenceAttention(
+      q, q_stride, cache, layout, positions, token_row, row_offset, block_ids, c.q_heads, scale);
   const double err = RelativeError(FromBF16(d_out.Download()), want);  // NaN where unwritten
   ReportError("paged_attention_prefill_hd" + std::to_string(c.head_dim) + "_g" +
                   std::to_string(c.q_heads / c.kv_heads) + "_bs" + std::to_string(c.block_size),

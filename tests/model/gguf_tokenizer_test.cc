@@ -1,6 +1,6 @@
 // The tokenizer a GGUF file carries, read into a TokenizerSpec and built by the text module: with
-// SmolLM2's vocabulary written into a GGUF file the way llama.cpp's converter writes it, the ids are
-// Hugging Face tokenizers' (fixtures of scripts/fixtures/tokenizer_fixtures.py). Bad metadata
+// SmolLM2's vocabulary written into a GGUF file the way llama.cpp's converter writes it, the ids
+// are Hugging Face tokenizers' (fixtures of scripts/fixtures/tokenizer_fixtures.py). Bad metadata
 // gives an error naming the key.
 #include "model/gguf_tokenizer.h"
 
@@ -41,9 +41,9 @@ GgufBuilder SmolLm2Metadata() {
   }
   std::vector<std::string> merges;
   for (const auto& merge : tokenizer["model"]["merges"]) {
-    merges.push_back(merge.is_string() ? merge.get<std::string>()
-                                       : merge[0].get<std::string>() + " " +
-                                             merge[1].get<std::string>());
+    merges.push_back(merge.is_string()
+                         ? merge.get<std::string>()
+                         : merge[0].get<std::string>() + " " + merge[1].get<std::string>());
   }
   GgufBuilder b;
   b.String("general.architecture", "llama")

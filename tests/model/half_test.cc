@@ -60,8 +60,8 @@ TEST(HalfTest, FloatsRoundToTheSameHalf) {
     }
   }
   for (int i = 0; i < 1000000; ++i) check(FromBits(static_cast<uint32_t>(rng())));
-  for (float f : {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, 1e30f, INFINITY, -INFINITY,
-                  0x1p-24f, 0x1p-25f, 0x1.8p-25f, 0x1p-26f, 1e-30f}) {
+  for (float f : {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, 1e30f, INFINITY, -INFINITY, 0x1p-24f,
+                  0x1p-25f, 0x1.8p-25f, 0x1p-26f, 1e-30f}) {
     check(f);
   }
   EXPECT_GT(checked, 1000000);

@@ -146,15 +146,32 @@ TEST(ServerConfigTest, NumbersAboveTheirMaximumAreRefused) {
     const char* error;
   };
   const Case cases[] = {
-      {"executor {\n cpu_threads: 100000\n}", "x.pbtxt:2: executor.cpu_threads: cpu_threads 100000 exceeds the maximum of 1024"},
-      {"kv_cache {\n memory_budget_bytes: 140737488519168\n}", "x.pbtxt:2: kv_cache.memory_budget_bytes: memory_budget_bytes 140737488519168 exceeds the maximum of 1099511627776"},
-      {"frontend {\n max_message_bytes: 4294967295\n}", "x.pbtxt:2: frontend.max_message_bytes: max_message_bytes 4294967295 exceeds the maximum of 1073741824"},
-      {"frontend {\n drain_timeout_microseconds: 18446744073709551615\n}", "x.pbtxt:2: frontend.drain_timeout_microseconds: drain_timeout_microseconds 18446744073709551615 exceeds the maximum of 3600000000"},
-      {"scheduler {\n priority_levels: 1000000\n}", "x.pbtxt:2: scheduler.priority_levels: priority_levels 1000000 exceeds the maximum of 16"},
-      {"scheduler {\n max_batch_size: 4294967295\n}", "x.pbtxt:2: scheduler.max_batch_size: max_batch_size 4294967295 exceeds the maximum of 4096"},
-      {"scheduler {\n default_timeout_microseconds: 18446744073709551615\n}", "x.pbtxt:2: scheduler.default_timeout_microseconds: default_timeout_microseconds 18446744073709551615 exceeds the maximum of 86400000000"},
-      {"scheduler {\n priority_queue_policy {\n  priority_level: 1\n  max_queue_size: 4294967295\n }\n}", "x.pbtxt:4: scheduler.priority_queue_policy[0].max_queue_size: max_queue_size 4294967295 exceeds the maximum of 1000000"},
-      {"request_limits {\n max_stop_token_ids: 70000\n}", "x.pbtxt:2: request_limits.max_stop_token_ids: max_stop_token_ids 70000 exceeds the maximum of 65536"},
+      {"executor {\n cpu_threads: 100000\n}",
+       "x.pbtxt:2: executor.cpu_threads: cpu_threads 100000 exceeds the maximum of 1024"},
+      {"kv_cache {\n memory_budget_bytes: 140737488519168\n}",
+       "x.pbtxt:2: kv_cache.memory_budget_bytes: memory_budget_bytes 140737488519168 exceeds the "
+       "maximum of 1099511627776"},
+      {"frontend {\n max_message_bytes: 4294967295\n}",
+       "x.pbtxt:2: frontend.max_message_bytes: max_message_bytes 4294967295 exceeds the maximum of "
+       "1073741824"},
+      {"frontend {\n drain_timeout_microseconds: 18446744073709551615\n}",
+       "x.pbtxt:2: frontend.drain_timeout_microseconds: drain_timeout_microseconds "
+       "18446744073709551615 exceeds the maximum of 3600000000"},
+      {"scheduler {\n priority_levels: 1000000\n}",
+       "x.pbtxt:2: scheduler.priority_levels: priority_levels 1000000 exceeds the maximum of 16"},
+      {"scheduler {\n max_batch_size: 4294967295\n}",
+       "x.pbtxt:2: scheduler.max_batch_size: max_batch_size 4294967295 exceeds the maximum of "
+       "4096"},
+      {"scheduler {\n default_timeout_microseconds: 18446744073709551615\n}",
+       "x.pbtxt:2: scheduler.default_timeout_microseconds: default_timeout_microseconds "
+       "18446744073709551615 exceeds the maximum of 86400000000"},
+      {"scheduler {\n priority_queue_policy {\n  priority_level: 1\n  max_queue_size: 4294967295\n "
+       "}\n}",
+       "x.pbtxt:4: scheduler.priority_queue_policy[0].max_queue_size: max_queue_size 4294967295 "
+       "exceeds the maximum of 1000000"},
+      {"request_limits {\n max_stop_token_ids: 70000\n}",
+       "x.pbtxt:2: request_limits.max_stop_token_ids: max_stop_token_ids 70000 exceeds the maximum "
+       "of 65536"},
   };
   for (const Case& c : cases) {
     EXPECT_THAT(ParseServerConfig(c.text, "x.pbtxt"),

@@ -10,9 +10,9 @@
 
 #include "executor/cpu/cpu_executor.h"
 #include "gtest/gtest.h"
-#include "parity_harness.h"
 #include "model/model_weights.h"
 #include "model/random_model.h"
+#include "parity_harness.h"
 #include "scheduler/server_config.h"
 #include "status_matchers.h"
 #include "test_models.h"

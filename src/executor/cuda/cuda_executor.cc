@@ -8,7 +8,6 @@
 
 #include "absl/strings/str_format.h"
 #include "convoy/status_macros.h"
-#include "spdlog/spdlog.h"
 #include "executor/cuda/cuda_check.h"
 #include "executor/cuda/device_buffer.h"
 #include "executor/cuda/device_model.h"
@@ -22,6 +21,7 @@
 #include "kernels/rotary.cuh"
 #include "kernels/sampling.cuh"
 #include "kernels/silu_mul.cuh"
+#include "spdlog/spdlog.h"
 
 namespace convoy {
 
@@ -429,10 +429,10 @@ absl::StatusOr<StepResult> CudaExecutor::Impl::Step(const StepPlan& plan) {
       }
     }
   }
-  ASSIGN_OR_RETURN(const cuda::PackedStep packed,
-                   cuda::PackStep(plan, spec.block_size, scratch_block, graph_batch,
-                                  options.prefill_kernel_min_tokens, staging.get(),
-                                  inputs_capacity));
+  ASSIGN_OR_RETURN(
+      const cuda::PackedStep packed,
+      cuda::PackStep(plan, spec.block_size, scratch_block, graph_batch,
+                     options.prefill_kernel_min_tokens, staging.get(), inputs_capacity));
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(inputs.get(), staging.get(),
                                        packed.layout.Bytes(packed.num_block_ids),
                                        cudaMemcpyHostToDevice, stream));

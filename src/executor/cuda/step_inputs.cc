@@ -45,8 +45,8 @@ StepLayout StepLayout::For(int64_t tokens, int64_t rows, int64_t logit_rows, int
 }
 
 absl::StatusOr<PackedStep> PackStep(const StepPlan& plan, int32_t block_size, int32_t scratch_block,
-                                    int64_t pad_to_rows, int32_t prefill_min_tokens,
-                                    void* staging, size_t capacity) {
+                                    int64_t pad_to_rows, int32_t prefill_min_tokens, void* staging,
+                                    size_t capacity) {
   const int64_t plan_rows = static_cast<int64_t>(plan.rows.size());
   const int64_t rows = std::max(plan_rows, pad_to_rows);
   const int64_t pad = rows - plan_rows;
@@ -106,7 +106,8 @@ absl::StatusOr<PackedStep> PackStep(const StepPlan& plan, int32_t block_size, in
     if (prefill_min_tokens > 0 && n >= prefill_min_tokens) {
       for (int64_t i = 0; i < n; i += kernels::kPrefillTile) {
         tiles[2 * num_tiles] = static_cast<int32_t>(t + i);
-        tiles[2 * num_tiles + 1] = static_cast<int32_t>(std::min<int64_t>(kernels::kPrefillTile, n - i));
+        tiles[2 * num_tiles + 1] =
+            static_cast<int32_t>(std::min<int64_t>(kernels::kPrefillTile, n - i));
         ++num_tiles;
       }
     } else {

@@ -30,11 +30,11 @@ struct StepLayout {
   // Attention work: tokens of long rows go to the prefill kernel in tiles (first token, count),
   // the others to the decode kernel by index. Room for the most a step of this size can have;
   // the counts say how many are used.
-  size_t prefill_tiles = 0;   // int32 [2 * MaxPrefillTiles(num_tokens, num_rows)]
-  size_t decode_tokens = 0;   // int32 [num_tokens]
+  size_t prefill_tiles = 0;  // int32 [2 * MaxPrefillTiles(num_tokens, num_rows)]
+  size_t decode_tokens = 0;  // int32 [num_tokens]
   int64_t num_prefill_tiles = 0;
   int64_t num_decode_tokens = 0;  // For() sets num_tokens: every token a decode query
-  size_t block_ids = 0;         // int32 [...]
+  size_t block_ids = 0;           // int32 [...]
 
   static StepLayout For(int64_t tokens, int64_t rows, int64_t logit_rows, int64_t samples);
   size_t Bytes(int64_t num_block_ids) const { return block_ids + 4 * num_block_ids; }
@@ -58,8 +58,8 @@ struct PackedStep {
 // tiles of kernels::kPrefillTile tokens; every other token is a decode query. RESOURCE_EXHAUSTED
 // when the step does not fit.
 absl::StatusOr<PackedStep> PackStep(const StepPlan& plan, int32_t block_size, int32_t scratch_block,
-                                    int64_t pad_to_rows, int32_t prefill_min_tokens,
-                                    void* staging, size_t capacity);
+                                    int64_t pad_to_rows, int32_t prefill_min_tokens, void* staging,
+                                    size_t capacity);
 
 }  // namespace convoy::cuda
 
