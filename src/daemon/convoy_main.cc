@@ -1,7 +1,10 @@
 // convoy: the command-line client of convoyd.
-//   convoy generate --addr HOST:PORT --token-ids 1,2,3 [--max-tokens N --temperature T --top-k K
-//                   --top-p P --seed S --stop-token-ids 2 --priority P --timeout-ms T]
+//   convoy generate --addr HOST:PORT --token-ids 1,2,3 | --prompt TEXT | --chat TEXT [--system
+//   TEXT]
+//                   [--max-tokens N --temperature T --top-k K --top-p P --seed S
+//                   --stop-token-ids 2 --stop TEXT --priority P --timeout-ms T]
 //                   [--logprobs] [--top-logprobs N] [--stream] [--json]
+//   convoy chat --addr HOST:PORT [--system TEXT] [sampling flags]   an interactive chat, streamed
 //   convoy health --addr HOST:PORT [--service NAME]    exit 0 only when SERVING
 //   convoy info --addr HOST:PORT                       model and server information as JSON
 // Exit codes: 0 success, 1 the call failed (the status is printed on stderr), 2 bad usage.
@@ -31,6 +34,10 @@ ABSL_FLAG(std::string, model, "", "Model name (default: the one the server serve
 ABSL_FLAG(std::string, token_ids, "", "The prompt: comma-separated token ids");
 ABSL_FLAG(std::string, prompt, "",
           "The prompt as text, for a model with a tokenizer (instead of --token-ids)");
+ABSL_FLAG(std::string, chat, "",
+          "One user message, sent through the model's chat template (instead of --prompt)");
+ABSL_FLAG(std::string, system, "", "With --chat or `convoy chat`: a system message first");
+ABSL_FLAG(std::string, stop, "", "A stop string: generation ends before the text contains it");
 ABSL_FLAG(int32_t, max_tokens, 0, "Tokens to generate at most (unset: the server's default)");
 ABSL_FLAG(float, temperature, 0.0f, "Sampling temperature; 0 is greedy");
 ABSL_FLAG(int32_t, top_k, 0, "Sample among the k most likely tokens; 0 for all");
@@ -56,11 +63,12 @@ constexpr int kMaxMessageBytes = 64 << 20;
 
 const convoy::cli::CommandLine kTop = {
     "convoy",
-    "convoy generate|health|info --addr HOST:PORT [flags]\n\n"
-    "  generate  --token-ids 1,2,3 | --prompt TEXT [--max-tokens N --temperature T --top-k K "
-    "--top-p P --seed S\n"
-    "            --stop-token-ids 2 --priority P --timeout-ms T] [--logprobs] [--top-logprobs N]\n"
-    "            [--stream] [--json]\n"
+    "convoy generate|chat|health|info --addr HOST:PORT [flags]\n\n"
+    "  generate  --token-ids 1,2,3 | --prompt TEXT | --chat TEXT [--system TEXT] [--max-tokens N\n"
+    "            --temperature T --top-k K --top-p P --seed S --stop-token-ids 2 --stop TEXT\n"
+    "            --priority P --timeout-ms T] [--logprobs] [--top-logprobs N] [--stream] [--json]\n"
+    "  chat      an interactive chat through the model's chat template, streamed [--system TEXT\n"
+    "            sampling flags]\n"
     "  health    [--service NAME]: exit 0 only when SERVING\n"
     "  info      model and server information as JSON\n\n"
     "Run 'convoy COMMAND --help' for a command's flags.",
@@ -69,11 +77,24 @@ const convoy::cli::CommandLine kTop = {
 
 const convoy::cli::CommandLine kGenerate = {
     "convoy generate",
-    "convoy generate --addr HOST:PORT --token-ids 1,2,3 [flags]\n\n"
-    "Generates from the prompt. --stream prints tokens as they come; --json prints one JSON "
-    "object\n(with --stream, one per message, the last one the whole response).",
-    {"addr", "model", "token_ids", "prompt", "max_tokens", "temperature", "top_k", "top_p", "seed",
-     "stop_token_ids", "priority", "timeout_ms", "logprobs", "top_logprobs", "stream", "json"},
+    "convoy generate --addr HOST:PORT --token-ids 1,2,3 | --prompt TEXT | --chat TEXT [flags]\n\n"
+    "Generates from the prompt: token ids, raw text, or one user turn (--chat, with an optional\n"
+    "--system message) through the model's chat template. --stream prints text as it comes;\n"
+    "--json prints one JSON object (with --stream, one per message, the last one the whole\n"
+    "response) with prompt_token_ids, token_ids, text, logprobs and finish_reason.",
+    {"addr", "model", "token_ids", "prompt", "chat", "system", "max_tokens", "temperature", "top_k",
+     "top_p", "seed", "stop_token_ids", "stop", "priority", "timeout_ms", "logprobs",
+     "top_logprobs", "stream", "json"},
+    {}};
+
+const convoy::cli::CommandLine kChat = {
+    "convoy chat",
+    "convoy chat --addr HOST:PORT [--system TEXT] [--max-tokens N --temperature T --top-k K\n"
+    "            --top-p P --seed S --stop TEXT]\n\n"
+    "An interactive chat: each line you type is a user message; the answer streams back and\n"
+    "the conversation goes on. An empty line or end of input (Ctrl-D) ends it.",
+    {"addr", "model", "system", "max_tokens", "temperature", "top_k", "top_p", "seed", "stop",
+     "priority", "timeout_ms"},
     {}};
 
 const convoy::cli::CommandLine kHealth = {
@@ -142,6 +163,8 @@ nlohmann::json ResponseJson(const v1::InferResponse& r) {
   nlohmann::json j;
   j["request_id"] = r.request_id();
   j["model"] = r.model();
+  j["prompt_token_ids"] =
+      std::vector<int32_t>(r.prompt_token_ids().begin(), r.prompt_token_ids().end());
   j["token_ids"] = std::vector<int32_t>(r.token_ids().begin(), r.token_ids().end());
   j["text"] = r.text();
   j["logprobs"] = std::vector<float>(r.logprobs().begin(), r.logprobs().end());
@@ -162,31 +185,56 @@ void PrintPlain(const v1::InferResponse& r) {
   if (r.logprobs_size() > 0) std::cout << "logprobs: " << absl::StrJoin(r.logprobs(), " ") << "\n";
 }
 
-int Generate() {
-  v1::InferRequest request;
-  request.set_model(absl::GetFlag(FLAGS_model));
-  if (absl::GetFlag(FLAGS_token_ids).empty() == absl::GetFlag(FLAGS_prompt).empty()) {
-    return convoy::cli::BadUsage(kGenerate,
-                                 "give the prompt as --token-ids 1,2,3 or --prompt TEXT");
-  }
-  request.set_prompt_text(absl::GetFlag(FLAGS_prompt));
-  if (!ParseIds(absl::GetFlag(FLAGS_token_ids), request.mutable_prompt_token_ids())) {
-    return convoy::cli::BadUsage(kGenerate, "--token-ids must be comma-separated integers");
-  }
-  // Only what was given: the server fills the rest with its defaults.
-  v1::SamplingParameters* s = request.mutable_sampling();
+// The sampling flags that were given: the server fills the rest with its defaults. False (the
+// usage printed) for a malformed list.
+bool SetSampling(const convoy::cli::CommandLine& command, v1::InferRequest* request) {
+  request->set_model(absl::GetFlag(FLAGS_model));
+  v1::SamplingParameters* s = request->mutable_sampling();
   if (Given("max_tokens")) s->set_max_tokens(absl::GetFlag(FLAGS_max_tokens));
   if (Given("temperature")) s->set_temperature(absl::GetFlag(FLAGS_temperature));
   if (Given("top_k")) s->set_top_k(absl::GetFlag(FLAGS_top_k));
   if (Given("top_p")) s->set_top_p(absl::GetFlag(FLAGS_top_p));
   if (Given("seed")) s->set_seed(absl::GetFlag(FLAGS_seed));
-  if (!ParseIds(absl::GetFlag(FLAGS_stop_token_ids), s->mutable_stop_token_ids())) {
-    return convoy::cli::BadUsage(kGenerate, "--stop-token-ids must be comma-separated integers");
+  if (Given("stop")) s->add_stop(absl::GetFlag(FLAGS_stop));
+  if (Given("stop_token_ids") &&
+      !ParseIds(absl::GetFlag(FLAGS_stop_token_ids), s->mutable_stop_token_ids())) {
+    convoy::cli::BadUsage(command, "--stop-token-ids must be comma-separated integers");
+    return false;
   }
-  request.set_priority(absl::GetFlag(FLAGS_priority));
+  request->set_priority(absl::GetFlag(FLAGS_priority));
+  return true;
+}
+
+void AddMessage(const std::string& role, const std::string& content, v1::InferRequest* request) {
+  v1::ChatMessage* message = request->add_messages();
+  message->set_role(role);
+  message->set_content(content);
+}
+
+int Generate() {
+  v1::InferRequest request;
+  const int prompts = !absl::GetFlag(FLAGS_token_ids).empty() +
+                      !absl::GetFlag(FLAGS_prompt).empty() + !absl::GetFlag(FLAGS_chat).empty();
+  if (prompts != 1) {
+    return convoy::cli::BadUsage(
+        kGenerate, "give the prompt as one of --token-ids 1,2,3, --prompt TEXT or --chat TEXT");
+  }
+  if (Given("system") && absl::GetFlag(FLAGS_chat).empty()) {
+    return convoy::cli::BadUsage(kGenerate, "--system goes with --chat");
+  }
+  request.set_prompt_text(absl::GetFlag(FLAGS_prompt));
+  if (!absl::GetFlag(FLAGS_chat).empty()) {
+    if (Given("system")) AddMessage("system", absl::GetFlag(FLAGS_system), &request);
+    AddMessage("user", absl::GetFlag(FLAGS_chat), &request);
+  }
+  if (!ParseIds(absl::GetFlag(FLAGS_token_ids), request.mutable_prompt_token_ids())) {
+    return convoy::cli::BadUsage(kGenerate, "--token-ids must be comma-separated integers");
+  }
+  if (!SetSampling(kGenerate, &request)) return convoy::cli::kBadUsage;
   request.set_return_logprobs(absl::GetFlag(FLAGS_logprobs));
   request.set_top_logprobs(absl::GetFlag(FLAGS_top_logprobs));
   const bool json = absl::GetFlag(FLAGS_json);
+  request.set_return_prompt_token_ids(json);
 
   auto stub = v1::Inference::NewStub(Connect());
   grpc::ClientContext context;
@@ -232,6 +280,7 @@ int Generate() {
       whole.set_finish_reason(message.finish_reason());
       *whole.mutable_usage() = message.usage();
       *whole.mutable_timings() = message.timings();
+      *whole.mutable_prompt_token_ids() = message.prompt_token_ids();
     }
   }
   const grpc::Status status = reader->Finish();
@@ -245,6 +294,35 @@ int Generate() {
     std::cout << std::endl;
   }
   if (!status.ok()) return RpcFailed(status);
+  return 0;
+}
+
+// One conversation, a user line at a time; each answer streams and joins the conversation.
+int Chat() {
+  v1::InferRequest request;
+  if (!SetSampling(kChat, &request)) return convoy::cli::kBadUsage;
+  if (Given("system")) AddMessage("system", absl::GetFlag(FLAGS_system), &request);
+  auto stub = v1::Inference::NewStub(Connect());
+  std::string line;
+  while (true) {
+    std::cout << "> " << std::flush;
+    if (!std::getline(std::cin, line) || line.empty()) break;
+    AddMessage("user", line, &request);
+    grpc::ClientContext context;
+    SetDeadline(&context, 0);
+    std::unique_ptr<grpc::ClientReader<v1::InferStreamResponse>> reader =
+        stub->InferStream(&context, request);
+    std::string answer;
+    v1::InferStreamResponse message;
+    while (reader->Read(&message)) {
+      answer += message.text();
+      std::cout << message.text() << std::flush;
+    }
+    std::cout << "\n";
+    if (const grpc::Status status = reader->Finish(); !status.ok()) return RpcFailed(status);
+    AddMessage("assistant", answer, &request);
+  }
+  std::cout << "\n";
   return 0;
 }
 
@@ -303,6 +381,9 @@ int main(int argc, char** argv) {
   if (command == "generate") {
     spec = &kGenerate;
     run = Generate;
+  } else if (command == "chat") {
+    spec = &kChat;
+    run = Chat;
   } else if (command == "health") {
     spec = &kHealth;
     run = Health;

@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -28,6 +30,7 @@
 #include "model/model_weights.h"
 #include "scheduler/server_config.h"
 #include "spdlog/spdlog.h"
+#include "text/chat_template.h"
 
 #ifndef CONVOY_VERSION
 #define CONVOY_VERSION "unknown"
@@ -155,6 +158,10 @@ v1::ModelInfo ToModelInfo(const ModelConfig& model, const std::string& name, int
 // The engine and what it runs on, in the order they must be destroyed (engine first).
 struct Engine {
   std::unique_ptr<Tokenizer> tokenizer;  // null when the model has none
+  // The model's chat template; unset when it has none or it cannot be rendered (the reason says
+  // which).
+  std::optional<ChatTemplate> chat_template;
+  std::string no_chat_template_reason;
   std::unique_ptr<Executor> executor;
   std::unique_ptr<EngineLoop> loop;
   std::string executor_name;
@@ -166,6 +173,20 @@ absl::StatusOr<Engine> LoadEngine(const v1::ServerConfig& config, Metrics* metri
   ASSIGN_OR_RETURN(BuiltExecutor built, CreateExecutor(*weights, config));
   Engine engine;
   ASSIGN_OR_RETURN(engine.tokenizer, LoadModelTokenizer(*weights));
+  ASSIGN_OR_RETURN(std::optional<std::string> template_source,
+                   LoadModelChatTemplateSource(*weights));
+  if (!template_source) {
+    engine.no_chat_template_reason = "the model has no chat template";
+  } else if (absl::StatusOr<ChatTemplate> parsed = ChatTemplate::Parse(*template_source);
+             parsed.ok()) {
+    engine.chat_template = *std::move(parsed);
+  } else {
+    // The ids and text APIs still work; chat requests say why they cannot.
+    engine.no_chat_template_reason =
+        absl::StrCat("the model's chat template cannot be rendered (", parsed.status().message(),
+                     ")");
+    spdlog::warn("chat messages refused: {}", engine.no_chat_template_reason);
+  }
   weights.reset();
   engine.executor = std::move(built.executor);
   engine.executor_name = built.name;
@@ -177,8 +198,9 @@ absl::StatusOr<Engine> LoadEngine(const v1::ServerConfig& config, Metrics* metri
   spdlog::info("model {} loaded on the {} executor in {}: {} KV blocks of {} tokens; {}",
                config.model().dir(), engine.executor_name,
                absl::FormatDuration(absl::Now() - start), kv.num_blocks, kv.block_size,
-               engine.tokenizer != nullptr ? "text prompts accepted (the model's tokenizer)"
-                                           : "token ids only (the model has no tokenizer)");
+               engine.tokenizer == nullptr ? "token ids only (the model has no tokenizer)"
+               : engine.chat_template  ? "text prompts and chat messages accepted"
+                                       : "text prompts accepted (no chat messages)");
   return engine;
 }
 
@@ -253,6 +275,8 @@ int RunDaemon(const DaemonOptions& options) {
       static_cast<int32_t>(config.request_limits().max_stop_token_ids());
   serving.limits.max_top_logprobs = static_cast<int32_t>(std::min<int64_t>(20, model.vocab_size));
   serving.limits.tokenizer = engine->tokenizer.get();
+  if (engine->chat_template) serving.limits.chat_template = &*engine->chat_template;
+  serving.limits.no_chat_template_reason = engine->no_chat_template_reason;
   serving.model_info =
       ToModelInfo(model, serving.limits.model_name, serving.limits.max_context_length);
   serving.executor_name = engine->executor_name;

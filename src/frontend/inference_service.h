@@ -1,7 +1,8 @@
-// convoy.v1.Inference on gRPC's callback API: one reactor per call, and no gRPC thread ever waits
-// on the engine. A call validates its request, submits it to the EngineLoop and returns; the
-// engine's events (on the loop thread) fill the response or start the stream's next write; the
-// next write starts only from OnWriteDone, so a slow reader gets several tokens per message.
+// convoy.v1.Inference on gRPC's callback API: one reactor per call over a GenerationSession
+// (frontend/generation.h), and no gRPC thread ever waits on the engine. A call starts its session
+// and returns; the session's wake-ups (on the engine's thread) fill the response or start the
+// stream's next write; the next write starts only from OnWriteDone, so a slow reader gets several
+// tokens per message.
 //
 // A call ends in exactly one way: the engine's final event (OK, or the engine's error), the
 // deadline (the gRPC deadline or timeout_microseconds, whichever is earlier: DEADLINE_EXCEEDED),
@@ -25,22 +26,9 @@
 #include "absl/time/time.h"
 #include "convoy/v1/inference.grpc.pb.h"
 #include "engine/engine_loop.h"
-#include "frontend/request_validation.h"
-#include "metrics/metrics.h"
+#include "frontend/generation.h"
 
 namespace convoy {
-
-// What the service serves, known once the model is loaded.
-struct ServingContext {
-  // Must outlive every call: destroy it only after the gRPC server has shut down.
-  EngineLoop* engine = nullptr;
-  ServingLimits limits;
-  v1::ModelInfo model_info;
-  std::string executor_name;  // "cpu" or "cuda"
-  // Counts refusals and finished requests; null for none. Must outlive every call.
-  Metrics* metrics = nullptr;
-  int32_t kv_block_size = 0;
-};
 
 class InferenceService final : public v1::Inference::CallbackService {
  public:
@@ -57,6 +45,8 @@ class InferenceService final : public v1::Inference::CallbackService {
   // Waits until no call is open, at most `timeout`; true when none is.
   bool WaitForNoCalls(absl::Duration timeout);
   int64_t open_calls() const;
+  // The request path the other protocols' services share.
+  GenerationHub* hub() { return &hub_; }
 
   grpc::ServerUnaryReactor* Infer(grpc::CallbackServerContext* context,
                                   const v1::InferRequest* request,
@@ -71,30 +61,12 @@ class InferenceService final : public v1::Inference::CallbackService {
                                           v1::ServerInfo* response) override;
 
  private:
-  class Call;
   class UnaryCall;
   class StreamCall;
 
-  // OK when calls are taken now; UNAVAILABLE (loading, shutting down) otherwise.
-  absl::Status Admission() const;
-  void CallOpened();
-  void CallClosed();
-  void EngineHolds(RequestId id, Call* call);
-  void EngineReleased(RequestId id);
-
   const std::string version_;
-  const absl::Time start_time_;
-
-  // Set once by Start, then constant.
-  std::unique_ptr<const ServingContext> context_;
-  std::atomic<const ServingContext*> serving_{nullptr};
-  std::atomic<bool> stopped_{false};
-  std::atomic<RequestId> next_id_{1};
-
-  mutable absl::Mutex mu_;
-  int64_t open_calls_ ABSL_GUARDED_BY(mu_) = 0;
-  // Calls whose requests the engine holds (it has not sent their final event yet).
-  absl::flat_hash_map<RequestId, Call*> in_engine_ ABSL_GUARDED_BY(mu_);
+  // The request path's state: every call goes through it.
+  GenerationHub hub_;
 };
 
 }  // namespace convoy

@@ -1,12 +1,17 @@
 #include "frontend/request_validation.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "convoy/status_macros.h"
+#include "text/chat_prompt.h"
+#include "text/utf8.h"
 
 namespace convoy {
 namespace {
@@ -27,6 +32,42 @@ absl::Status CheckTokenIds(const google::protobuf::RepeatedField<int32_t>& ids,
   return absl::OkStatus();
 }
 
+// The roles chat templates know.
+constexpr std::array<std::string_view, 4> kRoles = {"system", "user", "assistant", "tool"};
+
+// The prompt ids the model's chat template and tokenizer make of the request's messages.
+absl::StatusOr<std::vector<int32_t>> EncodeChat(const v1::InferRequest& request,
+                                                const ServingLimits& limits) {
+  if (limits.chat_template == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("messages: ", limits.no_chat_template_reason,
+                     "; send prompt_text (formatted as the model expects) or prompt_token_ids"));
+  }
+  std::vector<ChatMessage> messages;
+  messages.reserve(request.messages_size());
+  for (int i = 0; i < request.messages_size(); ++i) {
+    const v1::ChatMessage& m = request.messages(i);
+    if (std::find(kRoles.begin(), kRoles.end(), m.role()) == kRoles.end()) {
+      constexpr size_t kQuoted = 32;
+      return Invalid(absl::StrCat("messages[", i, "].role"),
+                     absl::StrFormat("unknown role '%s'; expected system, user, assistant or tool",
+                                     absl::CHexEscape(m.role().substr(0, kQuoted))));
+    }
+    if (absl::Status utf8 = tokenizer_internal::ValidateUtf8(m.content()); !utf8.ok()) {
+      return Invalid(absl::StrCat("messages[", i, "].content"), utf8.message());
+    }
+    messages.push_back(ChatMessage{m.role(), m.content()});
+  }
+  absl::StatusOr<std::vector<int32_t>> ids =
+      EncodeChatPrompt(*limits.chat_template, *limits.tokenizer, messages);
+  if (!ids.ok()) {
+    // The template's own refusals (e.g. roles out of order) are the client's to fix.
+    return Invalid("messages", absl::StrCat("the model's chat template refused them: ",
+                                            ids.status().message()));
+  }
+  return ids;
+}
+
 }  // namespace
 
 absl::Time RequestDeadline(absl::Time call_deadline, uint64_t timeout_microseconds,
@@ -38,8 +79,8 @@ absl::Time RequestDeadline(absl::Time call_deadline, uint64_t timeout_microsecon
   return std::min(call_deadline, arrival + timeout);
 }
 
-absl::StatusOr<Request> ToEngineRequest(const v1::InferRequest& request,
-                                        const ServingLimits& limits) {
+absl::StatusOr<PreparedRequest> PrepareRequest(const v1::InferRequest& request,
+                                               const ServingLimits& limits) {
   if (!request.model().empty() && request.model() != limits.model_name) {
     // Quote at most a short prefix: the status travels in the client's metadata, which is small.
     constexpr size_t kQuoted = 64;
@@ -50,17 +91,24 @@ absl::StatusOr<Request> ToEngineRequest(const v1::InferRequest& request,
     return Invalid("model", absl::StrFormat("unknown model '%s'; this server serves '%s'",
                                             absl::CHexEscape(quoted), limits.model_name));
   }
-  Request out;
-  const bool text = !request.prompt_text().empty();
-  const char* prompt_field = text ? "prompt_text" : "prompt_token_ids";
-  if (text) {
-    if (request.prompt_token_ids_size() > 0) {
-      return Invalid("prompt_text", "set either prompt_text or prompt_token_ids, not both");
-    }
-    if (limits.tokenizer == nullptr) {
-      return absl::FailedPreconditionError(
-          "prompt_text: this model has no tokenizer; send prompt_token_ids");
-    }
+  PreparedRequest prepared;
+  Request& out = prepared.engine_request;
+  const int prompts = (request.prompt_token_ids_size() > 0) + !request.prompt_text().empty() +
+                      (request.messages_size() > 0);
+  if (prompts > 1) {
+    return Invalid(request.messages_size() > 0 ? "messages" : "prompt_text",
+                   "set exactly one of prompt_token_ids, prompt_text and messages");
+  }
+  const bool chat = request.messages_size() > 0;
+  const bool text = chat || !request.prompt_text().empty();
+  const char* prompt_field = chat ? "messages" : text ? "prompt_text" : "prompt_token_ids";
+  if (text && limits.tokenizer == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(prompt_field, ": this model has no tokenizer; send prompt_token_ids"));
+  }
+  if (chat) {
+    ASSIGN_OR_RETURN(out.prompt_tokens, EncodeChat(request, limits));
+  } else if (text) {
     absl::StatusOr<std::vector<int32_t>> ids =
         limits.tokenizer->Encode(request.prompt_text(), /*add_special=*/true);
     if (!ids.ok()) return Invalid("prompt_text", ids.status().message());
@@ -127,6 +175,28 @@ absl::StatusOr<Request> ToEngineRequest(const v1::InferRequest& request,
     return ids;
   }
   out.stop_token_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
+  if (s.stop_size() > 0) {
+    if (limits.tokenizer == nullptr) {
+      return absl::FailedPreconditionError(
+          "sampling.stop: stop strings need a model with a tokenizer; use stop_token_ids");
+    }
+    if (s.stop_size() > limits.max_stop_strings) {
+      return Invalid("sampling.stop", absl::StrFormat("%d strings; at most %d are allowed",
+                                                      s.stop_size(), limits.max_stop_strings));
+    }
+    for (int i = 0; i < s.stop_size(); ++i) {
+      const std::string field = absl::StrCat("sampling.stop[", i, "]");
+      if (s.stop(i).empty()) return Invalid(field, "a stop string may not be empty");
+      if (static_cast<int64_t>(s.stop(i).size()) > limits.max_stop_string_bytes) {
+        return Invalid(field, absl::StrFormat("%d bytes; at most %d are allowed", s.stop(i).size(),
+                                              limits.max_stop_string_bytes));
+      }
+      if (absl::Status utf8 = tokenizer_internal::ValidateUtf8(s.stop(i)); !utf8.ok()) {
+        return Invalid(field, utf8.message());
+      }
+      prepared.stop_strings.push_back(s.stop(i));
+    }
+  }
   // A text prompt ends at the tokenizer's end-of-sequence token, as text APIs do; a prompt of ids
   // stops only where the request says.
   if (text && limits.tokenizer->eos_id()) out.stop_token_ids.push_back(*limits.tokenizer->eos_id());
@@ -144,7 +214,7 @@ absl::StatusOr<Request> ToEngineRequest(const v1::InferRequest& request,
                                    request.priority(), limits.priority_levels));
   }
   out.priority = request.priority();
-  return out;
+  return prepared;
 }
 
 }  // namespace convoy

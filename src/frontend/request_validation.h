@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "convoy/v1/inference.pb.h"
 #include "scheduler/request.h"
+#include "text/chat_template.h"
 #include "text/tokenizer.h"
 
 namespace convoy {
@@ -24,8 +26,22 @@ struct ServingLimits {
   int32_t max_top_logprobs = 20;
   // request_limits.max_stop_token_ids of the config.
   int32_t max_stop_token_ids = 256;
+  // Stop strings per request at most, and bytes per stop string.
+  int32_t max_stop_strings = 16;
+  int32_t max_stop_string_bytes = 1024;
   // The model's tokenizer, for prompts as text; null when the model has none. Not owned.
   const Tokenizer* tokenizer = nullptr;
+  // The model's chat template, for prompts as messages; null when there is none (then
+  // `no_chat_template_reason` says why: the model has none, or it could not be parsed). Not owned.
+  const ChatTemplate* chat_template = nullptr;
+  std::string no_chat_template_reason = "the model has no chat template";
+};
+
+// A request as the engine and the front end's output path take it.
+struct PreparedRequest {
+  Request engine_request;
+  // Stop strings, matched in the output text (the engine knows nothing of them).
+  std::vector<std::string> stop_strings;
 };
 
 // The earlier of the call's own deadline (InfiniteFuture() for none) and arrival plus the
@@ -34,10 +50,11 @@ struct ServingLimits {
 absl::Time RequestDeadline(absl::Time call_deadline, uint64_t timeout_microseconds,
                            absl::Time arrival);
 
-// The engine request for `request`: prompt, sampling, max_tokens (0 when unset: the engine's
-// default), stop tokens and priority. Leaves id and timeout for the caller.
-absl::StatusOr<Request> ToEngineRequest(const v1::InferRequest& request,
-                                        const ServingLimits& limits);
+// The engine request for `request`: prompt (token ids, text tokenized, or messages rendered by the
+// chat template and tokenized), sampling, max_tokens (0 when unset: the engine's default), stop
+// tokens and priority, and the stop strings. Leaves id and timeout for the caller.
+absl::StatusOr<PreparedRequest> PrepareRequest(const v1::InferRequest& request,
+                                               const ServingLimits& limits);
 
 }  // namespace convoy
 

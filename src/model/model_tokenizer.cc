@@ -24,18 +24,23 @@ std::string TokenName(const nlohmann::json& config, const char* key) {
   return "";
 }
 
-absl::StatusOr<HuggingFaceTokenizerExtras> ReadExtras(const std::filesystem::path& dir) {
-  HuggingFaceTokenizerExtras extras;
+// tokenizer_config.json of `dir`; an empty object when there is none.
+absl::StatusOr<nlohmann::json> ReadTokenizerConfig(const std::filesystem::path& dir) {
   const std::filesystem::path path = dir / "tokenizer_config.json";
   std::ifstream in(path);
-  if (!in) return extras;
+  if (!in) return nlohmann::json::object();
   std::stringstream text;
   text << in.rdbuf();
-  const nlohmann::json config =
-      nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  nlohmann::json config = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
   if (config.is_discarded() || !config.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path.string(), ": not a JSON object"));
   }
+  return config;
+}
+
+absl::StatusOr<HuggingFaceTokenizerExtras> ReadExtras(const std::filesystem::path& dir) {
+  HuggingFaceTokenizerExtras extras;
+  ASSIGN_OR_RETURN(const nlohmann::json config, ReadTokenizerConfig(dir));
   extras.bos_token = TokenName(config, "bos_token");
   extras.eos_token = TokenName(config, "eos_token");
   return extras;
@@ -61,6 +66,38 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadModelTokenizer(const ModelWeights
   if (!std::filesystem::exists(json, error)) return std::unique_ptr<Tokenizer>();
   ASSIGN_OR_RETURN(HuggingFaceTokenizerExtras extras, ReadExtras(dir));
   return Tokenizer::FromHuggingFaceJsonFile(json.string(), extras);
+}
+
+absl::StatusOr<std::optional<std::string>> LoadModelChatTemplateSource(
+    const ModelWeights& weights) {
+  if (const GgufFile* gguf = weights.gguf_file(); gguf != nullptr) {
+    return ChatTemplateFromGguf(*gguf);
+  }
+  const std::filesystem::path dir(weights.dir());
+  // Recent transformers versions save the template in a file of its own.
+  if (std::ifstream jinja(dir / "chat_template.jinja"); jinja) {
+    std::stringstream text;
+    text << jinja.rdbuf();
+    return std::optional<std::string>(text.str());
+  }
+  ASSIGN_OR_RETURN(const nlohmann::json config, ReadTokenizerConfig(dir));
+  if (!config.contains("chat_template")) return std::optional<std::string>();
+  const nlohmann::json& value = config["chat_template"];
+  if (value.is_string()) return std::optional<std::string>(value.get<std::string>());
+  const std::string where = (dir / "tokenizer_config.json").string();
+  if (value.is_array()) {
+    for (const nlohmann::json& entry : value) {
+      if (entry.is_object() && entry.value("name", "") == "default" && entry.contains("template") &&
+          entry["template"].is_string()) {
+        return std::optional<std::string>(entry["template"].get<std::string>());
+      }
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": chat_template is a list without an entry named \"default\""));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(where, ": chat_template must be a string or a list of {name, template}, got ",
+                   value.type_name()));
 }
 
 }  // namespace convoy

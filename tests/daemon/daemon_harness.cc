@@ -206,10 +206,12 @@ grpc::Status CallInferStream(v1::Inference::Stub& stub, const v1::InferRequest& 
     response->mutable_token_ids()->MergeFrom(message.token_ids());
     response->mutable_logprobs()->MergeFrom(message.logprobs());
     response->mutable_top_logprobs()->MergeFrom(message.top_logprobs());
+    response->mutable_text()->append(message.text());
     if (message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
       response->set_finish_reason(message.finish_reason());
       *response->mutable_usage() = message.usage();
       *response->mutable_timings() = message.timings();
+      *response->mutable_prompt_token_ids() = message.prompt_token_ids();
     }
   }
   if (messages != nullptr) *messages = with_tokens;

@@ -91,8 +91,24 @@ std::vector<BadRequest> BadRequests() {
   add("negative top logprobs", C::INVALID_ARGUMENT, "top_logprobs",
       [](v1::InferRequest& r) { r.set_top_logprobs(-1); });
   add("text and ids", C::INVALID_ARGUMENT,
-      "prompt_text: set either prompt_text or prompt_token_ids, not both",
+      "prompt_text: set exactly one of prompt_token_ids, prompt_text and messages",
       [](v1::InferRequest& r) { r.set_prompt_text("hello"); });
+  add("messages and ids", C::INVALID_ARGUMENT, "messages: set exactly one of",
+      [](v1::InferRequest& r) {
+        v1::ChatMessage* m = r.add_messages();
+        m->set_role("user");
+        m->set_content("hello");
+      });
+  add("messages without a tokenizer", C::FAILED_PRECONDITION,
+      "messages: this model has no tokenizer", [](v1::InferRequest& r) {
+        r.clear_prompt_token_ids();
+        v1::ChatMessage* m = r.add_messages();
+        m->set_role("user");
+        m->set_content("hello");
+      });
+  add("stop strings without a tokenizer", C::FAILED_PRECONDITION,
+      "sampling.stop: stop strings need a model with a tokenizer",
+      [](v1::InferRequest& r) { r.mutable_sampling()->add_stop("."); });
   // The random test model has no tokenizer.
   add("text without a tokenizer", C::FAILED_PRECONDITION,
       "prompt_text: this model has no tokenizer; send prompt_token_ids", [](v1::InferRequest& r) {

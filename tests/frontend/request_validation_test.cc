@@ -1,7 +1,12 @@
 #include "frontend/request_validation.h"
 
+#include <fstream>
+#include <initializer_list>
+#include <utility>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "status_matchers.h"
 
 namespace convoy {
@@ -12,6 +17,14 @@ using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
+
+// The engine request PrepareRequest makes, for the tests that only look at it.
+absl::StatusOr<Request> ToEngineRequest(const v1::InferRequest& request,
+                                        const ServingLimits& limits) {
+  absl::StatusOr<PreparedRequest> prepared = PrepareRequest(request, limits);
+  if (!prepared.ok()) return prepared.status();
+  return prepared->engine_request;
+}
 
 ServingLimits Limits() {
   ServingLimits limits;
@@ -115,6 +128,11 @@ class TextPromptTest : public ::testing::Test {
         extras);
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     tokenizer_ = loaded->release();
+    std::ifstream in(std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/chat_template/smollm2.json");
+    const nlohmann::json fixture = nlohmann::json::parse(in);
+    auto parsed = ChatTemplate::Parse(fixture["template"].get<std::string>());
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    chat_template_ = new ChatTemplate(*std::move(parsed));
   }
   ServingLimits TextLimits() const {
     ServingLimits limits = Limits();
@@ -122,9 +140,26 @@ class TextPromptTest : public ::testing::Test {
     limits.tokenizer = tokenizer_;
     return limits;
   }
+  ServingLimits ChatLimits() const {
+    ServingLimits limits = TextLimits();
+    limits.max_context_length = 8192;
+    limits.chat_template = chat_template_;
+    return limits;
+  }
+  static v1::InferRequest Chat(std::initializer_list<std::pair<const char*, const char*>> turns) {
+    v1::InferRequest r;
+    for (const auto& [role, content] : turns) {
+      v1::ChatMessage* m = r.add_messages();
+      m->set_role(role);
+      m->set_content(content);
+    }
+    return r;
+  }
   static const Tokenizer* tokenizer_;
+  static const ChatTemplate* chat_template_;
 };
 const Tokenizer* TextPromptTest::tokenizer_ = nullptr;
+const ChatTemplate* TextPromptTest::chat_template_ = nullptr;
 
 TEST_F(TextPromptTest, TextIsTokenizedByTheModelsTokenizer) {
   v1::InferRequest r;
@@ -146,7 +181,8 @@ TEST_F(TextPromptTest, BadTextPromptsNameTheField) {
   both.add_prompt_token_ids(1);
   EXPECT_THAT(ToEngineRequest(both, TextLimits()),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "prompt_text: set either prompt_text or prompt_token_ids, not both"));
+                       "prompt_text: set exactly one of prompt_token_ids, prompt_text and "
+                       "messages"));
   v1::InferRequest invalid;
   invalid.set_prompt_text("ok \xC3");
   EXPECT_THAT(ToEngineRequest(invalid, TextLimits()),
@@ -204,6 +240,88 @@ TEST(RequestValidationTest, HugeTimeoutsNeverWrapIntoThePast) {
   // The call's own deadline wins when it is earlier.
   EXPECT_EQ(RequestDeadline(arrival + absl::Seconds(1), ~uint64_t{0}, arrival),
             arrival + absl::Seconds(1));
+}
+
+}  // namespace
+}  // namespace convoy
+
+namespace convoy {
+namespace {
+
+TEST_F(TextPromptTest, MessagesAreRenderedByTheChatTemplateAndTokenizedAsTheyAre) {
+  absl::StatusOr<Request> request =
+      ToEngineRequest(Chat({{"system", "Be brief."}, {"user", "Hi!"}}), ChatLimits());
+  ASSERT_OK(request);
+  // As transformers' apply_chat_template(add_generation_prompt=True, tokenize=True) gives them: no
+  // BOS added to what the template wrote.
+  const std::string rendered =
+      "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n"
+      "<|im_start|>assistant\n";
+  EXPECT_EQ(request->prompt_tokens, *tokenizer_->Encode(rendered, /*add_special=*/false));
+  EXPECT_EQ(request->prompt_tokens.front(), 1);  // <|im_start|>
+  EXPECT_THAT(request->stop_token_ids, ElementsAre(2));
+  // SmolLM2's template adds its own system message when there is none.
+  absl::StatusOr<Request> no_system = ToEngineRequest(Chat({{"user", "Hi!"}}), ChatLimits());
+  ASSERT_OK(no_system);
+  EXPECT_GT(no_system->prompt_tokens.size(), request->prompt_tokens.size());
+}
+
+TEST_F(TextPromptTest, BadMessagesNameTheField) {
+  EXPECT_THAT(ToEngineRequest(Chat({{"user", "a"}, {"wizard", "b"}}), ChatLimits()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "messages[1].role: unknown role 'wizard'; expected system, user, "
+                       "assistant or tool"));
+  EXPECT_THAT(ToEngineRequest(Chat({{"user", "ok \xC3"}}), ChatLimits()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(StartsWith("messages[0].content: "), HasSubstr("byte offset 3"))));
+  v1::InferRequest both = Chat({{"user", "a"}});
+  both.set_prompt_text("b");
+  EXPECT_THAT(
+      ToEngineRequest(both, ChatLimits()),
+      StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("messages: set exactly one")));
+  // Without a chat template the reason is given.
+  ServingLimits no_template = TextLimits();
+  no_template.no_chat_template_reason = "the model's chat template could not be parsed: line 1";
+  EXPECT_THAT(ToEngineRequest(Chat({{"user", "a"}}), no_template),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("messages: the model's chat template could not be parsed")));
+  // A conversation longer than the context after rendering.
+  ServingLimits small = ChatLimits();
+  small.max_context_length = 16;
+  EXPECT_THAT(ToEngineRequest(Chat({{"user", "a"}}), small),
+              StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("messages: the prompt has")));
+}
+
+TEST_F(TextPromptTest, StopStringsAreCheckedAndKeptForTheOutputPath) {
+  v1::InferRequest r;
+  r.set_prompt_text("Hello");
+  r.mutable_sampling()->add_stop("\n\n");
+  r.mutable_sampling()->add_stop("END");
+  absl::StatusOr<PreparedRequest> prepared = PrepareRequest(r, TextLimits());
+  ASSERT_OK(prepared);
+  EXPECT_THAT(prepared->stop_strings, ElementsAre("\n\n", "END"));
+
+  v1::InferRequest empty = r;
+  empty.mutable_sampling()->add_stop("");
+  EXPECT_THAT(PrepareRequest(empty, TextLimits()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "sampling.stop[2]: a stop string may not be empty"));
+  v1::InferRequest invalid = r;
+  invalid.mutable_sampling()->add_stop("\xFF");
+  EXPECT_THAT(PrepareRequest(invalid, TextLimits()),
+              StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("sampling.stop[2]: ")));
+  v1::InferRequest many = r;
+  const std::string x = "x";
+  for (int i = 0; i < 20; ++i) *many.mutable_sampling()->add_stop() = x;
+  EXPECT_THAT(
+      PrepareRequest(many, TextLimits()),
+      StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("sampling.stop: 22 strings")));
+  // Stop strings need text out.
+  v1::InferRequest ids;
+  ids.add_prompt_token_ids(1);
+  ids.mutable_sampling()->add_stop("x");
+  EXPECT_THAT(PrepareRequest(ids, Limits()),
+              StatusIs(absl::StatusCode::kFailedPrecondition, StartsWith("sampling.stop: ")));
 }
 
 }  // namespace

@@ -1,0 +1,371 @@
+#include "frontend/generation.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "convoy/status_macros.h"
+#include "frontend/status_mapping.h"
+#include "metrics/logging.h"
+#include "metrics/request_summary.h"
+#include "spdlog/spdlog.h"
+
+namespace convoy {
+namespace {
+
+uint64_t Micros(absl::Duration d) {
+  return d <= absl::ZeroDuration() ? 0 : static_cast<uint64_t>(absl::ToInt64Microseconds(d));
+}
+
+}  // namespace
+
+// --- GenerationHub
+
+GenerationHub::GenerationHub() : start_time_(absl::Now()) {}
+
+GenerationHub::~GenerationHub() = default;
+
+void GenerationHub::Start(ServingContext context) {
+  context_ = std::make_unique<const ServingContext>(std::move(context));
+  serving_.store(context_.get(), std::memory_order_release);
+}
+
+void GenerationHub::StopAccepting() { stopped_.store(true, std::memory_order_release); }
+
+void GenerationHub::AbortAll() {
+  std::vector<std::shared_ptr<GenerationSession>> sessions;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, weak] : in_engine_) {
+      if (std::shared_ptr<GenerationSession> session = weak.lock()) sessions.push_back(session);
+    }
+  }
+  for (const std::shared_ptr<GenerationSession>& session : sessions) session->Abort();
+}
+
+bool GenerationHub::WaitForNoSessions(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return open_sessions_ == 0; };
+  return mu_.AwaitWithTimeout(absl::Condition(&none), timeout);
+}
+
+int64_t GenerationHub::open_sessions() const {
+  absl::MutexLock lock(&mu_);
+  return open_sessions_;
+}
+
+absl::Status GenerationHub::Admission() const {
+  if (!accepting()) {
+    return absl::UnavailableError("the server is shutting down; retry on another replica");
+  }
+  if (serving() == nullptr) return absl::UnavailableError("the model is loading; retry shortly");
+  return absl::OkStatus();
+}
+
+void GenerationHub::SessionOpened() {
+  absl::MutexLock lock(&mu_);
+  ++open_sessions_;
+}
+
+void GenerationHub::SessionClosed() {
+  absl::MutexLock lock(&mu_);
+  --open_sessions_;
+}
+
+void GenerationHub::EngineHolds(RequestId id, std::shared_ptr<GenerationSession> session) {
+  absl::MutexLock lock(&mu_);
+  in_engine_.emplace(id, std::move(session));
+}
+
+void GenerationHub::EngineReleased(RequestId id) {
+  absl::MutexLock lock(&mu_);
+  in_engine_.erase(id);
+}
+
+// --- GenerationSession
+
+std::shared_ptr<GenerationSession> GenerationSession::Create(GenerationHub* hub, WakeFn wake) {
+  return std::shared_ptr<GenerationSession>(new GenerationSession(hub, std::move(wake)));
+}
+
+GenerationSession::GenerationSession(GenerationHub* hub, WakeFn wake)
+    : hub_(hub), wake_(std::move(wake)), arrival_(absl::Now()) {
+  hub_->SessionOpened();
+}
+
+GenerationSession::~GenerationSession() { hub_->SessionClosed(); }
+
+void GenerationSession::Begin(const v1::InferRequest& request, absl::Time call_deadline) {
+  absl::Status status = Submit(request, call_deadline);
+  if (status.ok()) return;
+  if (status.code() != absl::StatusCode::kUnavailable) {
+    SPDLOG_DEBUG("refused a request: {}", status.ToString());
+  }
+  CountRefusal(status);
+  End(std::move(status), v1::FINISH_REASON_ERROR, /*cancel_in_engine=*/false);
+}
+
+absl::Status GenerationSession::Submit(const v1::InferRequest& request, absl::Time call_deadline) {
+  RETURN_IF_ERROR(hub_->Admission());
+  const ServingContext& serving = *hub_->serving();
+  ASSIGN_OR_RETURN(PreparedRequest prepared, PrepareRequest(request, serving.limits));
+  Request& engine_request = prepared.engine_request;
+  deadline_ = RequestDeadline(call_deadline, request.timeout_microseconds(), arrival_);
+  if (deadline_ <= arrival_) {
+    return absl::DeadlineExceededError("the deadline had passed when the request arrived");
+  }
+  // The deadline bounds the wait in the queue too (the scheduler times it out there).
+  if (deadline_ != absl::InfiniteFuture()) engine_request.timeout = deadline_ - arrival_;
+  return_logprobs_ = request.return_logprobs();
+  top_logprobs_ = request.top_logprobs() > 0;
+  prompt_tokens_ = static_cast<int32_t>(engine_request.prompt_tokens.size());
+  if (request.return_prompt_token_ids()) {
+    absl::MutexLock lock(&mu_);
+    end_.prompt_token_ids = engine_request.prompt_tokens;
+  }
+  stop_strings_ = std::move(prepared.stop_strings);
+  if (serving.limits.tokenizer != nullptr) {
+    absl::MutexLock lock(&mu_);
+    detokenizer_ = std::make_unique<IncrementalDetokenizer>(*serving.limits.tokenizer,
+                                                            /*skip_special=*/true);
+  }
+  id_ = hub_->NextId();
+  engine_request.id = id_;
+
+  std::shared_ptr<GenerationSession> self = shared_from_this();
+  hub_->EngineHolds(id_, self);
+  absl::Status submitted = serving.engine->Submit(
+      std::move(engine_request),
+      [self = std::move(self)](const Event& event) { self->OnEngineEvent(event); });
+  if (!submitted.ok()) hub_->EngineReleased(id_);
+  return submitted;
+}
+
+void GenerationSession::OnEngineEvent(const Event& event) {
+  if (event.kind == Event::Kind::kToken) {
+    OnToken(event);
+    return;
+  }
+  bool stopped_by_string = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (event.queue_time) queue_time_ = *event.queue_time;
+    stopped_by_string = !stop_matched_.empty();
+  }
+  absl::Status status = event.status;
+  Outcome outcome = event.outcome;
+  switch (event.outcome) {
+    case Outcome::kCompleteLength:
+    case Outcome::kCompleteStop:
+      status = absl::OkStatus();
+      break;
+    case Outcome::kCancelled:
+      if (stopped_by_string) {
+        // The session cancelled it at its stop string: a complete answer.
+        status = absl::OkStatus();
+        outcome = Outcome::kCompleteStop;
+      } else {
+        // Otherwise only the front end cancels (it ends the session first), or a shutdown
+        // without drain.
+        status = absl::UnavailableError("the server is shutting down");
+      }
+      break;
+    case Outcome::kTimedOut:
+      status = absl::DeadlineExceededError(absl::StrCat(
+          "the deadline passed while the request waited in the queue: ", event.status.message()));
+      break;
+    case Outcome::kRejected:
+      if (status.code() != absl::StatusCode::kInvalidArgument &&
+          status.code() != absl::StatusCode::kResourceExhausted) {
+        spdlog::error("request {}: the engine rejected it: {}", id_, status.ToString());
+        status = absl::InternalError(absl::StrCat("request ", id_, " was refused by the engine"));
+      }
+      break;
+    case Outcome::kFailed:
+      spdlog::error("request {}: the engine failed: {}", id_, event.status.ToString());
+      status = absl::InternalError(
+          absl::StrCat("the engine failed while running request ", id_, "; see the server log"));
+      break;
+  }
+  // Metrics and the log line first: a client that has its answer must find it counted.
+  ReportDone(event, outcome);
+  End(std::move(status), ToFinishReason(outcome), /*cancel_in_engine=*/false);
+  hub_->EngineReleased(id_);
+}
+
+void GenerationSession::OnToken(const Event& event) {
+  bool past_deadline = false;
+  bool stop_found = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (ended_ || !stop_matched_.empty()) return;
+    const absl::Time now = absl::Now();
+    if (now >= deadline_) {
+      past_deadline = true;
+    } else {
+      if (!first_token_) first_token_ = now;
+      ++num_tokens_;
+      if (pending_.token_ids.empty()) pending_.first_token_index = event.token_index;
+      pending_.token_ids.push_back(event.token);
+      if (return_logprobs_) pending_.logprobs.push_back(event.logprob);
+      if (top_logprobs_) pending_.top_logprobs.push_back(event.top_logprobs);
+      if (detokenizer_ != nullptr) {
+        // An id the tokenizer does not know (an embedding row past its vocabulary) adds no text.
+        absl::StatusOr<std::string> text = detokenizer_->Next(event.token);
+        if (text.ok()) held_text_.append(*text);
+        stop_found = ReleaseTextLocked(/*at_end=*/false);
+      }
+    }
+  }
+  if (past_deadline) {
+    End(absl::DeadlineExceededError(
+            absl::StrCat("the deadline passed while generating (request ", id_, ")")),
+        v1::FINISH_REASON_TIMEOUT, /*cancel_in_engine=*/true);
+    return;
+  }
+  // The answer ends at the stop string; the session ends when the engine confirms the cancel.
+  if (stop_found) hub_->serving()->engine->Cancel(id_);
+  Wake();
+}
+
+bool GenerationSession::ReleaseTextLocked(bool at_end) {
+  if (stop_strings_.empty()) {
+    pending_.text.append(held_text_);
+    held_text_.clear();
+    return false;
+  }
+  size_t first = std::string::npos;
+  const std::string* found = nullptr;
+  for (const std::string& stop : stop_strings_) {
+    const size_t at = held_text_.find(stop);
+    if (at < first) {
+      first = at;
+      found = &stop;
+    }
+  }
+  if (found != nullptr) {
+    pending_.text.append(held_text_, 0, first);
+    held_text_.clear();
+    stop_matched_ = *found;
+    return true;
+  }
+  // Keep the longest tail that a stop string starts with: the next tokens may complete it.
+  size_t keep = 0;
+  if (!at_end) {
+    for (const std::string& stop : stop_strings_) {
+      for (size_t k = std::min(stop.size() - 1, held_text_.size()); k > keep; --k) {
+        if (held_text_.compare(held_text_.size() - k, k, stop, 0, k) == 0) {
+          keep = k;
+          break;
+        }
+      }
+    }
+  }
+  pending_.text.append(held_text_, 0, held_text_.size() - keep);
+  held_text_.erase(0, held_text_.size() - keep);
+  return false;
+}
+
+std::optional<SessionEnd> GenerationSession::Take(SessionOutput* out) {
+  absl::MutexLock lock(&mu_);
+  if (!pending_.token_ids.empty()) {
+    if (out->token_ids.empty()) out->first_token_index = pending_.first_token_index;
+    out->token_ids.insert(out->token_ids.end(), pending_.token_ids.begin(),
+                          pending_.token_ids.end());
+    out->logprobs.insert(out->logprobs.end(), pending_.logprobs.begin(), pending_.logprobs.end());
+    for (std::vector<TokenLogprob>& top : pending_.top_logprobs) {
+      out->top_logprobs.push_back(std::move(top));
+    }
+  } else if (out->empty()) {
+    out->first_token_index = num_tokens_;
+  }
+  out->text.append(pending_.text);
+  pending_ = SessionOutput();
+  if (!ended_) return std::nullopt;
+  return end_;
+}
+
+void GenerationSession::ClientGone() {
+  const bool deadline = absl::Now() >= deadline_;
+  End(deadline ? absl::DeadlineExceededError("the deadline passed")
+               : absl::CancelledError("the client cancelled the call"),
+      deadline ? v1::FINISH_REASON_TIMEOUT : v1::FINISH_REASON_CANCELLED,
+      /*cancel_in_engine=*/true, /*client_gone=*/true);
+}
+
+void GenerationSession::Abort() {
+  End(absl::UnavailableError(
+          absl::StrCat("the server shut down before request ", id_, " finished (drain timeout)")),
+      v1::FINISH_REASON_CANCELLED, /*cancel_in_engine=*/true);
+}
+
+void GenerationSession::Detach() {
+  absl::MutexLock lock(&wake_mu_);
+  wake_ = nullptr;
+}
+
+void GenerationSession::Wake() {
+  absl::MutexLock lock(&wake_mu_);
+  if (wake_) wake_();
+}
+
+void GenerationSession::End(absl::Status status, v1::FinishReason reason, bool cancel_in_engine,
+                            bool client_gone) {
+  bool first = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (client_gone) pending_ = SessionOutput();
+    if (!ended_) {
+      first = true;
+      ended_ = true;
+      if (status.ok() && !client_gone) {
+        if (detokenizer_ != nullptr) held_text_.append(detokenizer_->Flush());
+        if (ReleaseTextLocked(/*at_end=*/true)) reason = v1::FINISH_REASON_STOP;
+      }
+      end_.status = std::move(status);
+      end_.finish_reason = reason;
+      end_.stop_string = stop_matched_;
+      end_.prompt_tokens = prompt_tokens_;
+      end_.completion_tokens = num_tokens_;
+      const absl::Time now = absl::Now();
+      end_.timings.set_queue_microseconds(Micros(queue_time_));
+      if (first_token_) {
+        end_.timings.set_time_to_first_token_microseconds(Micros(*first_token_ - arrival_));
+      }
+      end_.timings.set_total_microseconds(Micros(now - arrival_));
+    }
+  }
+  if (!first) return;
+  if (cancel_in_engine && id_ != 0) hub_->serving()->engine->Cancel(id_);
+  Wake();
+}
+
+void GenerationSession::CountRefusal(const absl::Status& status) {
+  const ServingContext* serving = hub_->serving();
+  if (serving == nullptr || serving->metrics == nullptr) return;
+  if (status.code() == absl::StatusCode::kResourceExhausted) {
+    serving->metrics->OnRejected(RejectReason::kQueueFull);
+  } else if (status.code() == absl::StatusCode::kInvalidArgument) {
+    serving->metrics->OnRejected(RejectReason::kInvalidArgument);
+  }
+}
+
+void GenerationSession::ReportDone(const Event& event, Outcome outcome) {
+  RequestSummary summary;
+  summary.id = id_;
+  summary.outcome = outcome;
+  summary.prompt_tokens = prompt_tokens_;
+  summary.status = outcome == event.outcome ? event.status : absl::OkStatus();
+  {
+    absl::MutexLock lock(&mu_);
+    summary.generated_tokens = num_tokens_;
+    if (event.queue_time) summary.queue_time = queue_time_;
+    if (first_token_) summary.time_to_first_token = *first_token_ - arrival_;
+  }
+  summary.e2e_latency = absl::Now() - arrival_;
+  const ServingContext* serving = hub_->serving();
+  if (serving->metrics != nullptr) serving->metrics->OnRequestDone(summary);
+  LogRequestDone(summary);
+}
+
+}  // namespace convoy

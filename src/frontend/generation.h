@@ -1,0 +1,214 @@
+// The request path every protocol shares: convoy's gRPC API, the OpenAI HTTP API and KServe v2 turn
+// their messages into a v1::InferRequest, start a GenerationSession with it and turn what the
+// session hands out (tokens, their text, the end) into their own messages. Validation, admission,
+// deadlines, detokenization, stop strings, cancellation, metrics and the request's log line live
+// here, once.
+//
+// GenerationHub is the front end's state: whether requests are taken (loading, serving, draining),
+// the serving context, the sessions open and the requests the engine holds.
+//
+// A session's life: Create, Begin (validates and submits; a refusal ends the session at once), then
+// the engine's events fill its output, and the protocol adapter, woken through the callback it
+// gave, Takes what is new until Take returns the end. Exactly one end per session: the engine's
+// final event, a stop string, the deadline, the client going away (ClientGone), or the server
+// giving up on it after the drain timeout.
+#ifndef CONVOY_FRONTEND_GENERATION_H_
+#define CONVOY_FRONTEND_GENERATION_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "convoy/v1/inference.pb.h"
+#include "engine/engine_loop.h"
+#include "frontend/request_validation.h"
+#include "metrics/metrics.h"
+#include "text/detokenizer.h"
+
+namespace convoy {
+
+// What the front end serves, known once the model is loaded.
+struct ServingContext {
+  // Must outlive every session: destroy it only after every server has shut down.
+  EngineLoop* engine = nullptr;
+  ServingLimits limits;
+  v1::ModelInfo model_info;
+  std::string executor_name;  // "cpu" or "cuda"
+  // Counts refusals and finished requests; null for none. Must outlive every session.
+  Metrics* metrics = nullptr;
+  int32_t kv_block_size = 0;
+};
+
+class GenerationSession;
+
+// Thread-safe.
+class GenerationHub {
+ public:
+  GenerationHub();
+  // REQUIRES: no session is open.
+  ~GenerationHub();
+  GenerationHub(const GenerationHub&) = delete;
+  GenerationHub& operator=(const GenerationHub&) = delete;
+
+  // Starts serving. Called once.
+  void Start(ServingContext context);
+  // New sessions are refused (UNAVAILABLE) from now on; admitted ones go on. Idempotent.
+  void StopAccepting();
+  // Ends every session whose request the engine still holds, with UNAVAILABLE.
+  void AbortAll();
+  // Waits until no session is open, at most `timeout`; true when none is.
+  bool WaitForNoSessions(absl::Duration timeout);
+  int64_t open_sessions() const;
+
+  // Null until Start.
+  const ServingContext* serving() const { return serving_.load(std::memory_order_acquire); }
+  bool accepting() const { return !stopped_.load(std::memory_order_acquire); }
+  absl::Time start_time() const { return start_time_; }
+  // OK when requests are taken now; UNAVAILABLE (loading, shutting down) otherwise.
+  absl::Status Admission() const;
+
+ private:
+  friend class GenerationSession;
+  void SessionOpened();
+  void SessionClosed();
+  RequestId NextId() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
+  void EngineHolds(RequestId id, std::shared_ptr<GenerationSession> session);
+  void EngineReleased(RequestId id);
+
+  const absl::Time start_time_;
+  std::unique_ptr<const ServingContext> context_;  // set once by Start
+  std::atomic<const ServingContext*> serving_{nullptr};
+  std::atomic<bool> stopped_{false};
+  std::atomic<RequestId> next_id_{1};
+
+  mutable absl::Mutex mu_;
+  int64_t open_sessions_ ABSL_GUARDED_BY(mu_) = 0;
+  // Sessions whose requests the engine holds (it has not sent their final event yet).
+  absl::flat_hash_map<RequestId, std::weak_ptr<GenerationSession>> in_engine_ ABSL_GUARDED_BY(mu_);
+};
+
+// New output of a session since the last Take.
+struct SessionOutput {
+  // Index of token_ids[0] in the whole output.
+  int64_t first_token_index = 0;
+  std::vector<int32_t> token_ids;
+  // One per token when the request asked for logprobs; one list per token when it asked for
+  // top_logprobs.
+  std::vector<float> logprobs;
+  std::vector<std::vector<TokenLogprob>> top_logprobs;
+  // The text these tokens complete (never half a character; held back near a possible stop
+  // string). Text may come without tokens: what was held back, at the end.
+  std::string text;
+
+  bool empty() const { return token_ids.empty() && text.empty(); }
+};
+
+// How a session ended.
+struct SessionEnd {
+  // OK when generation finished (length or stop); otherwise why it did not, in the shared codes.
+  absl::Status status;
+  v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;
+  // The stop string that ended it, when one did.
+  std::string stop_string;
+  int32_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  v1::Timings timings;
+  // The prompt's ids, when the request asked for them (return_prompt_token_ids).
+  std::vector<int32_t> prompt_token_ids;
+};
+
+class GenerationSession : public std::enable_shared_from_this<GenerationSession> {
+ public:
+  // Called whenever there is something new to Take (output or the end), from any thread (the
+  // engine's, or inline in Begin or ClientGone), never with the session's lock held. Must not
+  // block.
+  using WakeFn = std::function<void()>;
+
+  static std::shared_ptr<GenerationSession> Create(GenerationHub* hub, WakeFn wake);
+  ~GenerationSession();
+  GenerationSession(const GenerationSession&) = delete;
+  GenerationSession& operator=(const GenerationSession&) = delete;
+
+  // Validates `request` and submits it to the engine. `call_deadline`: the protocol's own deadline
+  // (InfiniteFuture() for none); the earlier of it and the request's timeout_microseconds applies.
+  // A refusal ends the session at once (Take returns the end; wake is called). Called once.
+  void Begin(const v1::InferRequest& request, absl::Time call_deadline);
+
+  // Moves the output not taken yet into `*out` (appending to what it holds). Returns the end once
+  // every output before it has been taken; nullopt while generation goes on.
+  std::optional<SessionEnd> Take(SessionOutput* out);
+
+  // The client cancelled or went away (or its protocol's deadline passed): ends the session,
+  // cancels the request in the engine (freeing its KV blocks) and drops output not taken yet.
+  void ClientGone();
+
+  // After Detach returns, wake is never called again and no call of it is in progress. The adapter
+  // calls it before it goes away; never while holding a lock its wake takes.
+  void Detach();
+
+  // The server's id of the request; 0 until Begin has submitted it.
+  RequestId id() const { return id_; }
+  int32_t prompt_tokens() const { return prompt_tokens_; }
+
+ private:
+  GenerationSession(GenerationHub* hub, WakeFn wake);
+
+  absl::Status Submit(const v1::InferRequest& request, absl::Time call_deadline);
+  void OnEngineEvent(const Event& event);
+  void OnToken(const Event& event);
+  // The first call ends the session; later calls only drop output (with `client_gone`).
+  void End(absl::Status status, v1::FinishReason reason, bool cancel_in_engine,
+           bool client_gone = false);
+  // Abort from the hub (drain timeout).
+  void Abort();
+  friend class GenerationHub;
+  // Moves the held text that no stop string can claim into the output (all of it `at_end`). On a
+  // match, moves the text before it, drops the rest, sets stop_matched_ and returns true.
+  bool ReleaseTextLocked(bool at_end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CountRefusal(const absl::Status& status);
+  void ReportDone(const Event& event, Outcome outcome);
+
+  void Wake();
+
+  GenerationHub* const hub_;
+  absl::Mutex wake_mu_;
+  WakeFn wake_ ABSL_GUARDED_BY(wake_mu_);
+  const absl::Time arrival_;
+  // Set by Begin before the engine sees the request; constant after.
+  RequestId id_ = 0;
+  absl::Time deadline_ = absl::InfiniteFuture();
+  bool return_logprobs_ = false;
+  bool top_logprobs_ = false;
+  int32_t prompt_tokens_ = 0;
+  std::vector<std::string> stop_strings_;
+
+  absl::Mutex mu_;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  // Set with ended_, handed out by Take once the output before it is taken.
+  SessionEnd end_ ABSL_GUARDED_BY(mu_);
+  bool end_taken_ ABSL_GUARDED_BY(mu_) = false;
+  SessionOutput pending_ ABSL_GUARDED_BY(mu_);
+  int64_t num_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<absl::Time> first_token_ ABSL_GUARDED_BY(mu_);
+  absl::Duration queue_time_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  // Text decoded but held back: it may be the start of a stop string.
+  std::string held_text_ ABSL_GUARDED_BY(mu_);
+  // The stop string found in the text; later tokens are dropped, and the session ends (STOP) at
+  // the engine's final event for the request it cancelled.
+  std::string stop_matched_ ABSL_GUARDED_BY(mu_);
+  // Turns the generated tokens into text, when the model has a tokenizer.
+  std::unique_ptr<IncrementalDetokenizer> detokenizer_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_FRONTEND_GENERATION_H_
