@@ -1,21 +1,27 @@
-// convoy-run: generates from a model directory in-process, all prompts batched together.
-//   convoy-run --model DIR --token-ids 1,2,3 [--token-ids 4,5 ...] --max-tokens 16
+// convoy-run: generates from a model in-process, all prompts batched together.
+//   convoy-run --model DIR|FILE.gguf --token-ids 1,2,3 | --prompt TEXT | --chat TEXT [...more]
+//              [--system TEXT] --max-tokens 16
 //              [--temperature T --top-k K --top-p P --seed S --top-logprobs N] [--json]
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "engine/generator.h"
 #include "executor/cpu/cpu_executor.h"
+#include "model/model_tokenizer.h"
 #include "model/model_weights.h"
 #include "nlohmann/json.hpp"
+#include "text/chat_prompt.h"
 #include "tools/cli_flags.h"
 
 ABSL_FLAG(std::string, model, "", "Model: a directory (config.json + safetensors) or a .gguf file");
@@ -32,17 +38,23 @@ ABSL_FLAG(int64_t, kv_cache_mb, 512, "KV cache memory budget in MiB");
 ABSL_FLAG(int32_t, block_size, 16, "Tokens per KV cache block");
 ABSL_FLAG(int32_t, prefill_chunk, 0, "Longest prompt chunk per step; 0 for the whole prompt");
 ABSL_FLAG(std::string, weights, "auto", "Weight format for the matrix products: auto, f32, bf16");
+ABSL_FLAG(std::string, system, "", "A system message before each --chat prompt");
 
 namespace {
 
 const convoy::cli::CommandLine kCommandLine = {
     "convoy-run",
-    "convoy-run --model DIR --token-ids 1,2,3 [--token-ids ...] [--max-tokens N]\n"
-    "           [--temperature T --top-k K --top-p P --seed S] [--top-logprobs N] [--json]\n\n"
-    "Generates from a model directory in-process, every prompt batched together.",
+    "convoy-run --model DIR|FILE.gguf --token-ids 1,2,3 | --prompt TEXT | --chat TEXT [more\n"
+    "           prompts] [--system TEXT] [--max-tokens N] [--temperature T --top-k K --top-p P\n"
+    "           --seed S] [--top-logprobs N] [--json]\n\n"
+    "Generates from a model in-process, every prompt batched together. Prompts are token ids,\n"
+    "raw text (--prompt) or one user turn through the model's chat template (--chat, after the\n"
+    "--system message if given); text and chat prompts stop at the tokenizer's end of sequence.\n"
+    "Outputs are numbered in the order: --token-ids, then --prompt, then --chat prompts.",
     {"model", "max_tokens", "temperature", "top_k", "top_p", "seed", "top_logprobs",
-     "stop_token_ids", "json", "threads", "kv_cache_mb", "block_size", "prefill_chunk", "weights"},
-    {"token_ids"}};
+     "stop_token_ids", "json", "threads", "kv_cache_mb", "block_size", "prefill_chunk", "weights",
+     "system"},
+    {"token_ids", "prompt", "chat"}};
 
 int Fail(const std::string& message) { return convoy::cli::BadUsage(kCommandLine, message); }
 
@@ -55,6 +67,12 @@ bool ParseIds(const std::string& text, std::vector<int32_t>* out) {
   return true;
 }
 
+// The output as text, special tokens left out (as the server's responses carry it).
+std::string OutputText(const convoy::Tokenizer& tokenizer, const std::vector<int32_t>& ids) {
+  absl::StatusOr<std::string> text = tokenizer.Decode(ids, /*skip_special=*/true);
+  return text.ok() ? *std::move(text) : absl::StrCat("(", text.status().message(), ")");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -62,11 +80,18 @@ int main(int argc, char** argv) {
   if (int exit_code = convoy::cli::Parse(argc, argv, kCommandLine, &parsed); exit_code >= 0) {
     return exit_code;
   }
-  const std::vector<std::string>& prompts_text = parsed.values["token_ids"];
+  const std::vector<std::string>& id_prompts = parsed.values["token_ids"];
+  const std::vector<std::string>& text_prompts = parsed.values["prompt"];
+  const std::vector<std::string>& chat_prompts = parsed.values["chat"];
 
   const std::string model_dir = absl::GetFlag(FLAGS_model);
   if (model_dir.empty()) return Fail("--model DIR is required");
-  if (prompts_text.empty()) return Fail("give at least one prompt with --token-ids 1,2,3");
+  if (id_prompts.empty() && text_prompts.empty() && chat_prompts.empty()) {
+    return Fail("give at least one prompt: --token-ids 1,2,3, --prompt TEXT or --chat TEXT");
+  }
+  if (parsed.specified.count("system") > 0 && chat_prompts.empty()) {
+    return Fail("--system goes with --chat");
+  }
 
   convoy::SamplingParams sampling;
   sampling.temperature = absl::GetFlag(FLAGS_temperature);
@@ -79,16 +104,11 @@ int main(int argc, char** argv) {
     return Fail("--stop-token-ids must be comma-separated integers");
   }
 
-  std::vector<convoy::GenerationRequest> requests;
-  for (const std::string& text : prompts_text) {
-    convoy::GenerationRequest r;
-    if (!ParseIds(text, &r.prompt)) {
+  std::vector<std::vector<int32_t>> id_lists;
+  for (const std::string& text : id_prompts) {
+    if (!ParseIds(text, &id_lists.emplace_back())) {
       return Fail(absl::StrFormat("--token-ids '%s' must be comma-separated integers", text));
     }
-    r.max_tokens = absl::GetFlag(FLAGS_max_tokens);
-    r.sampling = sampling;
-    r.stop_token_ids = stops;
-    requests.push_back(std::move(r));
   }
 
   convoy::CpuExecutorOptions options;
@@ -109,7 +129,59 @@ int main(int argc, char** argv) {
   if (!weights.ok()) return Fail(std::string(weights.status().message()));
   auto executor = convoy::CpuExecutor::Create(**weights, options);
   if (!executor.ok()) return Fail(std::string(executor.status().message()));
+  absl::StatusOr<std::unique_ptr<convoy::Tokenizer>> tokenizer =
+      convoy::LoadModelTokenizer(**weights);
+  if (!tokenizer.ok()) return Fail(std::string(tokenizer.status().message()));
+  std::optional<convoy::ChatTemplate> chat_template;
+  if (!chat_prompts.empty()) {
+    absl::StatusOr<std::optional<std::string>> source =
+        convoy::LoadModelChatTemplateSource(**weights);
+    if (!source.ok()) return Fail(std::string(source.status().message()));
+    if (!*source) return Fail("--chat: the model has no chat template; use --prompt");
+    absl::StatusOr<convoy::ChatTemplate> parsed_template = convoy::ChatTemplate::Parse(**source);
+    if (!parsed_template.ok()) {
+      return Fail(absl::StrCat("--chat: the model's chat template cannot be rendered: ",
+                               parsed_template.status().message()));
+    }
+    chat_template = *std::move(parsed_template);
+  }
+  if (*tokenizer == nullptr &&
+      id_lists.size() != id_prompts.size() + text_prompts.size() + chat_prompts.size()) {
+    return Fail("--prompt and --chat need a model with a tokenizer; use --token-ids");
+  }
   weights->reset();
+
+  // Every prompt as ids: token ids as given, text through the tokenizer, chat through the
+  // template. Text and chat prompts also stop at the tokenizer's end of sequence.
+  std::vector<convoy::GenerationRequest> requests;
+  std::vector<bool> is_text;
+  const auto add = [&](std::vector<int32_t> ids, bool text) {
+    convoy::GenerationRequest r;
+    r.prompt = std::move(ids);
+    r.max_tokens = absl::GetFlag(FLAGS_max_tokens);
+    r.sampling = sampling;
+    r.stop_token_ids = stops;
+    if (text && (*tokenizer)->eos_id()) r.stop_token_ids.push_back(*(*tokenizer)->eos_id());
+    requests.push_back(std::move(r));
+    is_text.push_back(text);
+  };
+  for (std::vector<int32_t>& ids : id_lists) add(std::move(ids), false);
+  for (const std::string& text : text_prompts) {
+    absl::StatusOr<std::vector<int32_t>> ids = (*tokenizer)->Encode(text, /*add_special=*/true);
+    if (!ids.ok()) return Fail(absl::StrCat("--prompt: ", ids.status().message()));
+    add(*std::move(ids), true);
+  }
+  for (const std::string& text : chat_prompts) {
+    std::vector<convoy::ChatMessage> messages;
+    if (parsed.specified.count("system") > 0) {
+      messages.push_back({"system", absl::GetFlag(FLAGS_system)});
+    }
+    messages.push_back({"user", text});
+    absl::StatusOr<std::vector<int32_t>> ids =
+        convoy::EncodeChatPrompt(*chat_template, **tokenizer, messages);
+    if (!ids.ok()) return Fail(absl::StrCat("--chat: ", ids.status().message()));
+    add(*std::move(ids), true);
+  }
   const auto t1 = std::chrono::steady_clock::now();
 
   convoy::GeneratorOptions gen_options;
@@ -126,7 +198,9 @@ int main(int argc, char** argv) {
     if (absl::GetFlag(FLAGS_json)) {
       nlohmann::json j;
       j["prompt_index"] = i;
+      j["prompt_token_ids"] = requests[i].prompt;
       j["token_ids"] = out.token_ids;
+      if (*tokenizer != nullptr) j["text"] = OutputText(**tokenizer, out.token_ids);
       j["logprobs"] = out.logprobs;
       j["finish_reason"] = convoy::FinishReasonName(out.finish_reason);
       if (!out.top_logprobs.empty()) {
@@ -140,6 +214,10 @@ int main(int argc, char** argv) {
         j["top_logprobs"] = tops;
       }
       std::cout << j.dump() << "\n";
+    } else if (is_text[i]) {
+      std::cout << absl::StrFormat("prompt %d: %s  [%s]\n", i,
+                                   OutputText(**tokenizer, out.token_ids),
+                                   convoy::FinishReasonName(out.finish_reason));
     } else {
       std::cout << absl::StrFormat("prompt %d: %s  [%s]\n", i, absl::StrJoin(out.token_ids, " "),
                                    convoy::FinishReasonName(out.finish_reason));
