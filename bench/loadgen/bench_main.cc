@@ -1,13 +1,16 @@
-// convoy-bench: a load generator for convoy's gRPC API.
+// convoy-bench: a load generator for convoy's APIs.
 //   convoy-bench run --addr HOST:PORT --workload FILE [--duration-s S | --requests N]
 //                    [--rate R | --concurrency N] [--ttft-ms X --itl-ms Y]
+//                    [--protocol native|openai|kserve] [--http-addr HOST:PORT]
 //                    [--json F --csv F --svg F]
 //   convoy-bench sweep --convoyd PATH --model DIR --base-config FILE --workload FILE
 //                      --set KEY=V1,V2 [--set ...] [--rate R1,R2,...] [...as run]
 //                      [--json F --csv F --svg F --markdown F]
-// `sweep` starts convoyd once per combination of the --set values (on a free loopback port),
+// `sweep` starts convoyd once per combination of the --set values (on free loopback ports),
 // runs the workload against it at each rate, stops it, and prints the frontier: per config its
-// goodput and latencies, the best goodput marked. Bad usage: a message and exit code 2.
+// goodput and latencies, the best goodput marked. --protocol picks the client: convoy's own
+// InferStream (native, the default), KServe v2 ModelStreamInfer on the same gRPC port (kserve), or
+// streamed OpenAI /v1/completions on the HTTP port (openai). Bad usage: a message and exit code 2.
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -36,7 +39,11 @@
 #include "google/protobuf/text_format.h"
 #include "tools/cli_flags.h"
 
-ABSL_FLAG(std::string, addr, "", "run: the server, HOST:PORT");
+ABSL_FLAG(std::string, addr, "", "run: the server's gRPC port, HOST:PORT");
+ABSL_FLAG(std::string, http_addr, "", "run: the server's HTTP port, HOST:PORT (--protocol openai)");
+ABSL_FLAG(std::string, protocol, "native",
+          "The API to send requests over: native (convoy.v1 InferStream), kserve (KServe v2 "
+          "ModelStreamInfer) or openai (streamed POST /v1/completions)");
 ABSL_FLAG(std::string, workload, "", "Workload file (bench/workloads/*.pbtxt); required");
 ABSL_FLAG(double, duration_s, 0, "Seconds to send for (default: the workload's duration_s)");
 ABSL_FLAG(int64_t, requests, 0, "Send this many requests instead of for a duration");
@@ -69,20 +76,23 @@ namespace {
 namespace bench = convoy::bench;
 
 const std::vector<std::string> kCommonFlags = {
-    "workload", "duration_s", "requests", "rate", "concurrency", "ttft_ms",  "itl_ms",
-    "drain_s",  "warmup",     "json",     "csv",  "svg",         "markdown", "progress"};
+    "workload", "duration_s", "requests", "rate", "concurrency", "ttft_ms",  "itl_ms",  "drain_s",
+    "warmup",   "json",       "csv",      "svg",  "markdown",    "progress", "protocol"};
 
 convoy::cli::CommandLine RunCommandLine() {
   convoy::cli::CommandLine spec = {
       "convoy-bench run",
       "convoy-bench run --addr HOST:PORT --workload FILE [--duration-s S | --requests N]\n"
       "                 [--rate R | --concurrency N] [--ttft-ms X --itl-ms Y]\n"
+      "                 [--protocol native|openai|kserve] [--http-addr HOST:PORT]\n"
       "                 [--json F --csv F --svg F]\n\n"
       "Sends a workload to a running server and reports, per request class, TTFT, inter-token\n"
-      "and end-to-end latency (p50/p95/p99), requests/s, output tokens/s and goodput.",
+      "and end-to-end latency (p50/p95/p99), requests/s, output tokens/s and goodput. The model\n"
+      "is read from --addr (gRPC) whatever the protocol; openai requests go to --http-addr.",
       kCommonFlags,
       {}};
   spec.flags.push_back("addr");
+  spec.flags.push_back("http_addr");
   spec.flags.push_back("label");
   return spec;
 }
@@ -92,7 +102,8 @@ convoy::cli::CommandLine SweepCommandLine() {
       "convoy-bench sweep",
       "convoy-bench sweep --convoyd PATH --model DIR --base-config FILE --workload FILE\n"
       "                   --set KEY=V1,V2 [--set ...] [--rate R1,R2,...] [--ttft-ms X --itl-ms Y]\n"
-      "                   [--json F --csv F --svg F --markdown F]\n\n"
+      "                   [--protocol native|openai|kserve] [--json F --csv F --svg F --markdown "
+      "F]\n\n"
       "Starts convoyd for every combination of the --set values (KEY: a server config field such\n"
       "as mode, max_batch_size, max_queue_delay_microseconds, max_num_batched_tokens,\n"
       "prefill_chunk_size, or scheduler.x / kv_cache.x), runs the workload against each, and\n"
@@ -132,7 +143,10 @@ absl::Status WriteOutputs(const std::vector<bench::RunResult>& runs, bool single
 }
 
 // Fills the options shared by run and sweep; returns an error message for bad usage.
-std::string CommonOptions(bench::RunOptions& options) {
+std::string CommonOptions(bench::RunOptions& options, bench::Protocol& protocol) {
+  absl::StatusOr<bench::Protocol> parsed = bench::ParseProtocol(absl::GetFlag(FLAGS_protocol));
+  if (!parsed.ok()) return std::string(parsed.status().message());
+  protocol = *parsed;
   options.duration_s = absl::GetFlag(FLAGS_duration_s);
   options.num_requests = absl::GetFlag(FLAGS_requests);
   options.concurrency = absl::GetFlag(FLAGS_concurrency);
@@ -169,11 +183,16 @@ int RunCommand(int argc, char** argv) {
   convoy::cli::ParsedFlags parsed;
   if (int code = convoy::cli::Parse(argc, argv, spec, &parsed); code >= 0) return code;
   bench::RunOptions options;
-  if (std::string error = CommonOptions(options); !error.empty()) {
+  bench::ServerTarget target;
+  if (std::string error = CommonOptions(options, target.protocol); !error.empty()) {
     return convoy::cli::BadUsage(spec, error);
   }
   const std::string addr = absl::GetFlag(FLAGS_addr);
   if (addr.empty()) return convoy::cli::BadUsage(spec, "--addr HOST:PORT is required");
+  target.http_address = absl::GetFlag(FLAGS_http_addr);
+  if (target.protocol == bench::Protocol::kOpenAi && target.http_address.empty()) {
+    return convoy::cli::BadUsage(spec, "--protocol openai needs --http-addr HOST:PORT");
+  }
   std::vector<double> rates;
   if (!ParseRates(absl::GetFlag(FLAGS_rate), rates) || rates.size() > 1) {
     return convoy::cli::BadUsage(spec, "--rate must be one number above 0");
@@ -186,19 +205,24 @@ int RunCommand(int argc, char** argv) {
   absl::StatusOr<bench::v1::Workload> workload = bench::LoadWorkload(absl::GetFlag(FLAGS_workload));
   if (!workload.ok()) return convoy::cli::BadUsage(spec, std::string(workload.status().message()));
 
-  auto channel = bench::MakeChannel(addr);
-  if (absl::Status serving = bench::WaitUntilServing(channel.get(), absl::Seconds(30), nullptr);
+  target.channel = bench::MakeChannel(addr);
+  if (absl::Status serving =
+          bench::WaitUntilServing(target.channel.get(), absl::Seconds(30), nullptr);
       !serving.ok()) {
     std::fprintf(stderr, "convoy-bench: %s: %s\n", addr.c_str(), serving.ToString().c_str());
     return 1;
   }
-  absl::StatusOr<bench::RunResult> result = bench::RunWorkload(channel, *workload, options);
+  absl::StatusOr<bench::RunResult> result = bench::RunWorkload(target, *workload, options);
   if (!result.ok()) {
     std::fprintf(stderr, "convoy-bench: %s\n", result.status().ToString().c_str());
     return 1;
   }
-  std::printf("workload: %s (%s)\n%s", workload->name().c_str(),
-              absl::GetFlag(FLAGS_workload).c_str(), bench::FormatClassTable(*result).c_str());
+  const bench::ClassStats* all = result->all();
+  std::printf("workload: %s (%s), protocol %s: %lld output tokens in %lld messages\n%s",
+              workload->name().c_str(), absl::GetFlag(FLAGS_workload).c_str(),
+              result->protocol.c_str(), static_cast<long long>(all ? all->output_tokens : 0),
+              static_cast<long long>(all ? all->output_messages : 0),
+              bench::FormatClassTable(*result).c_str());
   if (absl::Status s = WriteOutputs({*result}, true, workload->name()); !s.ok()) {
     std::fprintf(stderr, "convoy-bench: %s\n", s.ToString().c_str());
     return 1;
@@ -212,6 +236,7 @@ std::vector<bench::RunResult> RunOneConfig(const convoy::v1::ServerConfig& confi
                                            const std::string& work_dir,
                                            const bench::v1::Workload& workload,
                                            const bench::RunOptions& base_options,
+                                           bench::Protocol protocol,
                                            const std::vector<double>& rates) {
   std::vector<bench::RunResult> results;
   auto fail = [&](const absl::Status& status) {
@@ -247,9 +272,16 @@ std::vector<bench::RunResult> RunOneConfig(const convoy::v1::ServerConfig& confi
   const absl::Duration startup = absl::Seconds(absl::GetFlag(FLAGS_startup_timeout_s));
   absl::StatusOr<std::string> addr = (*daemon)->WaitForAddress(startup);
   if (!addr.ok()) return fail(addr.status());
-  auto channel = bench::MakeChannel(*addr);
+  bench::ServerTarget target;
+  target.protocol = protocol;
+  target.channel = bench::MakeChannel(*addr);
+  if (protocol == bench::Protocol::kOpenAi) {
+    absl::StatusOr<std::string> http_addr = (*daemon)->WaitForHttpAddress(startup);
+    if (!http_addr.ok()) return fail(http_addr.status());
+    target.http_address = *http_addr;
+  }
   bench::DaemonProcess* process = daemon->get();
-  if (absl::Status s = bench::WaitUntilServing(channel.get(), startup,
+  if (absl::Status s = bench::WaitUntilServing(target.channel.get(), startup,
                                                [process] { return process->CheckAlive(); });
       !s.ok()) {
     return fail(s);
@@ -260,7 +292,7 @@ std::vector<bench::RunResult> RunOneConfig(const convoy::v1::ServerConfig& confi
     bench::RunOptions options = base_options;
     options.rate_rps = rate;
     options.config_label = label;
-    absl::StatusOr<bench::RunResult> result = bench::RunWorkload(channel, workload, options);
+    absl::StatusOr<bench::RunResult> result = bench::RunWorkload(target, workload, options);
     if (!result.ok()) {
       bench::RunResult r;
       r.config = label;
@@ -286,7 +318,8 @@ int SweepCommand(int argc, char** argv) {
   convoy::cli::ParsedFlags parsed;
   if (int code = convoy::cli::Parse(argc, argv, spec, &parsed); code >= 0) return code;
   bench::RunOptions options;
-  if (std::string error = CommonOptions(options); !error.empty()) {
+  bench::Protocol protocol = bench::Protocol::kNative;
+  if (std::string error = CommonOptions(options, protocol); !error.empty()) {
     return convoy::cli::BadUsage(spec, error);
   }
   for (const char* required : {"convoyd", "model", "base_config"}) {
@@ -353,7 +386,7 @@ int SweepCommand(int argc, char** argv) {
     std::fprintf(stderr, "convoy-bench: config %zu/%zu: %s\n", i + 1, configs.size(),
                  label.c_str());
     for (bench::RunResult& r : RunOneConfig(configs[i], label, static_cast<int>(i), work_dir,
-                                            *workload, options, rates)) {
+                                            *workload, options, protocol, rates)) {
       runs.push_back(std::move(r));
     }
   }

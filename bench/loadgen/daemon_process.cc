@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -24,11 +25,24 @@ namespace convoy::bench {
 
 absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(const DaemonSpec& spec) {
   const std::string port_file = absl::StrCat(spec.work_dir, "/port");
+  const std::string http_port_file = absl::StrCat(spec.work_dir, "/http-port");
   const std::string log_path = absl::StrCat(spec.work_dir, "/convoyd.log");
   ::unlink(port_file.c_str());
-  std::vector<std::string> args = {
-      spec.convoyd,  "--config", spec.config_path,   "--model",   spec.model_dir,   "--port", "0",
-      "--port-file", port_file,  "--listen-address", "127.0.0.1", "--metrics-port", "0"};
+  ::unlink(http_port_file.c_str());
+  const std::pair<const char*, std::string> flags[] = {{"--config", spec.config_path},
+                                                       {"--model", spec.model_dir},
+                                                       {"--listen-address", "127.0.0.1"},
+                                                       {"--port", "0"},
+                                                       {"--port-file", port_file},
+                                                       {"--http-listen-address", "127.0.0.1"},
+                                                       {"--http-port", "0"},
+                                                       {"--http-port-file", http_port_file},
+                                                       {"--metrics-port", "0"}};
+  std::vector<std::string> args = {spec.convoyd};
+  for (const auto& [flag, value] : flags) {
+    args.push_back(flag);
+    args.push_back(value);
+  }
   args.insert(args.end(), spec.extra_args.begin(), spec.extra_args.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
@@ -47,7 +61,8 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(const Daemon
     return absl::InternalError(
         absl::StrCat("cannot start ", spec.convoyd, ": ", std::strerror(rc)));
   }
-  return std::unique_ptr<DaemonProcess>(new DaemonProcess(pid, port_file, log_path));
+  return std::unique_ptr<DaemonProcess>(
+      new DaemonProcess(pid, port_file, http_port_file, log_path));
 }
 
 DaemonProcess::~DaemonProcess() {
@@ -85,9 +100,18 @@ absl::Status DaemonProcess::CheckAlive() {
 }
 
 absl::StatusOr<std::string> DaemonProcess::WaitForAddress(absl::Duration timeout) {
+  return WaitForPortFile(port_file_, timeout);
+}
+
+absl::StatusOr<std::string> DaemonProcess::WaitForHttpAddress(absl::Duration timeout) {
+  return WaitForPortFile(http_port_file_, timeout);
+}
+
+absl::StatusOr<std::string> DaemonProcess::WaitForPortFile(const std::string& path,
+                                                           absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
-    std::ifstream in(port_file_);
+    std::ifstream in(path);
     std::string text;
     if (in && std::getline(in, text)) {
       int port = 0;
@@ -98,7 +122,7 @@ absl::StatusOr<std::string> DaemonProcess::WaitForAddress(absl::Duration timeout
     RETURN_IF_ERROR(CheckAlive());
     absl::SleepFor(absl::Milliseconds(50));
   }
-  return absl::DeadlineExceededError(absl::StrCat("convoyd wrote no port file in ",
+  return absl::DeadlineExceededError(absl::StrCat("convoyd wrote no ", path, " in ",
                                                   absl::FormatDuration(timeout), "; the end of ",
                                                   log_path_, ":\n", LogTail(15)));
 }

@@ -141,6 +141,7 @@ std::string FormatFrontierMarkdown(const std::vector<RunResult>& runs) {
 
 nlohmann::json RunToJson(const RunResult& run) {
   nlohmann::json j = {{"config", run.config},
+                      {"protocol", run.protocol},
                       {"arrival", run.arrival},
                       {"offered_rps", run.offered_rps},
                       {"concurrency", run.concurrency},
@@ -156,6 +157,7 @@ nlohmann::json RunToJson(const RunResult& run) {
                        {"met_slo", c.met_slo},
                        {"prompt_tokens", c.prompt_tokens},
                        {"output_tokens", c.output_tokens},
+                       {"output_messages", c.output_messages},
                        {"requests_per_s", c.requests_per_s},
                        {"output_tokens_per_s", c.output_tokens_per_s},
                        {"goodput_rps", c.goodput_rps},

@@ -13,6 +13,7 @@ namespace convoy::bench {
 // One measured run: a workload against one server at one offered load.
 struct RunResult {
   std::string config;      // the server config's label ("base", "mode=STATIC max_batch_size=8")
+  std::string protocol;    // the client's protocol: "native", "openai", "kserve"
   std::string arrival;     // DescribeArrival of what was sent
   double offered_rps = 0;  // open loop; 0 for closed loop
   int concurrency = 0;     // closed loop; 0 for open loop

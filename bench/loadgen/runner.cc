@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -13,6 +14,8 @@
 #include "absl/synchronization/mutex.h"
 #include "bench/loadgen/arrival.h"
 #include "bench/loadgen/client.h"
+#include "bench/loadgen/kserve_client.h"
+#include "bench/loadgen/openai_client.h"
 #include "bench/loadgen/request_source.h"
 #include "bench/loadgen/workload.h"
 #include "convoy/status_macros.h"
@@ -102,19 +105,43 @@ class Progress {
   bool printed_ = false;
 };
 
-absl::Status Warmup(std::shared_ptr<grpc::Channel> channel, const v1::Workload& workload,
-                    int64_t vocab, int64_t context, int count) {
+absl::StatusOr<std::unique_ptr<RequestClient>> MakeClient(const ServerTarget& target,
+                                                          const std::string& model,
+                                                          SteadyClock::time_point origin) {
+  switch (target.protocol) {
+    case Protocol::kNative:
+      return std::unique_ptr<RequestClient>(std::make_unique<StreamClient>(target.channel, origin));
+    case Protocol::kKServe:
+      return std::unique_ptr<RequestClient>(
+          std::make_unique<KServeClient>(target.channel, model, origin));
+    case Protocol::kOpenAi: {
+      if (target.http_address.empty()) {
+        return absl::InvalidArgumentError("the openai protocol needs the server's HTTP address");
+      }
+      OpenAiClientOptions options;
+      options.address = target.http_address;
+      options.model = model;
+      return MakeOpenAiClient(options, origin);
+    }
+  }
+  return absl::InvalidArgumentError("unknown protocol");
+}
+
+absl::Status Warmup(const ServerTarget& target, const convoy::v1::ModelInfo& model,
+                    const v1::Workload& workload, int count) {
   if (count <= 0) return absl::OkStatus();
-  RequestSource source(workload, vocab, context, workload.seed() ^ kWarmupStream);
-  StreamClient client(std::move(channel), SteadyClock::now());
+  RequestSource source(workload, model.vocab_size(), model.max_context_length(),
+                       workload.seed() ^ kWarmupStream);
+  ASSIGN_OR_RETURN(std::unique_ptr<RequestClient> client,
+                   MakeClient(target, model.name(), SteadyClock::now()));
   Tally tally;
   for (int i = 0; i < count; ++i) {
     PlannedRequest r = source.Next();
     r.max_tokens = std::min(r.max_tokens, 8);
-    client.Start(r, [&tally](RequestRecord record) { tally.Add(std::move(record)); });
-    if (!client.WaitForIdle(absl::Now() + absl::Seconds(120))) {
-      client.CancelAll();
-      client.WaitForIdle(absl::InfiniteFuture());
+    client->Start(r, [&tally](RequestRecord record) { tally.Add(std::move(record)); });
+    if (!client->WaitForIdle(absl::Now() + absl::Seconds(120))) {
+      client->CancelAll();
+      client->WaitForIdle(absl::InfiniteFuture());
       return absl::DeadlineExceededError("a warm-up request took over 120 s");
     }
   }
@@ -143,21 +170,21 @@ v1::Arrival EffectiveArrival(const v1::Workload& workload, const RunOptions& opt
   return arrival;
 }
 
-absl::StatusOr<RunResult> RunWorkload(std::shared_ptr<grpc::Channel> channel,
-                                      const v1::Workload& workload, const RunOptions& options) {
+absl::StatusOr<RunResult> RunWorkload(const ServerTarget& target, const v1::Workload& workload,
+                                      const RunOptions& options) {
   ASSIGN_OR_RETURN(const convoy::v1::ModelInfo model,
-                   FetchModelInfo(channel.get(), absl::Seconds(10)));
+                   FetchModelInfo(target.channel.get(), absl::Seconds(10)));
   if (model.vocab_size() < 1 || model.max_context_length() < 2) {
     return absl::FailedPreconditionError(
         absl::StrFormat("the server's model has vocab_size %d and max_context_length %d",
                         model.vocab_size(), model.max_context_length()));
   }
-  RETURN_IF_ERROR(Warmup(channel, workload, model.vocab_size(), model.max_context_length(),
-                         options.warmup_requests));
+  RETURN_IF_ERROR(Warmup(target, model, workload, options.warmup_requests));
 
   const v1::Arrival arrival = EffectiveArrival(workload, options);
   RunResult result;
   result.config = options.config_label;
+  result.protocol = ProtocolName(target.protocol);
   result.arrival = DescribeArrival(arrival);
   result.slo = options.slo;
   if (arrival.has_open_loop()) {
@@ -179,7 +206,9 @@ absl::StatusOr<RunResult> RunWorkload(std::shared_ptr<grpc::Channel> channel,
   OpenLoopArrivals gaps(arrival.open_loop(), workload.seed() ^ kArrivalStream);
   const SteadyClock::time_point origin = SteadyClock::now();
   const absl::Time origin_abs = absl::Now();
-  StreamClient client(channel, origin);
+  ASSIGN_OR_RETURN(std::unique_ptr<RequestClient> client_holder,
+                   MakeClient(target, model.name(), origin));
+  RequestClient& client = *client_holder;
   Tally tally;
   Progress progress(options.progress, options.config_label);
   auto done = [&tally](RequestRecord record) { tally.Add(std::move(record)); };

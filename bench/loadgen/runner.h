@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "bench/loadgen/report.h"
+#include "bench/loadgen/request_client.h"
 #include "bench/loadgen/stats.h"
 #include "bench/loadgen/workload.pb.h"
 #include "grpcpp/channel.h"
@@ -31,14 +32,25 @@ struct RunOptions {
   std::string config_label = "base";
 };
 
+// A live server and the protocol to drive it with.
+struct ServerTarget {
+  Protocol protocol = Protocol::kNative;
+  // convoy's gRPC port: the model's description always comes from there (GetModelInfo), and the
+  // native and KServe requests go there.
+  std::shared_ptr<grpc::Channel> channel;
+  // HOST:PORT of the HTTP port; required for Protocol::kOpenAi.
+  std::string http_address;
+};
+
 // The workload's arrival process with the options' rate or concurrency applied.
 v1::Arrival EffectiveArrival(const v1::Workload& workload, const RunOptions& options);
 
-// Asks the server for its model (vocabulary, context), then sends the workload's requests and
-// measures them. An error when the server cannot be reached; failed requests are counted in the
-// result, not returned as errors.
-absl::StatusOr<RunResult> RunWorkload(std::shared_ptr<grpc::Channel> channel,
-                                      const v1::Workload& workload, const RunOptions& options);
+// Asks the server for its model (name, vocabulary, context), then sends the workload's requests
+// over the target's protocol and measures them; the warm-up requests go the same way. An error
+// when the server cannot be reached; failed requests are counted in the result, not returned as
+// errors.
+absl::StatusOr<RunResult> RunWorkload(const ServerTarget& target, const v1::Workload& workload,
+                                      const RunOptions& options);
 
 }  // namespace convoy::bench
 

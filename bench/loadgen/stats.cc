@@ -8,7 +8,7 @@
 namespace convoy::bench {
 
 double RequestRecord::mean_itl_s() const {
-  if (output_tokens < 2 || first_token_s < 0) return 0;
+  if (output_tokens < 2 || first_token_s < 0 || token_gaps_s.empty()) return 0;
   return std::accumulate(token_gaps_s.begin(), token_gaps_s.end(), 0.0) /
          static_cast<double>(token_gaps_s.size());
 }
@@ -54,6 +54,7 @@ ClassStats Compute(const std::string& name, const std::vector<const RequestRecor
   for (const RequestRecord* r : records) {
     ++s.sent;
     s.output_tokens += r->output_tokens;
+    s.output_messages += r->output_messages;
     if (!r->completed) {
       ++s.failed;
       continue;

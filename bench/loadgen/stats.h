@@ -17,6 +17,10 @@ struct RequestRecord {
   double end_s = 0;           // when the call ended
   int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;  // tokens received
+  // Messages (stream responses, server-sent events) that carried output. Where a protocol does
+  // not say how many tokens a message carries (OpenAI's events), each counts as one arrival and
+  // output_tokens comes from the usage the server reports at the end.
+  int64_t output_messages = 0;
   // Gaps between consecutive output tokens as they arrived; a message carrying k tokens spreads
   // its gap from the previous message evenly over the k.
   std::vector<double> token_gaps_s;
@@ -30,7 +34,8 @@ struct RequestRecord {
 
   double ttft_s() const { return first_token_s - send_s; }
   double e2e_s() const { return end_s - send_s; }
-  // The mean gap between tokens (time per output token after the first); 0 with < 2 tokens.
+  // The mean gap between tokens (time per output token after the first); 0 with < 2 tokens or no
+  // gaps.
   double mean_itl_s() const;
 };
 
@@ -66,6 +71,7 @@ struct ClassStats {
   int64_t met_slo = 0;
   int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;
+  int64_t output_messages = 0;
   LatencySummary ttft_s;  // completed requests with a first token
   LatencySummary itl_s;   // all token gaps of completed requests, pooled
   LatencySummary e2e_s;   // completed requests

@@ -1,9 +1,11 @@
 // convoyd: the convoy inference server.
 //   convoyd --config FILE [--model DIR] [--port N] [--port-file F] [--listen-address A]
-//           [--log-level info]
+//           [--http-port N] [--http-port-file F] [--http-listen-address A] [--log-level info]
 // Command-line flags override the config file. The server listens at once and reports
-// NOT_SERVING on grpc.health.v1 until the model is loaded and warmed up. SIGTERM or SIGINT:
-// drain and exit 0; a second signal exits at once.
+// NOT_SERVING on grpc.health.v1 (and 503 on the HTTP port's /ready) until the model is loaded and
+// warmed up. SIGTERM or SIGINT: drain and exit 0; a second signal exits at once.
+#include <algorithm>
+#include <functional>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -23,6 +25,12 @@ ABSL_FLAG(int32_t, port, 50051, "TCP port (overrides frontend.port); 0 picks a f
 ABSL_FLAG(std::string, listen_address, "0.0.0.0",
           "Address to listen on (overrides frontend.listen_address)");
 ABSL_FLAG(std::string, port_file, "", "Write the bound port to this file once listening");
+ABSL_FLAG(
+    int32_t, http_port, 8000,
+    "HTTP port: /health, /ready, /metrics (overrides frontend.http_port); 0 picks a free one");
+ABSL_FLAG(std::string, http_listen_address, "0.0.0.0",
+          "Address the HTTP port listens on (overrides frontend.http_listen_address)");
+ABSL_FLAG(std::string, http_port_file, "", "Write the bound HTTP port to this file once listening");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off");
 ABSL_FLAG(std::string, log_format, "text", "text, or json (one JSON object per line)");
 ABSL_FLAG(int32_t, metrics_port, 8002,
@@ -32,12 +40,21 @@ namespace {
 
 const convoy::cli::CommandLine kCommandLine = {
     "convoyd",
-    "convoyd --config FILE [--model DIR] [--port N] [--port-file F] [--listen-address A]\n\n"
-    "Serves a model over gRPC (convoy.v1.Inference, grpc.health.v1.Health, reflection).\n"
+    "convoyd --config FILE [--model DIR] [--port N] [--port-file F] [--listen-address A]\n"
+    "        [--http-port N] [--http-port-file F] [--http-listen-address A]\n\n"
+    "Serves a model over gRPC (convoy.v1.Inference, grpc.health.v1.Health, reflection), with\n"
+    "health (/health, /ready) and /metrics on the HTTP port.\n"
     "Flags override the config file. SIGTERM or SIGINT drains and exits 0.",
     {"config", "model", "port", "listen_address", "port_file", "log_level", "log_format",
-     "metrics_port"},
+     "metrics_port", "http_port", "http_listen_address", "http_port_file"},
     {}};
+
+// A port flag: absl's name of it, its value, and the config field it overrides.
+struct PortFlag {
+  const char* name;
+  int32_t value;
+  std::function<void(uint32_t)> set;
+};
 
 }  // namespace
 
@@ -74,28 +91,38 @@ int main(int argc, char** argv) {
   if (parsed.specified.count("model")) {
     options.config.mutable_model()->set_dir(absl::GetFlag(FLAGS_model));
   }
-  if (parsed.specified.count("port")) {
-    const int32_t port = absl::GetFlag(FLAGS_port);
-    if (port < 0 || port > 65535) {
-      return convoy::cli::BadUsage(kCommandLine, "--port must be in 0..65535");
+  convoy::v1::FrontendConfig* frontend = options.config.mutable_frontend();
+  const PortFlag ports[] = {
+      {"port", absl::GetFlag(FLAGS_port), [&](uint32_t p) { frontend->set_port(p); }},
+      {"http_port", absl::GetFlag(FLAGS_http_port),
+       [&](uint32_t p) { frontend->set_http_port(p); }},
+      {"metrics_port", absl::GetFlag(FLAGS_metrics_port),
+       [&](uint32_t p) { options.config.mutable_metrics()->set_port(p); }}};
+  for (const PortFlag& flag : ports) {
+    if (!parsed.specified.count(flag.name)) continue;
+    if (flag.value < 0 || flag.value > 65535) {
+      std::string dashed = flag.name;
+      std::replace(dashed.begin(), dashed.end(), '_', '-');
+      return convoy::cli::BadUsage(kCommandLine, "--" + dashed + " must be in 0..65535");
     }
-    options.config.mutable_frontend()->set_port(static_cast<uint32_t>(port));
+    flag.set(static_cast<uint32_t>(flag.value));
   }
   if (parsed.specified.count("listen_address")) {
-    options.config.mutable_frontend()->set_listen_address(absl::GetFlag(FLAGS_listen_address));
+    frontend->set_listen_address(absl::GetFlag(FLAGS_listen_address));
   }
-  if (parsed.specified.count("metrics_port")) {
-    const int32_t port = absl::GetFlag(FLAGS_metrics_port);
-    if (port < 0 || port > 65535) {
-      return convoy::cli::BadUsage(kCommandLine, "--metrics-port must be in 0..65535");
+  if (parsed.specified.count("http_listen_address")) {
+    const std::string address = absl::GetFlag(FLAGS_http_listen_address);
+    if (address.empty()) {
+      return convoy::cli::BadUsage(kCommandLine, "--http-listen-address is empty");
     }
-    options.config.mutable_metrics()->set_port(static_cast<uint32_t>(port));
+    frontend->set_http_listen_address(address);
   }
   if (options.config.model().dir().empty()) {
     return convoy::cli::BadUsage(kCommandLine,
                                  "no model: give --model DIR or model { dir: ... } in the config");
   }
   options.port_file = absl::GetFlag(FLAGS_port_file);
+  options.http_port_file = absl::GetFlag(FLAGS_http_port_file);
   convoy::LogEffectiveConfig(options.config.DebugString());
   return convoy::RunDaemon(options);
 }

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,10 +22,14 @@
 #include "absl/time/time.h"
 #include "convoy/status_macros.h"
 #include "daemon/executor_factory.h"
+#include "daemon/http_routes.h"
 #include "engine/engine_loop.h"
 #include "frontend/grpc_server.h"
 #include "frontend/health_service.h"
 #include "frontend/inference_service.h"
+#include "frontend/kserve_service.h"
+#include "frontend/openai_service.h"
+#include "http/http_server.h"
 #include "metrics/metrics.h"
 #include "model/model_tokenizer.h"
 #include "model/model_weights.h"
@@ -85,6 +90,18 @@ absl::StatusOr<absl::Notification*> WatchShutdownSignals() {
     first_signal->Notify();
   }).detach();
   return first_signal;
+}
+
+// Each HTTP connection holds a file descriptor for as long as its client streams an answer: the
+// soft limit on open files (often 1024) goes up to the hard one.
+void RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  const rlim_t before = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    spdlog::debug("open files limit raised from {} to {}", before, limit.rlim_cur);
+  }
 }
 
 absl::Status WritePortFile(const std::string& path, int port) {
@@ -182,9 +199,8 @@ absl::StatusOr<Engine> LoadEngine(const v1::ServerConfig& config, Metrics* metri
     engine.chat_template = *std::move(parsed);
   } else {
     // The ids and text APIs still work; chat requests say why they cannot.
-    engine.no_chat_template_reason =
-        absl::StrCat("the model's chat template cannot be rendered (", parsed.status().message(),
-                     ")");
+    engine.no_chat_template_reason = absl::StrCat("the model's chat template cannot be rendered (",
+                                                  parsed.status().message(), ")");
     spdlog::warn("chat messages refused: {}", engine.no_chat_template_reason);
   }
   weights.reset();
@@ -199,8 +215,8 @@ absl::StatusOr<Engine> LoadEngine(const v1::ServerConfig& config, Metrics* metri
                config.model().dir(), engine.executor_name,
                absl::FormatDuration(absl::Now() - start), kv.num_blocks, kv.block_size,
                engine.tokenizer == nullptr ? "token ids only (the model has no tokenizer)"
-               : engine.chat_template  ? "text prompts and chat messages accepted"
-                                       : "text prompts accepted (no chat messages)");
+               : engine.chat_template      ? "text prompts and chat messages accepted"
+                                           : "text prompts accepted (no chat messages)");
   return engine;
 }
 
@@ -214,15 +230,19 @@ int RunDaemon(const DaemonOptions& options) {
     return 1;
   }
   absl::Notification* first_signal = *watched;
+  RaiseOpenFileLimit();
 
-  HealthService health({std::string(v1::Inference::service_full_name())});
+  HealthService health({std::string(v1::Inference::service_full_name()),
+                        std::string(inference::GRPCInferenceService::service_full_name())});
+  health.SetServing(false, "the model is loading");
   InferenceService inference(CONVOY_VERSION);
+  KServeService kserve(inference.hub(), CONVOY_VERSION);
   GrpcServerOptions server_options;
   server_options.listen_address = config.frontend().listen_address();
   server_options.port = static_cast<int>(config.frontend().port());
   server_options.max_message_bytes = static_cast<int>(config.frontend().max_message_bytes());
   absl::StatusOr<std::unique_ptr<GrpcServer>> server =
-      GrpcServer::Start(server_options, &inference, &health);
+      GrpcServer::Start(server_options, &inference, &health, &kserve);
   if (!server.ok()) {
     spdlog::error("{}", server.status().ToString());
     return 1;
@@ -255,11 +275,43 @@ int RunDaemon(const DaemonOptions& options) {
                  metrics->port());
   }
 
+  // The HTTP port, up while the model loads (/ready says 503 until it is ready).
+  HttpRouter http_routes;
+  absl::Status routed = AddHealthRoutes(&health, &http_routes);
+  if (routed.ok()) routed = AddOpenAiRoutes(inference.hub(), &http_routes);
+  if (routed.ok() && metrics != nullptr) routed = metrics->AddHttpRoute("/metrics", &http_routes);
+  if (!routed.ok()) {
+    spdlog::error("cannot set up the HTTP routes: {}", routed.ToString());
+    (*server)->Shutdown(absl::ZeroDuration());
+    return 1;
+  }
+  HttpServerOptions http_options;
+  http_options.listen_address = config.frontend().http_listen_address();
+  http_options.port = static_cast<int>(config.frontend().http_port());
+  absl::StatusOr<std::unique_ptr<HttpServer>> http =
+      HttpServer::Start(http_options, std::move(http_routes));
+  if (!http.ok()) {
+    spdlog::error("cannot serve HTTP: {}", http.status().ToString());
+    (*server)->Shutdown(absl::ZeroDuration());
+    return 1;
+  }
+  spdlog::info("HTTP at http://{}:{} (/health, /ready{})", http_options.listen_address,
+               (*http)->port(), metrics != nullptr ? ", /metrics" : "");
+  if (!options.http_port_file.empty()) {
+    if (absl::Status written = WritePortFile(options.http_port_file, (*http)->port());
+        !written.ok()) {
+      spdlog::error("{}", written.ToString());
+      (*server)->Shutdown(absl::ZeroDuration());
+      return 1;
+    }
+  }
+
   absl::StatusOr<Engine> engine = LoadEngine(config, metrics.get());
   absl::Status ready = engine.status();
   if (ready.ok()) ready = WarmUp(engine->loop.get(), engine->executor->model_config());
   if (!ready.ok()) {
     spdlog::error("cannot serve: {}", ready.ToString());
+    (*http)->Stop(absl::ZeroDuration());
     (*server)->Shutdown(absl::ZeroDuration());
     return 1;
   }
@@ -292,7 +344,7 @@ int RunDaemon(const DaemonOptions& options) {
   // Shutdown: refuse new work at once, let admitted requests finish within the drain timeout.
   // New calls are refused before health says so: a client that saw NOT_SERVING is refused too.
   inference.StopAccepting();
-  health.SetServing(false);
+  health.SetServing(false, "the server is shutting down (draining)");
   const absl::Duration drain_timeout =
       absl::Microseconds(config.frontend().drain_timeout_microseconds());
   const absl::Time drain_start = absl::Now();
@@ -312,6 +364,7 @@ int RunDaemon(const DaemonOptions& options) {
   }
   health.EndWatches();
   (*server)->Shutdown(absl::Seconds(1));
+  (*http)->Stop(absl::Seconds(1));
   spdlog::info("drained in {}; exiting", absl::FormatDuration(absl::Now() - drain_start));
   spdlog::default_logger()->flush();
   return 0;

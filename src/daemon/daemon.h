@@ -1,5 +1,6 @@
-// convoyd's life: listen (health NOT_SERVING), load the model, warm up, serve (SERVING), and on the
-// first SIGTERM or SIGINT drain and exit. See convoyd_main.cc for the command line.
+// convoyd's life: listen on the gRPC and HTTP ports (health NOT_SERVING, /ready 503), load the
+// model, warm up, serve (SERVING, /ready 200), and on the first SIGTERM or SIGINT drain
+// (NOT_SERVING and /ready 503 at once) and exit. See convoyd_main.cc for the command line.
 #ifndef CONVOY_DAEMON_DAEMON_H_
 #define CONVOY_DAEMON_DAEMON_H_
 
@@ -16,6 +17,8 @@ struct DaemonOptions {
   std::string config_source;
   // When not empty, the bound port is written there (as decimal text) once the server listens.
   std::string port_file;
+  // The same for the HTTP port.
+  std::string http_port_file;
 };
 
 // Runs until a signal ends it. Returns the process exit code: 0 after a clean drain, 1 when the

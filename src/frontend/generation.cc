@@ -119,6 +119,7 @@ absl::Status GenerationSession::Submit(const v1::InferRequest& request, absl::Ti
   return_logprobs_ = request.return_logprobs();
   top_logprobs_ = request.top_logprobs() > 0;
   prompt_tokens_ = static_cast<int32_t>(engine_request.prompt_tokens.size());
+  client_request_id_ = request.client_request_id();
   if (request.return_prompt_token_ids()) {
     absl::MutexLock lock(&mu_);
     end_.prompt_token_ids = engine_request.prompt_tokens;
@@ -147,10 +148,14 @@ void GenerationSession::OnEngineEvent(const Event& event) {
     return;
   }
   bool stopped_by_string = false;
+  // How the session ended before the engine's final event, if it did (the client went away, the
+  // deadline passed, the server gave up at the drain timeout).
+  std::optional<absl::Status> ended_as;
   {
     absl::MutexLock lock(&mu_);
     if (event.queue_time) queue_time_ = *event.queue_time;
     stopped_by_string = !stop_matched_.empty();
+    if (ended_) ended_as = end_.status;
   }
   absl::Status status = event.status;
   Outcome outcome = event.outcome;
@@ -164,9 +169,14 @@ void GenerationSession::OnEngineEvent(const Event& event) {
         // The session cancelled it at its stop string: a complete answer.
         status = absl::OkStatus();
         outcome = Outcome::kCompleteStop;
+      } else if (ended_as && absl::IsDeadlineExceeded(*ended_as)) {
+        // The session cancelled it when its deadline passed: counted as timed out.
+        outcome = Outcome::kTimedOut;
+        status = *ended_as;
+      } else if (ended_as) {
+        status = *ended_as;  // the client went away, or the drain timeout passed
       } else {
-        // Otherwise only the front end cancels (it ends the session first), or a shutdown
-        // without drain.
+        // Only the front end cancels (it ends the session first), or a shutdown without drain.
         status = absl::UnavailableError("the server is shutting down");
       }
       break;
@@ -188,7 +198,7 @@ void GenerationSession::OnEngineEvent(const Event& event) {
       break;
   }
   // Metrics and the log line first: a client that has its answer must find it counted.
-  ReportDone(event, outcome);
+  ReportDone(event, outcome, status);
   End(std::move(status), ToFinishReason(outcome), /*cancel_in_engine=*/false);
   hub_->EngineReleased(id_);
 }
@@ -350,12 +360,14 @@ void GenerationSession::CountRefusal(const absl::Status& status) {
   }
 }
 
-void GenerationSession::ReportDone(const Event& event, Outcome outcome) {
+void GenerationSession::ReportDone(const Event& event, Outcome outcome,
+                                   const absl::Status& status) {
   RequestSummary summary;
   summary.id = id_;
+  summary.client_request_id = client_request_id_;
   summary.outcome = outcome;
   summary.prompt_tokens = prompt_tokens_;
-  summary.status = outcome == event.outcome ? event.status : absl::OkStatus();
+  summary.status = status;
   {
     absl::MutexLock lock(&mu_);
     summary.generated_tokens = num_tokens_;

@@ -175,7 +175,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   // match, moves the text before it, drops the rest, sets stop_matched_ and returns true.
   bool ReleaseTextLocked(bool at_end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CountRefusal(const absl::Status& status);
-  void ReportDone(const Event& event, Outcome outcome);
+  void ReportDone(const Event& event, Outcome outcome, const absl::Status& status);
 
   void Wake();
 
@@ -189,6 +189,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   bool return_logprobs_ = false;
   bool top_logprobs_ = false;
   int32_t prompt_tokens_ = 0;
+  std::string client_request_id_;
   std::vector<std::string> stop_strings_;
 
   absl::Mutex mu_;

@@ -11,7 +11,8 @@ namespace convoy {
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& options,
                                                               InferenceService* inference,
-                                                              HealthService* health) {
+                                                              HealthService* health,
+                                                              KServeService* kserve) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
@@ -21,6 +22,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOp
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   builder.RegisterService(inference);
   builder.RegisterService(health);
+  if (kserve != nullptr) builder.RegisterService(kserve);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", address));

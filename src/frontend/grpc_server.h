@@ -1,6 +1,6 @@
-// The gRPC server of convoyd: convoy.v1.Inference, grpc.health.v1.Health and server reflection on
-// one port, with the message size limit raised for long prompts. The services belong to the
-// caller and must outlive the server.
+// The gRPC server of convoyd: convoy.v1.Inference, KServe v2's inference.GRPCInferenceService,
+// grpc.health.v1.Health and server reflection on one port, with the message size limit raised for
+// long prompts. The services belong to the caller and must outlive the server.
 #ifndef CONVOY_FRONTEND_GRPC_SERVER_H_
 #define CONVOY_FRONTEND_GRPC_SERVER_H_
 
@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "frontend/health_service.h"
 #include "frontend/inference_service.h"
+#include "frontend/kserve_service.h"
 #include "grpcpp/server.h"
 
 namespace convoy {
@@ -23,10 +24,11 @@ struct GrpcServerOptions {
 
 class GrpcServer {
  public:
-  // Listens and serves; UNAVAILABLE when the address cannot be bound.
+  // Listens and serves; UNAVAILABLE when the address cannot be bound. `kserve`: null for none.
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(const GrpcServerOptions& options,
                                                            InferenceService* inference,
-                                                           HealthService* health);
+                                                           HealthService* health,
+                                                           KServeService* kserve = nullptr);
   // Shutdown(absl::ZeroDuration()) unless already shut down.
   ~GrpcServer();
 

@@ -104,8 +104,9 @@ HealthService::ServingStatus HealthService::StatusOf(const std::string& service)
   return serving_ ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING;
 }
 
-void HealthService::SetServing(bool serving) {
+void HealthService::SetServing(bool serving, std::string reason) {
   absl::MutexLock lock(&mu_);
+  if (!serving) not_serving_reason_ = reason.empty() ? "not serving" : std::move(reason);
   if (serving_ == serving) return;
   serving_ = serving;
   // Watchers of unknown services stay SERVICE_UNKNOWN: Update writes only what is new.
@@ -115,6 +116,11 @@ void HealthService::SetServing(bool serving) {
 bool HealthService::serving() const {
   absl::MutexLock lock(&mu_);
   return serving_;
+}
+
+HealthService::Readiness HealthService::readiness() const {
+  absl::MutexLock lock(&mu_);
+  return {serving_, serving_ ? "" : not_serving_reason_};
 }
 
 void HealthService::EndWatches() {

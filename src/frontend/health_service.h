@@ -3,6 +3,9 @@
 // (the daemon calls it once the model is loaded and warmed up), and again from SetServing(false)
 // (shutdown). Watch streams the status now and every change.
 //
+// The one owner of the server's readiness: the HTTP /ready endpoints read it too (readiness()),
+// with the reason it is not ready.
+//
 // Thread-safe.
 #ifndef CONVOY_FRONTEND_HEALTH_SERVICE_H_
 #define CONVOY_FRONTEND_HEALTH_SERVICE_H_
@@ -23,8 +26,14 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
   // REQUIRES: the gRPC server holding this service has shut down (no call is open).
   ~HealthService() override = default;
 
-  void SetServing(bool serving);
+  // `reason` says why the server does not serve (for readiness()); ignored when serving.
+  void SetServing(bool serving, std::string reason = "");
   bool serving() const;
+  struct Readiness {
+    bool serving = false;
+    std::string reason;  // why not, when not serving
+  };
+  Readiness readiness() const;
   // Ends every open Watch call, and from now on each new one after its first message, so that
   // the gRPC server can shut down. Call right before grpc::Server::Shutdown.
   void EndWatches();
@@ -47,6 +56,7 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
 
   mutable absl::Mutex mu_;
   bool serving_ ABSL_GUARDED_BY(mu_) = false;
+  std::string not_serving_reason_ ABSL_GUARDED_BY(mu_) = "the server is starting";
   bool ending_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_set<Watcher*> watchers_ ABSL_GUARDED_BY(mu_);
 };

@@ -214,6 +214,17 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::InferRequest& request,
                                    request.priority(), limits.priority_levels));
   }
   out.priority = request.priority();
+  // It goes into log lines: short, and valid UTF-8 for JSON logs.
+  constexpr size_t kMaxClientRequestId = 256;
+  if (request.client_request_id().size() > kMaxClientRequestId) {
+    return Invalid("client_request_id",
+                   absl::StrFormat("%d bytes; at most %d are allowed",
+                                   request.client_request_id().size(), kMaxClientRequestId));
+  }
+  if (absl::Status utf8 = tokenizer_internal::ValidateUtf8(request.client_request_id());
+      !utf8.ok()) {
+    return Invalid("client_request_id", utf8.message());
+  }
   return prepared;
 }
 

@@ -263,6 +263,9 @@ void LogEffectiveConfig(absl::string_view config_text, spdlog::logger* logger) {
 void LogRequestDone(const RequestSummary& summary, spdlog::logger* logger) {
   std::vector<LogField> fields;
   fields.emplace_back("id", summary.id);
+  if (!summary.client_request_id.empty()) {
+    fields.emplace_back("client_request_id", summary.client_request_id);
+  }
   fields.emplace_back("outcome", OutcomeName(summary.outcome));
   if (summary.outcome == Outcome::kRejected && summary.reject_reason) {
     fields.emplace_back("reject_reason", RejectReasonName(*summary.reject_reason));

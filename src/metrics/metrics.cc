@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "http/http_exchange.h"
 #include "prometheus/text_serializer.h"
 
 namespace convoy {
@@ -102,17 +103,23 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const MetricsOptions& o
   }
   if (!options.serve_http) return metrics;
 
-  Metrics* raw = metrics.get();
-  absl::StatusOr<std::unique_ptr<HttpEndpoint>> endpoint = HttpEndpoint::Start(
-      options.listen_address, options.port, options.path, [raw] { return raw->Serialize(); });
-  if (!endpoint.ok()) {
+  HttpRouter router;
+  if (absl::Status added = metrics->AddHttpRoute(options.path, &router); !added.ok()) return added;
+  HttpServerOptions server_options;
+  server_options.listen_address = options.listen_address;
+  server_options.port = options.port;
+  server_options.io_threads = 1;  // a scrape now and then
+  server_options.thread_name = "metrics";
+  absl::StatusOr<std::unique_ptr<HttpServer>> server =
+      HttpServer::Start(server_options, std::move(router));
+  if (!server.ok()) {
     return absl::Status(
-        endpoint.status().code(),
+        server.status().code(),
         absl::StrCat("cannot serve metrics on ", ListenSpec(options.listen_address, options.port),
-                     options.path, ": ", endpoint.status().message()));
+                     options.path, ": ", server.status().message()));
   }
-  metrics->endpoint_ = *std::move(endpoint);
-  metrics->port_ = metrics->endpoint_->port();
+  metrics->server_ = *std::move(server);
+  metrics->port_ = metrics->server_->port();
   return metrics;
 }
 
@@ -266,6 +273,12 @@ Metrics::~Metrics() = default;
 
 std::string Metrics::Serialize() const {
   return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+absl::Status Metrics::AddHttpRoute(const std::string& path, HttpRouter* router) const {
+  return router->Add("GET", path, [this](const HttpRequest&, std::shared_ptr<HttpExchange> x) {
+    x->Respond(200, "text/plain; version=0.0.4; charset=utf-8", Serialize()).IgnoreError();
+  });
 }
 
 prometheus::Gauge& Metrics::WaitingGauge(int32_t level) {

@@ -1,6 +1,7 @@
-// Prometheus metrics of the server (prometheus-cpp), served over HTTP by an HttpEndpoint
-// (default 0.0.0.0:8002/metrics). docs/metrics.md lists every metric: name, type, labels, meaning,
-// and the vLLM or Triton metric it mirrors.
+// Prometheus metrics of the server (prometheus-cpp), served over HTTP by an HttpServer of their own
+// (default 0.0.0.0:8002/metrics), and by any other server given the route (AddHttpRoute).
+// docs/metrics.md lists every metric: name, type, labels, meaning, and the vLLM or Triton metric it
+// mirrors.
 //
 // Two sources feed it, and each thing is counted by exactly one of them:
 //  - the scheduler, through the SchedulerObserver interface (pass the Metrics to
@@ -25,7 +26,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "metrics/http_endpoint.h"
+#include "http/http_router.h"
+#include "http/http_server.h"
 #include "metrics/request_summary.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -54,18 +56,21 @@ class Metrics : public SchedulerObserver {
  public:
   // INVALID_ARGUMENT for bad options; UNAVAILABLE when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<Metrics>> Create(const MetricsOptions& options);
-  // Stops the HTTP endpoint.
+  // Stops the HTTP server.
   ~Metrics() override;
 
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
 
-  // The port the HTTP endpoint listens on (the one picked when options.port was 0); 0 without
+  // The port the HTTP server listens on (the one picked when options.port was 0); 0 without
   // HTTP.
   int32_t port() const { return port_; }
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
   // Every metric in the Prometheus text format, as the endpoint serves it.
   std::string Serialize() const;
+  // Adds GET `path` (HEAD too) to `router`, answering Serialize() as text/plain (version 0.0.4).
+  // The metrics must outlive the server that serves the route.
+  absl::Status AddHttpRoute(const std::string& path, HttpRouter* router) const;
 
   // SchedulerObserver. A StepStats with num_rows == 0 refreshes the gauges only (state reported
   // while no step runs).
@@ -138,7 +143,7 @@ class Metrics : public SchedulerObserver {
   std::vector<prometheus::Histogram*> queue_time_by_level_ ABSL_GUARDED_BY(levels_mu_);
 
   // Last: stops serving before the metrics go away.
-  std::unique_ptr<HttpEndpoint> endpoint_;
+  std::unique_ptr<HttpServer> server_;
 };
 
 }  // namespace convoy

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -15,6 +16,8 @@ namespace convoy {
 
 struct RequestSummary {
   RequestId id = 0;
+  // The client's own identifier for the request (InferRequest.client_request_id); may be empty.
+  std::string client_request_id;
   Outcome outcome = Outcome::kCompleteLength;
   // For kRejected, why (when the caller knows).
   std::optional<RejectReason> reject_reason;

@@ -175,6 +175,27 @@ absl::Status Validate(const v1::ServerConfig& config, const Locator& at) {
     return at.Error({"frontend", "port"}, -1,
                     absl::StrCat("port ", f.port(), " is outside 0..65535 (0: any free port)"));
   }
+  if (f.http_port() > 65535) {
+    return at.Error(
+        {"frontend", "http_port"}, -1,
+        absl::StrCat("http_port ", f.http_port(), " is outside 0..65535 (0: any free port)"));
+  }
+  if (f.http_listen_address().empty()) {
+    return at.Error({"frontend", "http_listen_address"}, -1,
+                    "http_listen_address is empty (\"0.0.0.0\": every interface)");
+  }
+  if (f.http_port() != 0 && f.http_listen_address() == f.listen_address() &&
+      f.http_port() == f.port()) {
+    return at.Error({"frontend", "http_port"}, -1,
+                    absl::StrCat("http_port ", f.http_port(), " is the gRPC port too"));
+  }
+  if (config.metrics().enabled() && f.http_port() != 0 &&
+      f.http_listen_address() == config.metrics().listen_address() &&
+      f.http_port() == config.metrics().port()) {
+    return at.Error({"frontend", "http_port"}, -1,
+                    absl::StrCat("http_port ", f.http_port(),
+                                 " is the metrics port too (/metrics is served on both)"));
+  }
   if (f.max_message_bytes() < 4096) {
     return at.Error(
         {"frontend", "max_message_bytes"}, -1,
@@ -232,6 +253,8 @@ void FillServerConfigDefaults(v1::ServerConfig* config) {
   if (!f->has_port()) f->set_port(50051);
   if (!f->has_max_message_bytes()) f->set_max_message_bytes(64u << 20);
   if (!f->has_drain_timeout_microseconds()) f->set_drain_timeout_microseconds(30000000);
+  if (!f->has_http_port()) f->set_http_port(8000);
+  if (!f->has_http_listen_address()) f->set_http_listen_address("0.0.0.0");
   v1::ExecutorConfig* e = config->mutable_executor();
   if (e->device() == v1::ExecutorConfig::DEVICE_UNSPECIFIED) {
     e->set_device(v1::ExecutorConfig::AUTO);

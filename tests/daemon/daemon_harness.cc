@@ -13,12 +13,16 @@
 #include <sstream>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "model/random_model.h"
+#include "nlohmann/json.hpp"
+#include "test_models.h"
 
 namespace convoy::testing {
 namespace {
@@ -48,6 +52,27 @@ std::string WriteTestModel(const std::string& name, const ModelConfig& config) {
   return dir;
 }
 
+std::string WriteSmolLm2VocabModel(const std::string& name, int64_t max_position_embeddings,
+                                   bool chat_template) {
+  ModelConfig config = TinyModelConfig();
+  config.vocab_size = 49152;
+  config.max_position_embeddings = max_position_embeddings;
+  const std::string dir = WriteTestModel(name, config);
+  const std::string fixtures = std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures";
+  std::filesystem::copy_file(fixtures + "/tokenizer/smollm2/tokenizer.json",
+                             dir + "/tokenizer.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  if (chat_template) {
+    std::ifstream in(fixtures + "/chat_template/smollm2.json");
+    const nlohmann::json fixture = nlohmann::json::parse(in);
+    const nlohmann::json tokenizer_config = {{"bos_token", "<|im_start|>"},
+                                             {"eos_token", "<|im_end|>"},
+                                             {"chat_template", fixture["template"]}};
+    std::ofstream(dir + "/tokenizer_config.json") << tokenizer_config.dump();
+  }
+  return dir;
+}
+
 std::string DefaultTestConfig(const std::string& frontend_fields,
                               const std::string& scheduler_fields) {
   return absl::StrCat("scheduler { ", scheduler_fields, " }\n",
@@ -59,22 +84,47 @@ std::string DefaultTestConfig(const std::string& frontend_fields,
 
 std::unique_ptr<DaemonProcess> DaemonProcess::Start(const std::string& model_dir,
                                                     const std::string& config_text) {
+  std::unique_ptr<DaemonProcess> daemon = StartListening(model_dir, config_text);
+  if (daemon == nullptr || !daemon->WaitUntilServing()) return nullptr;
+  return daemon;
+}
+
+std::unique_ptr<DaemonProcess> DaemonProcess::StartListening(const std::string& model_dir,
+                                                             const std::string& config_text) {
   static std::atomic<int> counter{0};
   const std::string dir =
       absl::StrCat(::testing::TempDir(), "/convoyd_", ::getpid(), "_", counter.fetch_add(1));
   ::mkdir(dir.c_str(), 0755);
   const std::string config_path = dir + "/config.pbtxt";
   const std::string port_path = dir + "/port";
+  const std::string http_port_path = dir + "/http_port";
   const std::string log_path = dir + "/convoyd.log";
   ::unlink(port_path.c_str());
+  ::unlink(http_port_path.c_str());
   {
     std::ofstream out(config_path);
     out << config_text;
   }
   // Everything the child needs is built before fork: it only calls async-signal-safe functions.
-  std::vector<std::string> args = {
-      CONVOYD_PATH,  "--config", config_path,        "--model",   model_dir,        "--port", "0",
-      "--port-file", port_path,  "--listen-address", "127.0.0.1", "--metrics-port", "0"};
+  std::vector<std::string> args = {CONVOYD_PATH,
+                                   "--config",
+                                   config_path,
+                                   "--model",
+                                   model_dir,
+                                   "--port",
+                                   "0",
+                                   "--port-file",
+                                   port_path,
+                                   "--listen-address",
+                                   "127.0.0.1",
+                                   "--metrics-port",
+                                   "0",
+                                   "--http-port",
+                                   "0",
+                                   "--http-port-file",
+                                   http_port_path,
+                                   "--http-listen-address",
+                                   "127.0.0.1"};
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
@@ -98,8 +148,11 @@ std::unique_ptr<DaemonProcess> DaemonProcess::Start(const std::string& model_dir
   const absl::Time give_up = absl::Now() + kLiveness;
   while (true) {
     const std::string port_text = ReadFile(port_path);
-    if (!port_text.empty() && port_text.back() == '\n') {
+    const std::string http_port_text = ReadFile(http_port_path);
+    if (!port_text.empty() && port_text.back() == '\n' && !http_port_text.empty() &&
+        http_port_text.back() == '\n') {
       daemon->port_ = std::stoi(port_text);
+      daemon->http_port_ = std::stoi(http_port_text);
       break;
     }
     int status = 0;
@@ -119,22 +172,27 @@ std::unique_ptr<DaemonProcess> DaemonProcess::Start(const std::string& model_dir
   channel_args.SetMaxSendMessageSize(64 << 20);
   daemon->channel_ = grpc::CreateCustomChannel(daemon->address(),
                                                grpc::InsecureChannelCredentials(), channel_args);
+  return daemon;
+}
 
-  auto health = daemon->health();
+bool DaemonProcess::WaitUntilServing() {
+  const absl::Time give_up = absl::Now() + kLiveness;
+  auto health = this->health();
   while (true) {
     grpc::ClientContext context;
     context.set_deadline(DeadlineIn(absl::Seconds(1)));
     grpc::health::v1::HealthCheckResponse response;
     const grpc::Status status =
         health->Check(&context, grpc::health::v1::HealthCheckRequest(), &response);
-    if (status.ok() && response.status() == grpc::health::v1::HealthCheckResponse::SERVING) break;
+    if (status.ok() && response.status() == grpc::health::v1::HealthCheckResponse::SERVING) {
+      return true;
+    }
     if (absl::Now() > give_up) {
-      ADD_FAILURE() << "convoyd was not SERVING within " << kLiveness << ":\n" << daemon->Log();
-      return nullptr;
+      ADD_FAILURE() << "convoyd was not SERVING within " << kLiveness << ":\n" << Log();
+      return false;
     }
     absl::SleepFor(absl::Milliseconds(5));
   }
-  return daemon;
 }
 
 DaemonProcess::~DaemonProcess() {
@@ -175,6 +233,20 @@ std::optional<int> DaemonProcess::WaitForExit(absl::Duration timeout) {
 }
 
 std::string DaemonProcess::Log() const { return ReadFile(dir_ + "/convoyd.log"); }
+
+int DaemonProcess::metrics_port() const {
+  const std::string log = Log();
+  const size_t line = log.find("metrics at http://");
+  if (line == std::string::npos) return -1;
+  const size_t path = log.find("/metrics", line);
+  const size_t colon = log.rfind(':', path);
+  int port = -1;
+  if (path == std::string::npos || colon == std::string::npos || colon < line ||
+      !absl::SimpleAtoi(absl::string_view(log).substr(colon + 1, path - colon - 1), &port)) {
+    return -1;
+  }
+  return port;
+}
 
 v1::InferRequest MakeRequest(std::vector<int32_t> prompt, int32_t max_tokens) {
   v1::InferRequest request;

@@ -1,6 +1,7 @@
 // Runs the real convoyd binary for end-to-end tests: a random-weight model and a config in a
-// directory of this process's own (ctest runs test cases as parallel processes), the daemon on a
-// free loopback port (--port 0 --port-file), and gRPC stubs to it. Every wait is bounded.
+// directory of this process's own (ctest runs test cases as parallel processes), the daemon on
+// free loopback ports (--port 0 --port-file, the same for HTTP and metrics), and gRPC stubs to it.
+// Every wait is bounded.
 #ifndef CONVOY_TESTS_DAEMON_DAEMON_HARNESS_H_
 #define CONVOY_TESTS_DAEMON_DAEMON_HARNESS_H_
 
@@ -25,6 +26,13 @@ inline constexpr absl::Duration kLiveness = absl::Seconds(60);
 // Writes (once per process) the random model of `config` and returns its directory.
 std::string WriteTestModel(const std::string& name, const ModelConfig& config);
 
+// Writes (once per process and name) a random model of TinyModelConfig's shape with SmolLM2's
+// vocabulary and tokenizer (tests/fixtures/tokenizer), so that prompts and answers are text, and,
+// with `chat_template`, SmolLM2's chat template in its tokenizer_config.json. Returns its
+// directory.
+std::string WriteSmolLm2VocabModel(const std::string& name, int64_t max_position_embeddings,
+                                   bool chat_template);
+
 // A test config: one CPU thread, a small KV cache (1024 blocks of 16 tokens). `frontend_fields`
 // go into its frontend block; `scheduler_fields` replace its scheduler block's.
 inline constexpr char kTestSchedulerFields[] = "max_batch_size: 64 max_num_batched_tokens: 4096";
@@ -38,10 +46,21 @@ class DaemonProcess {
   // come up within kLiveness.
   static std::unique_ptr<DaemonProcess> Start(const std::string& model_dir,
                                               const std::string& config_text);
+  // Starts convoyd and waits only until its gRPC and HTTP ports listen (the model may still be
+  // loading). Null (with a test failure) when they do not within kLiveness.
+  static std::unique_ptr<DaemonProcess> StartListening(const std::string& model_dir,
+                                                       const std::string& config_text);
+  // Waits until the daemon is SERVING; false (with a test failure) when not within kLiveness.
+  bool WaitUntilServing();
   // Kills the daemon if it is still running; removes its directory unless the test failed.
   ~DaemonProcess();
 
   std::string address() const;
+  // The HTTP port (health, /metrics) on 127.0.0.1.
+  int http_port() const { return http_port_; }
+  // The metrics port, from the daemon's log line "metrics at http://ADDRESS:PORT/metrics"; -1
+  // before that line.
+  int metrics_port() const;
   pid_t pid() const { return pid_; }
   std::shared_ptr<grpc::Channel> channel() const { return channel_; }
   std::unique_ptr<v1::Inference::Stub> inference() const;
@@ -60,6 +79,7 @@ class DaemonProcess {
   pid_t pid_;
   std::string dir_;
   int port_ = 0;
+  int http_port_ = 0;
   bool exited_ = false;
   std::shared_ptr<grpc::Channel> channel_;
 };

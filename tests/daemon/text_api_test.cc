@@ -4,16 +4,12 @@
 // so its answers are random text: the tests compare the server with itself across its APIs
 // (messages against the text the template makes of them; a stop string against the output
 // without it), never with fixed strings.
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "daemon_harness.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "nlohmann/json.hpp"
-#include "test_models.h"
 
 namespace convoy::testing {
 namespace {
@@ -21,26 +17,10 @@ namespace {
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
-constexpr char kFixtures[] = CONVOY_SOURCE_DIR "/tests/fixtures";
-
 // A random model with SmolLM2's vocabulary, tokenizer and chat template.
 const std::string& ModelDir() {
-  static const std::string* dir = [] {
-    ModelConfig config = TinyModelConfig();
-    config.vocab_size = 49152;
-    config.max_position_embeddings = 512;
-    auto* path = new std::string(WriteTestModel("smollm2_vocab", config));
-    std::filesystem::copy_file(std::string(kFixtures) + "/tokenizer/smollm2/tokenizer.json",
-                               *path + "/tokenizer.json",
-                               std::filesystem::copy_options::overwrite_existing);
-    std::ifstream in(std::string(kFixtures) + "/chat_template/smollm2.json");
-    const nlohmann::json fixture = nlohmann::json::parse(in);
-    nlohmann::json config_json = {{"bos_token", "<|im_start|>"},
-                                  {"eos_token", "<|im_end|>"},
-                                  {"chat_template", fixture["template"]}};
-    std::ofstream(*path + "/tokenizer_config.json") << config_json.dump();
-    return path;
-  }();
+  static const std::string* dir =
+      new std::string(WriteSmolLm2VocabModel("smollm2_vocab", 512, /*chat_template=*/true));
   return *dir;
 }
 

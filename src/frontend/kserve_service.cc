@@ -1,0 +1,469 @@
+#include "frontend/kserve_service.h"
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "frontend/kserve_request.h"
+#include "frontend/kserve_tensors.h"
+#include "frontend/status_mapping.h"
+
+namespace convoy {
+namespace {
+
+using inference::ModelInferRequest;
+using inference::ModelInferResponse;
+using inference::ModelStreamInferResponse;
+
+constexpr char kFinalFlag[] = "triton_final_response";
+
+absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {
+  const auto deadline = context.deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+  return absl::FromChrono(deadline);
+}
+
+void SetParameter(ModelInferResponse* response, const std::string& key, bool value) {
+  (*response->mutable_parameters())[key].set_bool_param(value);
+}
+
+void StartResponse(const KServeRequest& request, const ServingContext* serving,
+                   ModelInferResponse* response) {
+  if (serving != nullptr) response->set_model_name(serving->limits.model_name);
+  response->set_model_version(kKServeModelVersion);
+  response->set_id(request.answer.id);
+}
+
+// The parameters of the response that ends a request.
+void SetEndParameters(const SessionEnd& end, ModelInferResponse* response) {
+  auto& parameters = *response->mutable_parameters();
+  parameters["finish_reason"].set_string_param(FinishReasonText(end.finish_reason));
+  parameters["prompt_tokens"].set_int64_param(end.prompt_tokens);
+  parameters["completion_tokens"].set_int64_param(end.completion_tokens);
+}
+
+// The whole answer: the generated output, after the prompt when the request asked for it.
+void FillWhole(const KServeRequest& request, const ServingContext* serving,
+               const SessionOutput& output, const SessionEnd& end, ModelInferResponse* response) {
+  StartResponse(request, serving, response);
+  const KServeAnswerSpec& answer = request.answer;
+  if (answer.exclude_input) {
+    AddKServeOutputs(answer.outputs, output.token_ids, output.text, response);
+  } else {
+    std::vector<int32_t> ids = end.prompt_token_ids;
+    ids.insert(ids.end(), output.token_ids.begin(), output.token_ids.end());
+    std::string text = answer.prompt_text;
+    const Tokenizer* tokenizer = serving == nullptr ? nullptr : serving->limits.tokenizer;
+    if (text.empty() && tokenizer != nullptr) {
+      // A prompt of ids: its text as the tokenizer reads it (ids it has no token for read as none).
+      text = tokenizer->Decode(end.prompt_token_ids, /*skip_special=*/true).value_or("");
+    }
+    text.append(output.text);
+    AddKServeOutputs(answer.outputs, ids, text, response);
+  }
+  SetEndParameters(end, response);
+}
+
+// The reactor of a call answered at once.
+grpc::ServerUnaryReactor* Answered(grpc::CallbackServerContext* context,
+                                   const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+// A stream message saying why a request failed; it ends the request.
+ModelStreamInferResponse ErrorMessage(const std::string& id, const ServingContext* serving,
+                                      const absl::Status& status) {
+  ModelStreamInferResponse message;
+  message.set_error_message(
+      absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message()));
+  ModelInferResponse* response = message.mutable_infer_response();
+  if (serving != nullptr) response->set_model_name(serving->limits.model_name);
+  response->set_model_version(kKServeModelVersion);
+  response->set_id(id);
+  SetParameter(response, kFinalFlag, true);
+  return message;
+}
+
+}  // namespace
+
+// ModelInfer: the whole result in one response, once the session has ended.
+class KServeService::UnaryCall final : public grpc::ServerUnaryReactor {
+ public:
+  UnaryCall(KServeService* service, grpc::CallbackServerContext* context,
+            const ModelInferRequest& request, ModelInferResponse* response)
+      : hub_(service->hub_), response_(response) {
+    absl::StatusOr<KServeRequest> parsed = ParseKServeRequest(request, /*streaming=*/false);
+    if (!parsed.ok()) {
+      Finish(ToGrpcStatus(parsed.status()));
+      return;
+    }
+    request_ = *std::move(parsed);
+    session_ = GenerationSession::Create(hub_, [this] { Pump(); });
+    session_->Begin(request_.request, DeadlineOf(*context));
+  }
+
+  void OnCancel() override {
+    if (session_ != nullptr) session_->ClientGone();
+  }
+  void OnDone() override {
+    if (session_ != nullptr) session_->Detach();
+    delete this;
+  }
+
+ private:
+  void Pump() {
+    grpc::Status status;
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_) return;
+      std::optional<SessionEnd> end = session_->Take(&output_);
+      if (!end) return;
+      finished_ = true;
+      status = ToGrpcStatus(KServeFieldNames(end->status, request_));
+      if (status.ok()) FillWhole(request_, hub_->serving(), output_, *end, response_);
+    }
+    Finish(status);
+  }
+
+  GenerationHub* const hub_;
+  ModelInferResponse* const response_;  // gRPC's; written once, before Finish
+  KServeRequest request_;               // set before the session starts; constant after
+  std::shared_ptr<GenerationSession> session_;
+  absl::Mutex mu_;
+  SessionOutput output_ ABSL_GUARDED_BY(mu_);
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// One request of a ModelStreamInfer call.
+class KServeService::Generation {
+ public:
+  explicit Generation(KServeRequest parsed) : request(std::move(parsed)) {}
+
+  const KServeRequest request;
+  // Set before Begin; constant after.
+  std::shared_ptr<GenerationSession> session;
+  // The rest belongs to the call's mutex.
+  // In the call's ready_ list (woken, not looked at since).
+  bool queued = false;
+  // Its last message is built: wakes are ignored.
+  bool finished = false;
+  // The output so far, for an answer in one response (stream: false).
+  SessionOutput whole;
+};
+
+// ModelStreamInfer: reads requests until the client half-closes; each becomes a Generation whose
+// session's wake-ups queue it as ready. One write at a time: the next message is built when the
+// last write is done, from the first ready generation, with everything it has new by then.
+class KServeService::StreamCall final
+    : public grpc::ServerBidiReactor<ModelInferRequest, ModelStreamInferResponse> {
+ public:
+  StreamCall(KServeService* service, grpc::CallbackServerContext* context)
+      : hub_(service->hub_), deadline_(DeadlineOf(*context)) {
+    StartRead(&incoming_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      {
+        absl::MutexLock lock(&mu_);
+        reads_done_ = true;
+      }
+      Pump(/*may_detach=*/true);
+      return;
+    }
+    Accept(incoming_);
+    StartRead(&incoming_);
+  }
+  void OnWriteDone(bool ok) override {
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+    }
+    if (!ok) ClientGone();  // the stream broke
+    Pump(/*may_detach=*/true);
+  }
+  void OnCancel() override { ClientGone(); }
+  void OnDone() override {
+    std::vector<std::shared_ptr<Generation>> left;
+    {
+      absl::MutexLock lock(&mu_);
+      left.swap(active_);
+      left.insert(left.end(), ended_.begin(), ended_.end());
+      ended_.clear();
+    }
+    for (const std::shared_ptr<Generation>& generation : left) generation->session->Detach();
+    delete this;
+  }
+
+ private:
+  void Accept(const ModelInferRequest& request) {
+    absl::StatusOr<KServeRequest> parsed = ParseKServeRequest(request, /*streaming=*/true);
+    if (!parsed.ok()) {
+      {
+        absl::MutexLock lock(&mu_);
+        outbox_.push_back(ErrorMessage(request.id(), hub_->serving(), parsed.status()));
+      }
+      Pump(/*may_detach=*/true);
+      return;
+    }
+    auto generation = std::make_shared<Generation>(*std::move(parsed));
+    Generation* g = generation.get();
+    generation->session = GenerationSession::Create(hub_, [this, g] { Wake(g); });
+    {
+      absl::MutexLock lock(&mu_);
+      if (client_gone_) return;  // the call is ending: the request is dropped
+      active_.push_back(generation);
+    }
+    // Begin may wake it at once (a refusal).
+    generation->session->Begin(generation->request.request, deadline_);
+  }
+
+  void Wake(Generation* generation) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (generation->finished || generation->queued) return;
+      generation->queued = true;
+      ready_.push_back(generation);
+    }
+    // Inside the session's wake: its generation cannot be detached here.
+    Pump(/*may_detach=*/false);
+  }
+
+  // Ends every request of the call (the client cancelled or the stream broke).
+  void ClientGone() {
+    std::vector<std::shared_ptr<GenerationSession>> sessions;
+    {
+      absl::MutexLock lock(&mu_);
+      client_gone_ = true;
+      outbox_.clear();
+      for (const std::shared_ptr<Generation>& generation : active_) {
+        sessions.push_back(generation->session);
+      }
+    }
+    for (const std::shared_ptr<GenerationSession>& session : sessions) session->ClientGone();
+  }
+
+  // Writes the next message or finishes the call when it is time. `may_detach`: not called from a
+  // session's wake (Detach waits for the wake in progress), so the ended generations' sessions
+  // can be detached and freed.
+  void Pump(bool may_detach) {
+    enum class Action { kNone, kWrite, kFinish } action = Action::kNone;
+    grpc::Status status;
+    std::vector<std::shared_ptr<Generation>> ended;
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_) return;
+      while (!ready_.empty() && (client_gone_ || (!writing_ && action == Action::kNone))) {
+        Generation* generation = ready_.front();
+        if (NextMessageLocked(generation, &writing_message_)) action = Action::kWrite;
+        if (generation->finished) ended_.push_back(RemoveLocked(generation));
+      }
+      if (action == Action::kNone && !writing_ && !client_gone_ && !outbox_.empty()) {
+        writing_message_ = std::move(outbox_.front());
+        outbox_.pop_front();
+        action = Action::kWrite;
+      }
+      if (action == Action::kWrite) {
+        writing_ = true;
+      } else if (!writing_ && reads_done_ && active_.empty() && outbox_.empty()) {
+        finished_ = true;
+        action = Action::kFinish;
+        if (client_gone_) status = grpc::Status::CANCELLED;
+      }
+      if (may_detach) ended.swap(ended_);
+    }
+    // Outside the lock: a wake in progress holds its session's wake lock and waits for this one.
+    for (const std::shared_ptr<Generation>& generation : ended) generation->session->Detach();
+    if (action == Action::kWrite) {
+      StartWrite(&writing_message_);
+    } else if (action == Action::kFinish) {
+      Finish(status);
+    }
+  }
+
+  // Takes `generation`'s news. Returns true with the message to write in `*message`; leaves the
+  // generation in ready_ only when it has more to say at once (an error after a last chunk).
+  bool NextMessageLocked(Generation* generation, ModelStreamInferResponse* message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const KServeRequest& request = generation->request;
+    const ServingContext* serving = hub_->serving();
+    SessionOutput out;
+    std::optional<SessionEnd> end =
+        generation->session->Take(request.answer.stream ? &out : &generation->whole);
+    const bool failed = end && !end->status.ok();
+    if (client_gone_ || (!end && out.empty())) {
+      if (end) generation->finished = true;
+      PopReadyLocked();
+      return false;
+    }
+    message->Clear();
+    ModelInferResponse* response = message->mutable_infer_response();
+    if (failed && !out.token_ids.empty()) {
+      // The tokens before the error first; the error at the next write.
+      StartResponse(request, serving, response);
+      AddKServeOutputs(request.answer.outputs, out.token_ids, out.text, response);
+      SetParameter(response, kFinalFlag, false);
+      return true;
+    }
+    PopReadyLocked();
+    if (failed) {
+      generation->finished = true;
+      *message = ErrorMessage(request.answer.id, serving, KServeFieldNames(end->status, request));
+      return true;
+    }
+    if (!request.answer.stream) {
+      generation->finished = true;
+      FillWhole(request, serving, generation->whole, *end, response);
+      SetParameter(response, kFinalFlag, true);
+      return true;
+    }
+    StartResponse(request, serving, response);
+    AddKServeOutputs(request.answer.outputs, out.token_ids, out.text, response);
+    if (end) {
+      generation->finished = true;
+      SetEndParameters(*end, response);
+    }
+    SetParameter(response, kFinalFlag, end.has_value());
+    return true;
+  }
+
+  void PopReadyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ready_.front()->queued = false;
+    ready_.pop_front();
+  }
+
+  std::shared_ptr<Generation> RemoveLocked(Generation* generation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (auto it = active_.begin(); it != active_.end(); ++it) {
+      if (it->get() == generation) {
+        std::shared_ptr<Generation> removed = std::move(*it);
+        active_.erase(it);
+        return removed;
+      }
+    }
+    return nullptr;
+  }
+
+  GenerationHub* const hub_;
+  const absl::Time deadline_;
+  ModelInferRequest incoming_;  // the read in flight (touched only by OnReadDone)
+  // The message of the write in flight (touched only by whoever set writing_).
+  ModelStreamInferResponse writing_message_;
+
+  absl::Mutex mu_;
+  std::vector<std::shared_ptr<Generation>> active_ ABSL_GUARDED_BY(mu_);
+  // Generations whose last message is built, until their sessions are detached.
+  std::vector<std::shared_ptr<Generation>> ended_ ABSL_GUARDED_BY(mu_);
+  // Generations woken and not looked at since, first woken first.
+  std::deque<Generation*> ready_ ABSL_GUARDED_BY(mu_);
+  // Messages of requests refused before they had a session.
+  std::deque<ModelStreamInferResponse> outbox_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool client_gone_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+KServeService::KServeService(GenerationHub* hub, std::string version)
+    : hub_(hub), version_(std::move(version)) {}
+
+absl::StatusOr<const ServingContext*> KServeService::FindModel(const std::string& name,
+                                                               const std::string& version) const {
+  const ServingContext* serving = hub_->serving();
+  if (serving == nullptr) return absl::UnavailableError("the model is loading; retry shortly");
+  if (!name.empty() && name != serving->limits.model_name) {
+    return absl::InvalidArgumentError(absl::StrCat("name: unknown model '", name.substr(0, 64),
+                                                   "'; this server serves '",
+                                                   serving->limits.model_name, "'"));
+  }
+  if (!version.empty() && version != kKServeModelVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("version: unknown version '", version.substr(0, 32),
+                     "'; the model has version ", kKServeModelVersion));
+  }
+  return serving;
+}
+
+grpc::ServerUnaryReactor* KServeService::ServerLive(grpc::CallbackServerContext* context,
+                                                    const inference::ServerLiveRequest* /*request*/,
+                                                    inference::ServerLiveResponse* response) {
+  response->set_live(true);
+  return Answered(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* KServeService::ServerReady(
+    grpc::CallbackServerContext* context, const inference::ServerReadyRequest* /*request*/,
+    inference::ServerReadyResponse* response) {
+  response->set_ready(hub_->Admission().ok());
+  return Answered(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* KServeService::ModelReady(grpc::CallbackServerContext* context,
+                                                    const inference::ModelReadyRequest* request,
+                                                    inference::ModelReadyResponse* response) {
+  response->set_ready(hub_->Admission().ok() &&
+                      FindModel(request->name(), request->version()).ok());
+  return Answered(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* KServeService::ServerMetadata(
+    grpc::CallbackServerContext* context, const inference::ServerMetadataRequest* /*request*/,
+    inference::ServerMetadataResponse* response) {
+  response->set_name("convoy");
+  response->set_version(version_);
+  response->add_extensions("model_configuration");
+  response->add_extensions("parameters");
+  return Answered(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* KServeService::ModelMetadata(
+    grpc::CallbackServerContext* context, const inference::ModelMetadataRequest* request,
+    inference::ModelMetadataResponse* response) {
+  absl::StatusOr<const ServingContext*> serving = FindModel(request->name(), request->version());
+  if (serving.ok()) {
+    response->set_name((*serving)->limits.model_name);
+    response->add_versions(std::string(kKServeModelVersion));
+    response->set_platform("convoy");
+    AddKServeTensorMetadata(response);
+  }
+  return Answered(context, serving.status());
+}
+
+grpc::ServerUnaryReactor* KServeService::ModelConfig(grpc::CallbackServerContext* context,
+                                                     const inference::ModelConfigRequest* request,
+                                                     inference::ModelConfigResponse* response) {
+  absl::StatusOr<const ServingContext*> serving = FindModel(request->name(), request->version());
+  if (serving.ok()) {
+    inference::ModelConfig* config = response->mutable_config();
+    config->set_name((*serving)->limits.model_name);
+    config->set_platform("convoy");
+    config->set_backend("convoy");
+    // convoy batches requests itself; each request holds one prompt.
+    config->set_max_batch_size(0);
+    AddKServeTensorConfig(config);
+    config->mutable_model_transaction_policy()->set_decoupled(true);
+  }
+  return Answered(context, serving.status());
+}
+
+grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext* context,
+                                                    const ModelInferRequest* request,
+                                                    ModelInferResponse* response) {
+  return new UnaryCall(this, context, *request, response);
+}
+
+grpc::ServerBidiReactor<ModelInferRequest, ModelStreamInferResponse>*
+KServeService::ModelStreamInfer(grpc::CallbackServerContext* context) {
+  return new StreamCall(this, context);
+}
+
+}  // namespace convoy

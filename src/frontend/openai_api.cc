@@ -1,0 +1,686 @@
+#include "frontend/openai_api.h"
+
+#include <cmath>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "nlohmann/json.hpp"
+
+namespace convoy {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr int kClientClosedRequest = 499;  // nginx's status for a client that went away
+
+OpenAiError BadField(const std::string& param, const std::string& message) {
+  OpenAiError error;
+  error.http_status = 400;
+  error.param = param;
+  error.message = absl::StrCat(param, ": ", message);
+  return error;
+}
+
+const char* TypeName(const Json& value) {
+  switch (value.type()) {
+    case Json::value_t::null:
+      return "null";
+    case Json::value_t::boolean:
+      return "a boolean";
+    case Json::value_t::string:
+      return "a string";
+    case Json::value_t::array:
+      return "an array";
+    case Json::value_t::object:
+      return "an object";
+    case Json::value_t::number_float:
+      return "a number with a fraction";
+    default:
+      return "a number";
+  }
+}
+
+// Reads one request's fields; the first error wins.
+class FieldReader {
+ public:
+  explicit FieldReader(const Json& body) : body_(body) {}
+
+  const Json* Find(const char* name) const {
+    auto it = body_.find(name);
+    return it == body_.end() || it->is_null() ? nullptr : &*it;
+  }
+  bool ok() const { return !error_; }
+  OpenAiError error() const { return *error_; }
+  void Fail(const std::string& param, const std::string& message) {
+    if (!error_) error_ = BadField(param, message);
+  }
+
+  std::optional<int64_t> Int(const char* name, int64_t min, int64_t max) {
+    const Json* v = Find(name);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_number_integer()) {
+      Fail(name, absl::StrCat("expected an integer, got ", TypeName(*v)));
+      return std::nullopt;
+    }
+    const bool huge =
+        v->is_number_unsigned() &&
+        v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    const int64_t x = huge ? 0 : v->get<int64_t>();
+    if (huge || x < min || x > max) {
+      Fail(name, absl::StrCat("must be in [", min, ", ", max, "], got ", v->dump()));
+      return std::nullopt;
+    }
+    return x;
+  }
+  std::optional<double> Number(const char* name) {
+    const Json* v = Find(name);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_number()) {
+      Fail(name, absl::StrCat("expected a number, got ", TypeName(*v)));
+      return std::nullopt;
+    }
+    return v->get<double>();
+  }
+  std::optional<bool> Bool(const char* name) {
+    const Json* v = Find(name);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_boolean()) {
+      Fail(name, absl::StrCat("expected true or false, got ", TypeName(*v)));
+      return std::nullopt;
+    }
+    return v->get<bool>();
+  }
+
+ private:
+  const Json& body_;
+  std::optional<OpenAiError> error_;
+};
+
+// The fields each endpoint knows: supported ones and those refused by name.
+bool KnownField(OpenAiEndpoint endpoint, const std::string& name) {
+  static const char* const kCommon[] = {"model",
+                                        "max_tokens",
+                                        "temperature",
+                                        "top_p",
+                                        "top_k",
+                                        "seed",
+                                        "stop",
+                                        "n",
+                                        "stream",
+                                        "stream_options",
+                                        "logprobs",
+                                        "user",
+                                        "presence_penalty",
+                                        "frequency_penalty",
+                                        "logit_bias",
+                                        "priority"};
+  static const char* const kChat[] = {"messages",      "max_completion_tokens", "top_logprobs",
+                                      "tools",         "tool_choice",           "functions",
+                                      "function_call", "parallel_tool_calls",   "response_format"};
+  static const char* const kCompletion[] = {"prompt", "echo", "suffix", "best_of"};
+  for (const char* f : kCommon) {
+    if (name == f) return true;
+  }
+  if (endpoint == OpenAiEndpoint::kChatCompletions) {
+    for (const char* f : kChat) {
+      if (name == f) return true;
+    }
+  } else {
+    for (const char* f : kCompletion) {
+      if (name == f) return true;
+    }
+  }
+  return false;
+}
+
+// Fields convoy knows but does not do: refused unless they ask for the default.
+void RefuseUnsupported(FieldReader& fields, OpenAiEndpoint endpoint) {
+  for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
+    if (std::optional<double> p = fields.Number(penalty); p && *p != 0.0) {
+      fields.Fail(penalty, "penalties are not supported; leave it out or 0");
+    }
+  }
+  if (const Json* bias = fields.Find("logit_bias"); bias != nullptr && !bias->empty()) {
+    fields.Fail("logit_bias", "logit_bias is not supported");
+  }
+  if (std::optional<int64_t> n = fields.Int("n", 1, 128); n && *n != 1) {
+    fields.Fail("n", "only one choice per request (n: 1) is supported");
+  }
+  if (endpoint == OpenAiEndpoint::kChatCompletions) {
+    for (const char* tools : {"tools", "functions"}) {
+      if (const Json* t = fields.Find(tools); t != nullptr && !t->empty()) {
+        fields.Fail(tools, "tool calling is not supported");
+      }
+    }
+    for (const char* choice : {"tool_choice", "function_call"}) {
+      if (const Json* c = fields.Find(choice); c != nullptr && *c != "none" && *c != "auto") {
+        fields.Fail(choice, "tool calling is not supported");
+      }
+    }
+    if (const Json* format = fields.Find("response_format"); format != nullptr) {
+      if (!format->is_object() || format->value("type", "") != "text") {
+        fields.Fail("response_format", "only {\"type\": \"text\"} is supported");
+      }
+    }
+  } else {
+    if (std::optional<bool> echo = fields.Bool("echo"); echo && *echo) {
+      fields.Fail("echo", "echoing the prompt is not supported");
+    }
+    if (const Json* suffix = fields.Find("suffix"); suffix != nullptr) {
+      fields.Fail("suffix", "suffix (insertion) is not supported");
+    }
+    if (std::optional<int64_t> best_of = fields.Int("best_of", 1, 128); best_of && *best_of != 1) {
+      fields.Fail("best_of", "only best_of: 1 is supported");
+    }
+  }
+}
+
+// A message's content: a string, or a list of parts of which only text parts are taken.
+std::optional<std::string> MessageContent(const Json& content, const std::string& param,
+                                          FieldReader& fields) {
+  if (content.is_null()) return std::string();
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) {
+    fields.Fail(param,
+                absl::StrCat("expected a string or a list of parts, got ", TypeName(content)));
+    return std::nullopt;
+  }
+  std::string text;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const Json& part = content[i];
+    const std::string part_param = absl::StrCat(param, "[", i, "]");
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
+      fields.Fail(part_param, "expected an object with a \"type\"");
+      return std::nullopt;
+    }
+    if (part["type"] != "text") {
+      fields.Fail(part_param, absl::StrCat("content parts of type ", part["type"].dump(),
+                                           " are not supported; only \"text\""));
+      return std::nullopt;
+    }
+    if (!part.contains("text") || !part["text"].is_string()) {
+      fields.Fail(part_param + ".text", "expected a string");
+      return std::nullopt;
+    }
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+void ReadMessages(FieldReader& fields, v1::InferRequest* request) {
+  const Json* messages = fields.Find("messages");
+  if (messages == nullptr) {
+    fields.Fail("messages", "required");
+    return;
+  }
+  if (!messages->is_array() || messages->empty()) {
+    fields.Fail("messages", "expected a non-empty list of messages");
+    return;
+  }
+  for (size_t i = 0; i < messages->size() && fields.ok(); ++i) {
+    const Json& m = (*messages)[i];
+    const std::string param = absl::StrCat("messages[", i, "]");
+    if (!m.is_object()) {
+      fields.Fail(param, absl::StrCat("expected an object, got ", TypeName(m)));
+      return;
+    }
+    for (const auto& [key, value] : m.items()) {
+      if (key != "role" && key != "content" && key != "name") {
+        fields.Fail(absl::StrCat(param, ".", key), key == "tool_calls" || key == "tool_call_id"
+                                                       ? "tool calling is not supported"
+                                                       : "unknown field");
+        return;
+      }
+    }
+    if (!m.contains("role") || !m["role"].is_string()) {
+      fields.Fail(param + ".role", "expected a string");
+      return;
+    }
+    std::optional<std::string> content =
+        MessageContent(m.value("content", Json()), param + ".content", fields);
+    if (!content) return;
+    v1::ChatMessage* out = request->add_messages();
+    // OpenAI's newer name for the system role.
+    const std::string role = m["role"].get<std::string>();
+    out->set_role(role == "developer" ? "system" : role);
+    out->set_content(*std::move(content));
+  }
+}
+
+void ReadPrompt(FieldReader& fields, v1::InferRequest* request) {
+  const Json* prompt = fields.Find("prompt");
+  if (prompt == nullptr) {
+    fields.Fail("prompt", "required");
+    return;
+  }
+  const Json* one = prompt;
+  // A list holding one prompt (a string or a list of ids) is one prompt; a longer list is a
+  // batch.
+  if (prompt->is_array() && !prompt->empty() && !(*prompt)[0].is_number()) {
+    if (prompt->size() != 1) {
+      fields.Fail("prompt", "only one prompt per request is supported");
+      return;
+    }
+    one = &(*prompt)[0];
+  }
+  if (one->is_string()) {
+    if (one->get_ref<const std::string&>().empty()) {
+      fields.Fail("prompt", "the prompt is empty");
+      return;
+    }
+    request->set_prompt_text(one->get<std::string>());
+    return;
+  }
+  if (one->is_array()) {
+    if (one->empty()) {
+      fields.Fail("prompt", "the prompt is empty");
+      return;
+    }
+    for (size_t i = 0; i < one->size(); ++i) {
+      const Json& id = (*one)[i];
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+          id.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+        fields.Fail(absl::StrCat("prompt[", i, "]"), "expected a token id");
+        return;
+      }
+      request->add_prompt_token_ids(id.get<int32_t>());
+    }
+    return;
+  }
+  fields.Fail("prompt",
+              absl::StrCat("expected a string or a list of token ids, got ", TypeName(*one)));
+}
+
+void ReadStop(FieldReader& fields, v1::SamplingParameters* sampling) {
+  const Json* stop = fields.Find("stop");
+  if (stop == nullptr) return;
+  if (stop->is_string()) {
+    sampling->add_stop(stop->get<std::string>());
+    return;
+  }
+  if (!stop->is_array()) {
+    fields.Fail("stop",
+                absl::StrCat("expected a string or a list of strings, got ", TypeName(*stop)));
+    return;
+  }
+  for (size_t i = 0; i < stop->size(); ++i) {
+    if (!(*stop)[i].is_string()) {
+      fields.Fail(absl::StrCat("stop[", i, "]"), "expected a string");
+      return;
+    }
+    sampling->add_stop((*stop)[i].get<std::string>());
+  }
+}
+
+// OpenAI's name for a field of the shared request path.
+std::string OpenAiParam(absl::string_view field, OpenAiEndpoint endpoint) {
+  const bool chat = endpoint == OpenAiEndpoint::kChatCompletions;
+  if (absl::ConsumePrefix(&field, "sampling.")) {
+    if (absl::StartsWith(field, "stop[") || field == "stop") return "stop";
+    return std::string(field);
+  }
+  if (field == "prompt_text" || field == "prompt_token_ids" ||
+      absl::StartsWith(field, "prompt_token_ids[")) {
+    return chat ? "messages" : "prompt";
+  }
+  if (field == "top_logprobs") return chat ? "top_logprobs" : "logprobs";
+  return std::string(field);
+}
+
+Json UsageJson(const SessionEnd& end) {
+  return {{"prompt_tokens", end.prompt_tokens},
+          {"completion_tokens", end.completion_tokens},
+          {"total_tokens", end.prompt_tokens + end.completion_tokens}};
+}
+
+}  // namespace
+
+std::string OpenAiError::ToJson() const {
+  Json error = {{"message", message},
+                {"type", type},
+                {"param", param.empty() ? Json() : Json(param)},
+                {"code", code.empty() ? Json() : Json(code)}};
+  return Json({{"error", error}}).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+OpenAiError OpenAiErrorFromStatus(const absl::Status& status, OpenAiEndpoint endpoint) {
+  OpenAiError error;
+  const absl::string_view message = status.message();
+  // "field: reason" -> OpenAI's field name.
+  const size_t colon = message.find(": ");
+  const absl::string_view field =
+      colon == absl::string_view::npos ? absl::string_view() : message.substr(0, colon);
+  const bool is_field = !field.empty() && field.find(' ') == absl::string_view::npos;
+  if (is_field) {
+    error.param = OpenAiParam(field, endpoint);
+    error.message = absl::StrCat(error.param, message.substr(colon));
+  } else {
+    error.message = std::string(message);  // NOLINT: absl::string_view to std::string
+  }
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kOutOfRange:
+      error.http_status = 400;
+      if (error.param == "model") {
+        error.http_status = 404;
+        error.code = "model_not_found";
+      }
+      break;
+    case absl::StatusCode::kNotFound:
+      error.http_status = 404;
+      break;
+    case absl::StatusCode::kResourceExhausted:
+      error.http_status = 429;
+      error.type = "rate_limit_error";
+      error.code = "queue_full";
+      break;
+    case absl::StatusCode::kUnavailable:
+      error.http_status = 503;
+      error.type = "server_error";
+      error.code = "unavailable";
+      break;
+    case absl::StatusCode::kDeadlineExceeded:
+      error.http_status = 504;
+      error.type = "server_error";
+      error.code = "timeout";
+      break;
+    case absl::StatusCode::kCancelled:
+      error.http_status = kClientClosedRequest;
+      error.code = "cancelled";
+      break;
+    default:
+      error.http_status = 500;
+      error.type = "server_error";
+      break;
+  }
+  return error;
+}
+
+ParsedOpenAiRequest ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view body) {
+  ParsedOpenAiRequest parsed;
+  const Json json = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) {
+    parsed.error.message =
+        "the body is not valid JSON (or not UTF-8); send a JSON object with Content-Type: "
+        "application/json";
+    return parsed;
+  }
+  if (!json.is_object()) {
+    parsed.error.message = absl::StrCat("the body must be a JSON object, got ", TypeName(json));
+    return parsed;
+  }
+  FieldReader fields(json);
+  for (const auto& [key, value] : json.items()) {
+    if (!KnownField(endpoint, key)) {
+      fields.Fail(key, "unknown field (not part of this API, or not supported)");
+      break;
+    }
+  }
+  OpenAiRequest out;
+  out.endpoint = endpoint;
+  v1::InferRequest& request = out.request;
+  v1::SamplingParameters* sampling = request.mutable_sampling();
+  const bool chat = endpoint == OpenAiEndpoint::kChatCompletions;
+
+  if (const Json* model = fields.Find("model"); model != nullptr) {
+    if (!model->is_string()) {
+      fields.Fail("model", absl::StrCat("expected a string, got ", TypeName(*model)));
+    } else {
+      request.set_model(model->get<std::string>());
+    }
+  }
+  if (chat) {
+    ReadMessages(fields, &request);
+  } else {
+    ReadPrompt(fields, &request);
+  }
+  constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+  std::optional<int64_t> max_tokens = fields.Int("max_tokens", 1, kMaxInt32);
+  if (chat) {
+    if (std::optional<int64_t> m = fields.Int("max_completion_tokens", 1, kMaxInt32)) {
+      max_tokens = m;
+    }
+  }
+  if (max_tokens) sampling->set_max_tokens(static_cast<int32_t>(*max_tokens));
+  if (std::optional<double> t = fields.Number("temperature")) {
+    if (!(*t >= 0.0 && *t <= 2.0)) {
+      fields.Fail("temperature", absl::StrCat("must be in [0, 2], got ", *t));
+    }
+    sampling->set_temperature(static_cast<float>(*t));
+  }
+  if (std::optional<double> p = fields.Number("top_p")) {
+    sampling->set_top_p(static_cast<float>(*p));
+  }
+  if (std::optional<int64_t> k = fields.Int("top_k", -1, kMaxInt32)) {
+    sampling->set_top_k(*k < 0 ? 0 : static_cast<int32_t>(*k));
+  }
+  if (std::optional<int64_t> seed = fields.Int("seed", std::numeric_limits<int64_t>::min(),
+                                               std::numeric_limits<int64_t>::max())) {
+    sampling->set_seed(static_cast<uint64_t>(*seed));
+  }
+  ReadStop(fields, sampling);
+  if (std::optional<int64_t> priority = fields.Int("priority", 0, kMaxInt32)) {
+    request.set_priority(static_cast<int32_t>(*priority));
+  }
+  if (const Json* user = fields.Find("user"); user != nullptr) {
+    if (!user->is_string()) {
+      fields.Fail("user", "expected a string");
+    } else {
+      request.set_client_request_id(user->get<std::string>());
+    }
+  }
+  out.stream = fields.Bool("stream").value_or(false);
+  if (const Json* options = fields.Find("stream_options"); options != nullptr) {
+    if (!out.stream) {
+      fields.Fail("stream_options", "only allowed when stream is true");
+    } else if (!options->is_object()) {
+      fields.Fail("stream_options", "expected an object");
+    } else {
+      for (const auto& [key, value] : options->items()) {
+        if (key != "include_usage" || !value.is_boolean()) {
+          fields.Fail(absl::StrCat("stream_options.", key),
+                      key == "include_usage" ? "expected true or false" : "unknown field");
+          break;
+        }
+        out.include_usage = value.get<bool>();
+      }
+    }
+  }
+  if (chat) {
+    out.logprobs = fields.Bool("logprobs").value_or(false);
+    if (std::optional<int64_t> top = fields.Int("top_logprobs", 0, 20)) {
+      if (!out.logprobs && *top > 0) {
+        fields.Fail("top_logprobs", "needs logprobs: true");
+      }
+      out.top_logprobs = static_cast<int32_t>(*top);
+    }
+  } else if (std::optional<int64_t> top = fields.Int("logprobs", 0, 5)) {
+    out.logprobs = true;
+    out.top_logprobs = static_cast<int32_t>(*top);
+  }
+  request.set_return_logprobs(out.logprobs);
+  request.set_top_logprobs(out.top_logprobs);
+  RefuseUnsupported(fields, endpoint);
+  if (!fields.ok()) {
+    parsed.error = fields.error();
+    return parsed;
+  }
+  parsed.request = std::move(out);
+  return parsed;
+}
+
+const char* OpenAiFinishReason(v1::FinishReason reason) {
+  return reason == v1::FINISH_REASON_STOP ? "stop" : "length";
+}
+
+OpenAiResponder::OpenAiResponder(const OpenAiRequest& request, std::string id, int64_t created,
+                                 std::string model, const Tokenizer* tokenizer)
+    : request_(request),
+      id_(std::move(id)),
+      created_(created),
+      model_(std::move(model)),
+      tokenizer_(tokenizer) {}
+
+namespace {
+
+// A token's text as the logprobs show it (special tokens included).
+std::string TokenText(const Tokenizer* tokenizer, int32_t id) {
+  if (tokenizer == nullptr) return absl::StrCat("token_id:", id);
+  absl::StatusOr<std::string> text = tokenizer->Decode({&id, 1}, /*skip_special=*/false);
+  return text.ok() ? *text : absl::StrCat("token_id:", id);
+}
+
+Json Bytes(const std::string& text) {
+  Json bytes = Json::array();
+  for (unsigned char c : text) bytes.push_back(static_cast<int>(c));
+  return bytes;
+}
+
+// Chat's logprobs: {"content": [{token, logprob, bytes, top_logprobs: [...]}, ...]}.
+Json ChatLogprobs(const SessionOutput& output, const Tokenizer* tokenizer) {
+  Json content = Json::array();
+  for (size_t i = 0; i < output.token_ids.size(); ++i) {
+    const std::string token = TokenText(tokenizer, output.token_ids[i]);
+    Json entry = {{"token", token},
+                  {"logprob", i < output.logprobs.size() ? output.logprobs[i] : 0.0f},
+                  {"bytes", Bytes(token)},
+                  {"top_logprobs", Json::array()}};
+    if (i < output.top_logprobs.size()) {
+      for (const TokenLogprob& top : output.top_logprobs[i]) {
+        const std::string top_token = TokenText(tokenizer, top.token);
+        entry["top_logprobs"].push_back(
+            {{"token", top_token}, {"logprob", top.logprob}, {"bytes", Bytes(top_token)}});
+      }
+    }
+    content.push_back(std::move(entry));
+  }
+  return {{"content", std::move(content)}};
+}
+
+// The completions API's logprobs: {tokens, token_logprobs, top_logprobs, text_offset}.
+Json CompletionLogprobs(const SessionOutput& output, const Tokenizer* tokenizer) {
+  Json tokens = Json::array(), token_logprobs = Json::array(), tops = Json::array(),
+       offsets = Json::array();
+  size_t offset = 0;
+  for (size_t i = 0; i < output.token_ids.size(); ++i) {
+    const std::string token = TokenText(tokenizer, output.token_ids[i]);
+    tokens.push_back(token);
+    token_logprobs.push_back(i < output.logprobs.size() ? output.logprobs[i] : 0.0f);
+    Json top = Json::object();
+    if (i < output.top_logprobs.size()) {
+      for (const TokenLogprob& t : output.top_logprobs[i]) {
+        top[TokenText(tokenizer, t.token)] = t.logprob;
+      }
+    }
+    tops.push_back(std::move(top));
+    offsets.push_back(offset);
+    offset += token.size();
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(token_logprobs)},
+          {"top_logprobs", std::move(tops)},
+          {"text_offset", std::move(offsets)}};
+}
+
+std::string Dump(const Json& json) {
+  return json.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+}  // namespace
+
+std::string OpenAiResponder::Whole(const SessionOutput& output, const SessionEnd& end) const {
+  const bool chat = request_.endpoint == OpenAiEndpoint::kChatCompletions;
+  Json choice = {{"index", 0}, {"finish_reason", OpenAiFinishReason(end.finish_reason)}};
+  Json logprobs;
+  if (request_.logprobs) {
+    logprobs = chat ? ChatLogprobs(output, tokenizer_) : CompletionLogprobs(output, tokenizer_);
+  }
+  choice["logprobs"] = std::move(logprobs);
+  if (chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", output.text}};
+  } else {
+    choice["text"] = output.text;
+  }
+  Json response = {{"id", id_},
+                   {"object", chat ? "chat.completion" : "text_completion"},
+                   {"created", created_},
+                   {"model", model_},
+                   {"choices", Json::array({std::move(choice)})},
+                   {"usage", UsageJson(end)}};
+  return Dump(response);
+}
+
+std::string OpenAiResponder::Event(const std::string& json) const {
+  return absl::StrCat("data: ", json, "\n\n");
+}
+
+std::string OpenAiResponder::Chunk(const SessionOutput* output, const char* finish_reason) const {
+  const bool chat = request_.endpoint == OpenAiEndpoint::kChatCompletions;
+  Json choice = {{"index", 0},
+                 {"finish_reason", finish_reason == nullptr ? Json() : Json(finish_reason)}};
+  Json logprobs;
+  if (request_.logprobs && output != nullptr) {
+    logprobs = chat ? ChatLogprobs(*output, tokenizer_) : CompletionLogprobs(*output, tokenizer_);
+  }
+  choice["logprobs"] = std::move(logprobs);
+  const std::string text = output == nullptr ? "" : output->text;
+  if (chat) {
+    choice["delta"] = output == nullptr ? Json::object() : Json({{"content", text}});
+  } else {
+    choice["text"] = text;
+  }
+  Json chunk = {{"id", id_},
+                {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                {"created", created_},
+                {"model", model_},
+                {"choices", Json::array({std::move(choice)})}};
+  if (request_.include_usage) chunk["usage"] = Json();
+  return Event(Dump(chunk));
+}
+
+std::string OpenAiResponder::FirstEvent() const {
+  if (request_.endpoint != OpenAiEndpoint::kChatCompletions) return "";
+  Json choice = {{"index", 0},
+                 {"delta", {{"role", "assistant"}, {"content", ""}}},
+                 {"logprobs", Json()},
+                 {"finish_reason", Json()}};
+  Json chunk = {{"id", id_},
+                {"object", "chat.completion.chunk"},
+                {"created", created_},
+                {"model", model_},
+                {"choices", Json::array({std::move(choice)})}};
+  if (request_.include_usage) chunk["usage"] = Json();
+  return Event(Dump(chunk));
+}
+
+std::string OpenAiResponder::OutputEvent(const SessionOutput& output) const {
+  return Chunk(&output, nullptr);
+}
+
+std::string OpenAiResponder::EndEvents(const SessionEnd& end) const {
+  std::string events;
+  if (end.status.ok()) {
+    events = Chunk(nullptr, OpenAiFinishReason(end.finish_reason));
+    if (request_.include_usage) {
+      const bool chat = request_.endpoint == OpenAiEndpoint::kChatCompletions;
+      Json usage = {{"id", id_},
+                    {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                    {"created", created_},
+                    {"model", model_},
+                    {"choices", Json::array()},
+                    {"usage", UsageJson(end)}};
+      absl::StrAppend(&events, Event(Dump(usage)));
+    }
+  } else {
+    events = Event(OpenAiErrorFromStatus(end.status, request_.endpoint).ToJson());
+  }
+  absl::StrAppend(&events, "data: [DONE]\n\n");
+  return events;
+}
+
+}  // namespace convoy

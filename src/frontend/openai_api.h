@@ -1,0 +1,98 @@
+// The OpenAI API's JSON, both ways, without any HTTP: a /v1/chat/completions or /v1/completions
+// body becomes a v1::InferRequest (so that one validator, PrepareRequest, checks every protocol's
+// requests), and a session's output becomes OpenAI's response objects, stream chunks and errors.
+// openai_service.h puts this on the HTTP server.
+//
+// What is taken: messages (content as a string or as text parts), prompt (text, token ids, or a
+// list holding one of those), max_tokens / max_completion_tokens, temperature, top_p, top_k (an
+// extension; -1 keeps all, as vLLM reads it), seed, stop (a string or a list), n (1), stream,
+// stream_options.include_usage, logprobs and top_logprobs, priority (an extension), user. Fields
+// that ask for what convoy does not do (tools, n > 1, penalties, logit_bias, echo, suffix, a
+// JSON response format) are refused by name rather than ignored; unknown fields are refused.
+#ifndef CONVOY_FRONTEND_OPENAI_API_H_
+#define CONVOY_FRONTEND_OPENAI_API_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "convoy/v1/inference.pb.h"
+#include "frontend/generation.h"
+#include "text/tokenizer.h"
+
+namespace convoy {
+
+enum class OpenAiEndpoint { kChatCompletions, kCompletions };
+
+// An error as OpenAI's API gives it: the HTTP status and {"error": {message, type, param, code}}.
+struct OpenAiError {
+  int http_status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // the request field at fault; empty: null
+  std::string code;   // empty: null
+
+  std::string ToJson() const;
+};
+
+// The error for a status of the shared request path: INVALID_ARGUMENT and FAILED_PRECONDITION
+// 400, an unknown model 404, RESOURCE_EXHAUSTED 429, UNAVAILABLE 503, DEADLINE_EXCEEDED 504,
+// CANCELLED 499, others 500. The field the message starts with ("sampling.max_tokens: ...")
+// becomes OpenAI's name for it ("max_tokens").
+OpenAiError OpenAiErrorFromStatus(const absl::Status& status, OpenAiEndpoint endpoint);
+
+struct OpenAiRequest {
+  OpenAiEndpoint endpoint = OpenAiEndpoint::kChatCompletions;
+  v1::InferRequest request;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  // Chat: logprobs (bool) and top_logprobs. Completions: logprobs (an int, the top count).
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
+};
+
+// The request in `body`, or the error naming the field at fault.
+struct ParsedOpenAiRequest {
+  std::optional<OpenAiRequest> request;
+  OpenAiError error;
+};
+ParsedOpenAiRequest ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view body);
+
+// Formats one request's answer.
+class OpenAiResponder {
+ public:
+  // `id`: the response's id ("chatcmpl-..." or "cmpl-..."); `created`: Unix seconds; `tokenizer`
+  // (may be null) spells the tokens of logprobs.
+  OpenAiResponder(const OpenAiRequest& request, std::string id, int64_t created, std::string model,
+                  const Tokenizer* tokenizer);
+
+  // The whole response (not streamed).
+  std::string Whole(const SessionOutput& output, const SessionEnd& end) const;
+
+  // Server-sent events, each "data: {...}\n\n". The first chunk of a chat stream (the role).
+  std::string FirstEvent() const;
+  // New output.
+  std::string OutputEvent(const SessionOutput& output) const;
+  // The end: the chunk with the finish reason, the usage chunk when asked for, and [DONE]. An
+  // error after the stream began is sent as an error event before [DONE].
+  std::string EndEvents(const SessionEnd& end) const;
+
+ private:
+  std::string Event(const std::string& json) const;
+  std::string Chunk(const SessionOutput* output, const char* finish_reason) const;
+
+  const OpenAiRequest& request_;
+  const std::string id_;
+  const int64_t created_;
+  const std::string model_;
+  const Tokenizer* const tokenizer_;
+};
+
+// "stop" or "length" (OpenAI has no other reasons for an answer that finished).
+const char* OpenAiFinishReason(v1::FinishReason reason);
+
+}  // namespace convoy
+
+#endif  // CONVOY_FRONTEND_OPENAI_API_H_

@@ -1,0 +1,270 @@
+"""convoyd's OpenAI-compatible API driven by the real `openai` Python client (from PyPI, in the
+test virtual environment of scripts/test-venv.sh), on the default model (SmolLM2-135M-Instruct,
+fetched by scripts/fetch-default-model.sh).
+
+Usage: openai_client_test.py CONVOYD CONVOY MODEL_FILE CONFIG
+
+Every answer is compared with convoy's own gRPC API (the `convoy` client's --json output) for the
+same greedy request; errors are checked for their HTTP status and the field they name; a stream
+the client drops must give its KV blocks back; malformed requests and garbage must leave the
+server serving. Waits are bounded; nothing is timed.
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import openai
+
+CONVOYD, CONVOY, MODEL, CONFIG = sys.argv[1:5]
+del sys.argv[1:5]
+LIVENESS_S = 120
+
+
+def read_port(path, process, log):
+    deadline = time.monotonic() + LIVENESS_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"convoyd exited with {process.returncode}:\n{open(log).read()}")
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+            if text:
+                return int(text)
+        except FileNotFoundError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"convoyd did not write {path} in {LIVENESS_S} s")
+
+
+class Server:
+    """convoyd on free loopback ports, SERVING before the tests start."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="convoy_openai_")
+        self.log = os.path.join(self.dir, "convoyd.log")
+        grpc_file = os.path.join(self.dir, "grpc.port")
+        http_file = os.path.join(self.dir, "http.port")
+        with open(self.log, "w") as log:
+            self.process = subprocess.Popen(
+                [CONVOYD, "--config", CONFIG, "--model", MODEL, "--listen-address", "127.0.0.1",
+                 "--port", "0", "--port-file", grpc_file, "--http-listen-address", "127.0.0.1",
+                 "--http-port", "0", "--http-port-file", http_file, "--metrics-port", "0"],
+                stdout=log, stderr=subprocess.STDOUT)
+        self.grpc = f"127.0.0.1:{read_port(grpc_file, self.process, self.log)}"
+        self.http_port = read_port(http_file, self.process, self.log)
+        deadline = time.monotonic() + LIVENESS_S
+        while subprocess.run([CONVOY, "health", "--addr", self.grpc],
+                             capture_output=True).returncode != 0:
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise RuntimeError(f"convoyd did not become ready:\n{open(self.log).read()}")
+            time.sleep(0.2)
+
+    def stop(self):
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=LIVENESS_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        return self.process.returncode
+
+    def convoy(self, *args):
+        """convoy generate --json through the gRPC API: the reference answer."""
+        out = subprocess.run([CONVOY, "generate", "--addr", self.grpc, "--json", *args],
+                             capture_output=True, text=True, timeout=LIVENESS_S)
+        if out.returncode != 0:
+            raise RuntimeError(f"convoy generate failed: {out.stderr}")
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    def info(self):
+        out = subprocess.run([CONVOY, "info", "--addr", self.grpc], capture_output=True,
+                             text=True, timeout=LIVENESS_S)
+        return json.loads(out.stdout)["server"]
+
+    def raw(self, data, read_limit=65536):
+        """Sends bytes on a fresh connection; returns what came back before it closed."""
+        with socket.create_connection(("127.0.0.1", self.http_port), timeout=30) as s:
+            s.sendall(data)
+            s.shutdown(socket.SHUT_WR)
+            chunks = []
+            while True:
+                chunk = s.recv(read_limit)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            return b"".join(chunks)
+
+
+SERVER = None
+QUESTION = "What is the capital of France?"
+
+
+class OpenAiClientTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.client = openai.OpenAI(base_url=f"http://127.0.0.1:{SERVER.http_port}/v1",
+                                   api_key="unused", max_retries=0, timeout=LIVENESS_S)
+        cls.model = cls.client.models.list().data[0].id
+
+    def test_models(self):
+        models = self.client.models.list().data
+        self.assertEqual(len(models), 1)
+        self.assertEqual(models[0].id, os.path.basename(MODEL).removesuffix(".gguf"))
+
+    def test_chat_equals_the_native_api(self):
+        expected = SERVER.convoy("--chat", QUESTION, "--max-tokens", "24")
+        answer = self.client.chat.completions.create(
+            model=self.model, messages=[{"role": "user", "content": QUESTION}],
+            max_tokens=24, temperature=0)
+        choice = answer.choices[0]
+        self.assertEqual(choice.message.role, "assistant")
+        self.assertEqual(choice.message.content, expected["text"])
+        self.assertEqual(choice.finish_reason, expected["finish_reason"])
+        self.assertEqual(answer.usage.prompt_tokens, expected["usage"]["prompt_tokens"])
+        self.assertEqual(answer.usage.completion_tokens, expected["usage"]["completion_tokens"])
+        self.assertIn("Paris", choice.message.content)
+
+    def test_streamed_chat_equals_the_whole_answer(self):
+        whole = self.client.chat.completions.create(
+            model=self.model, messages=[{"role": "system", "content": "Answer in one word."},
+                                        {"role": "user", "content": "Name a fruit."}],
+            max_completion_tokens=20, temperature=0)
+        stream = self.client.chat.completions.create(
+            model=self.model, messages=[{"role": "system", "content": "Answer in one word."},
+                                        {"role": "user", "content": "Name a fruit."}],
+            max_completion_tokens=20, temperature=0, stream=True,
+            stream_options={"include_usage": True})
+        text, finish, usage, chunks = "", None, None, 0
+        for chunk in stream:
+            chunks += 1
+            if chunk.usage is not None:
+                usage = chunk.usage
+            for choice in chunk.choices:
+                text += choice.delta.content or ""
+                finish = choice.finish_reason or finish
+        self.assertEqual(text, whole.choices[0].message.content)
+        self.assertEqual(finish, whole.choices[0].finish_reason)
+        self.assertIsNotNone(usage)
+        self.assertEqual(usage.completion_tokens, whole.usage.completion_tokens)
+        self.assertGreater(chunks, 2)
+
+    def test_completions_equal_the_native_api(self):
+        prompt = "The capital of Germany is"
+        expected = SERVER.convoy("--prompt", prompt, "--max-tokens", "12", "--logprobs")
+        answer = self.client.completions.create(model=self.model, prompt=prompt, max_tokens=12,
+                                                temperature=0, logprobs=2)
+        choice = answer.choices[0]
+        self.assertEqual(choice.text, expected["text"])
+        self.assertEqual(choice.finish_reason, expected["finish_reason"])
+        self.assertEqual(len(choice.logprobs.token_logprobs), len(expected["token_ids"]))
+        for got, want in zip(choice.logprobs.token_logprobs, expected["logprobs"]):
+            self.assertAlmostEqual(got, want, places=4)
+        self.assertTrue(all(len(top) <= 2 for top in choice.logprobs.top_logprobs))
+        streamed = "".join(c.choices[0].text for c in self.client.completions.create(
+            model=self.model, prompt=prompt, max_tokens=12, temperature=0, stream=True)
+            if c.choices)
+        self.assertEqual(streamed, expected["text"])
+        ids = self.client.completions.create(model=self.model,
+                                             prompt=expected["prompt_token_ids"],
+                                             max_tokens=12, temperature=0)
+        self.assertEqual(ids.choices[0].text, expected["text"])
+
+    def test_chat_logprobs_and_stop(self):
+        expected = SERVER.convoy("--chat", "Count from 1 to 9.", "--max-tokens", "40",
+                                 "--logprobs", "--stop", "4")
+        answer = self.client.chat.completions.create(
+            model=self.model, messages=[{"role": "user", "content": "Count from 1 to 9."}],
+            max_tokens=40, temperature=0, stop=["4"], logprobs=True, top_logprobs=3)
+        choice = answer.choices[0]
+        self.assertEqual(choice.message.content, expected["text"])
+        self.assertNotIn("4", choice.message.content)
+        self.assertEqual(choice.finish_reason, "stop")
+        self.assertEqual(len(choice.logprobs.content), answer.usage.completion_tokens)
+        for entry, want in zip(choice.logprobs.content, expected["logprobs"]):
+            self.assertAlmostEqual(entry.logprob, want, places=4)
+            self.assertLessEqual(len(entry.top_logprobs), 3)
+
+    def test_bad_fields_are_named(self):
+        messages = [{"role": "user", "content": "hi"}]
+        cases = [
+            (dict(messages=messages, max_tokens=0), "max_tokens"),
+            (dict(messages=messages, temperature=-1), "temperature"),
+            (dict(messages=messages, top_p=1.5), "top_p"),
+            (dict(messages=messages, stop=[""]), "stop"),
+            (dict(messages=messages, n=3), "n"),
+            (dict(messages=[{"role": "wizard", "content": "hi"}]), "messages[0].role"),
+            (dict(messages=messages, max_tokens=1000000), "max_tokens"),
+            (dict(messages=messages, extra_body={"bogus": 1}), "bogus"),
+        ]
+        for kwargs, param in cases:
+            with self.subTest(param=param):
+                with self.assertRaises(openai.BadRequestError) as caught:
+                    self.client.chat.completions.create(model=self.model, **kwargs)
+                self.assertEqual(caught.exception.status_code, 400)
+                self.assertEqual(caught.exception.body["param"], param)
+        with self.assertRaises(openai.NotFoundError) as caught:
+            self.client.chat.completions.create(model="gpt-17", messages=messages)
+        self.assertEqual(caught.exception.body["code"], "model_not_found")
+        with self.assertRaises(openai.BadRequestError):
+            self.client.completions.create(model=self.model, prompt="x" * 40000, max_tokens=4)
+
+    def test_a_dropped_stream_gives_its_kv_blocks_back(self):
+        stream = self.client.chat.completions.create(
+            model=self.model, messages=[{"role": "user", "content": "Write a long story."}],
+            max_tokens=2000, temperature=0, stream=True)
+        received = 0
+        for chunk in stream:
+            received += 1
+            if received == 3:
+                break
+        stream.close()
+        deadline = time.monotonic() + LIVENESS_S
+        while True:
+            info = SERVER.info()
+            if info["kv_blocks_free"] == info["kv_blocks_total"] and info["num_running"] == 0:
+                break
+            self.assertLess(time.monotonic(), deadline, f"KV blocks still held: {info}")
+            time.sleep(0.2)
+        self.assertGreaterEqual(int(info["requests_cancelled"]), 1)
+
+    def test_malformed_requests_and_garbage(self):
+        def post(body, content_length=None):
+            length = len(body) if content_length is None else content_length
+            return SERVER.raw(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                              b"Content-Type: application/json\r\nConnection: close\r\n"
+                              + f"Content-Length: {length}\r\n\r\n".encode() + body)
+
+        reply = post(b"{not json")
+        self.assertTrue(reply.startswith(b"HTTP/1.1 400"), reply[:200])
+        self.assertIn(b"not valid JSON", reply)
+        reply = post(b'{"messages": "hi"}')
+        self.assertTrue(reply.startswith(b"HTTP/1.1 400"), reply[:200])
+        self.assertIn(b'"param":"messages"', reply)
+        reply = post(b"{}", content_length=64 * 1024 * 1024)
+        self.assertTrue(reply.startswith(b"HTTP/1.1 413"), reply[:200])
+        reply = SERVER.raw(os.urandom(4096))
+        self.assertTrue(reply == b"" or reply.startswith(b"HTTP/1.1 400"), reply[:200])
+        reply = SERVER.raw(b"GET /v1/nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        self.assertTrue(reply.startswith(b"HTTP/1.1 404"), reply[:200])
+        # Still serving.
+        answer = self.client.chat.completions.create(
+            model=self.model, messages=[{"role": "user", "content": "hi"}], max_tokens=4)
+        self.assertLessEqual(answer.usage.completion_tokens, 4)
+        self.assertGreater(answer.usage.completion_tokens, 0)
+
+
+if __name__ == "__main__":
+    if not os.path.exists(MODEL):
+        sys.exit(f"{MODEL} is missing: run scripts/fetch-default-model.sh (scripts/test.sh does)")
+    SERVER = Server()
+    try:
+        result = unittest.main(exit=False, verbosity=2).result
+    finally:
+        code = SERVER.stop()
+    if code != 0:
+        print(f"convoyd exited {code} after SIGTERM; its log:\n{open(SERVER.log).read()}")
+    sys.exit(0 if result.wasSuccessful() and code == 0 else 1)

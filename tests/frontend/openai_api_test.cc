@@ -1,0 +1,196 @@
+#include "frontend/openai_api.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace convoy {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+using Json = nlohmann::json;
+
+constexpr OpenAiEndpoint kChat = OpenAiEndpoint::kChatCompletions;
+constexpr OpenAiEndpoint kCompletions = OpenAiEndpoint::kCompletions;
+
+OpenAiRequest Parse(OpenAiEndpoint endpoint, const std::string& body) {
+  ParsedOpenAiRequest parsed = ParseOpenAiRequest(endpoint, body);
+  EXPECT_TRUE(parsed.request.has_value()) << parsed.error.message;
+  return parsed.request.value_or(OpenAiRequest());
+}
+
+OpenAiError Error(OpenAiEndpoint endpoint, const std::string& body) {
+  ParsedOpenAiRequest parsed = ParseOpenAiRequest(endpoint, body);
+  EXPECT_FALSE(parsed.request.has_value()) << body;
+  return parsed.error;
+}
+
+TEST(OpenAiApiTest, AChatRequestBecomesTheSharedRequest) {
+  const OpenAiRequest r = Parse(kChat, R"({
+    "model": "smol", "messages": [
+      {"role": "developer", "content": "Be brief."},
+      {"role": "user", "content": [{"type": "text", "text": "Hi "}, {"type": "text", "text": "there"}]},
+      {"role": "assistant", "content": null}, {"role": "user", "content": "?", "name": "ann"}],
+    "max_completion_tokens": 12, "temperature": 0.5, "top_p": 0.9, "top_k": -1, "seed": 7,
+    "stop": ["\n", "END"], "stream": true, "stream_options": {"include_usage": true},
+    "logprobs": true, "top_logprobs": 3, "n": 1, "presence_penalty": 0, "user": "u1"})");
+  EXPECT_EQ(r.request.model(), "smol");
+  ASSERT_EQ(r.request.messages_size(), 4);
+  EXPECT_EQ(r.request.messages(0).role(), "system");
+  EXPECT_EQ(r.request.messages(1).content(), "Hi there");
+  EXPECT_EQ(r.request.messages(2).content(), "");
+  EXPECT_EQ(r.request.sampling().max_tokens(), 12);
+  EXPECT_FLOAT_EQ(r.request.sampling().temperature(), 0.5f);
+  EXPECT_FLOAT_EQ(r.request.sampling().top_p(), 0.9f);
+  EXPECT_EQ(r.request.sampling().top_k(), 0);
+  EXPECT_EQ(r.request.sampling().seed(), 7u);
+  EXPECT_THAT(r.request.sampling().stop(), ElementsAre("\n", "END"));
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_TRUE(r.request.return_logprobs());
+  EXPECT_EQ(r.request.top_logprobs(), 3);
+  EXPECT_EQ(r.request.client_request_id(), "u1");
+}
+
+TEST(OpenAiApiTest, ACompletionPromptIsTextOrIds) {
+  EXPECT_EQ(Parse(kCompletions, R"({"prompt": "Once upon"})").request.prompt_text(), "Once upon");
+  EXPECT_EQ(Parse(kCompletions, R"({"prompt": ["Once upon"]})").request.prompt_text(), "Once upon");
+  EXPECT_THAT(Parse(kCompletions, R"({"prompt": [1, 2, 3]})").request.prompt_token_ids(),
+              ElementsAre(1, 2, 3));
+  EXPECT_THAT(Parse(kCompletions, R"({"prompt": [[4, 5]]})").request.prompt_token_ids(),
+              ElementsAre(4, 5));
+  const OpenAiRequest r = Parse(kCompletions, R"({"prompt": "x", "logprobs": 2, "stop": "."})");
+  EXPECT_TRUE(r.request.return_logprobs());
+  EXPECT_EQ(r.request.top_logprobs(), 2);
+  EXPECT_THAT(r.request.sampling().stop(), ElementsAre("."));
+  EXPECT_FALSE(r.request.sampling().has_max_tokens());  // the server's default
+}
+
+TEST(OpenAiApiTest, EveryBadFieldIsNamed) {
+  struct Case {
+    OpenAiEndpoint endpoint;
+    const char* body;
+    const char* param;
+  };
+  const Case cases[] = {
+      {kChat, R"({"messages": []})", "messages"},
+      {kChat, R"({"model": "m"})", "messages"},
+      {kChat, R"({"messages": [{"role": 3, "content": "a"}]})", "messages[0].role"},
+      {kChat, R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content"},
+      {kChat, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+       "messages[0].content[0]"},
+      {kChat, R"({"messages": [{"role": "user", "content": "a", "tool_calls": []}]})",
+       "messages[0].tool_calls"},
+      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "max_tokens": "5"})",
+       "max_tokens"},
+      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "max_tokens": 2.5})",
+       "max_tokens"},
+      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "max_tokens": 0})", "max_tokens"},
+      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "temperature": 3})",
+       "temperature"},
+      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "stop": 4})", "stop"},
+      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "stop": ["a", 1]})", "stop[1]"},
+      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "n": 2})", "n"},
+      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "frequency_penalty": 1})",
+       "frequency_penalty"},
+      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "tools": [{}]})", "tools"},
+      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "top_logprobs": 2})",
+       "top_logprobs"},
+      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "stream_options": {}})",
+       "stream_options"},
+      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "bogus": 1})", "bogus"},
+      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "model": 1})", "model"},
+      {kCompletions, R"({"prompt": ""})", "prompt"},
+      {kCompletions, R"({"prompt": ["a", "b"]})", "prompt"},
+      {kCompletions, R"({"prompt": [1, -2]})", "prompt[1]"},
+      {kCompletions, R"({"prompt": "a", "echo": true})", "echo"},
+      {kCompletions, R"({"prompt": "a", "logprobs": 9})", "logprobs"},
+      {kCompletions, R"({"prompt": "a", "messages": []})", "messages"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.body);
+    const OpenAiError error = Error(c.endpoint, c.body);
+    EXPECT_EQ(error.http_status, 400);
+    EXPECT_EQ(error.param, c.param);
+    EXPECT_THAT(error.message, StartsWith(std::string(c.param) + ": "));
+    const Json json = Json::parse(error.ToJson());
+    EXPECT_EQ(json["error"]["param"], c.param);
+    EXPECT_EQ(json["error"]["type"], "invalid_request_error");
+  }
+  for (const char* body : {"{", "[1]", "\"x\"", "{\"prompt\": \"\xff\"}"}) {
+    SCOPED_TRACE(body);
+    const OpenAiError error = Error(kCompletions, body);
+    EXPECT_EQ(error.http_status, 400);
+    EXPECT_THAT(error.message, HasSubstr("JSON"));
+    EXPECT_TRUE(Json::parse(error.ToJson())["error"]["param"].is_null());
+  }
+}
+
+TEST(OpenAiApiTest, SharedStatusesBecomeOpenAiErrors) {
+  OpenAiError e = OpenAiErrorFromStatus(
+      absl::InvalidArgumentError("sampling.max_tokens: 9000 exceeds the model's context"), kChat);
+  EXPECT_EQ(e.http_status, 400);
+  EXPECT_EQ(e.param, "max_tokens");
+  EXPECT_EQ(e.message, "max_tokens: 9000 exceeds the model's context");
+  e = OpenAiErrorFromStatus(absl::InvalidArgumentError("sampling.stop[2]: empty"), kChat);
+  EXPECT_EQ(e.param, "stop");
+  e = OpenAiErrorFromStatus(absl::InvalidArgumentError("prompt_text: the prompt has 9 tokens"),
+                            kCompletions);
+  EXPECT_EQ(e.param, "prompt");
+  e = OpenAiErrorFromStatus(absl::InvalidArgumentError("model: unknown model 'x'"), kChat);
+  EXPECT_EQ(e.http_status, 404);
+  EXPECT_EQ(e.code, "model_not_found");
+  EXPECT_EQ(OpenAiErrorFromStatus(absl::ResourceExhaustedError("queue full"), kChat).http_status,
+            429);
+  e = OpenAiErrorFromStatus(absl::UnavailableError("the model is loading; retry shortly"), kChat);
+  EXPECT_EQ(e.http_status, 503);
+  EXPECT_TRUE(e.param.empty());
+  EXPECT_EQ(e.message, "the model is loading; retry shortly");
+  EXPECT_EQ(OpenAiErrorFromStatus(absl::InternalError("boom"), kChat).http_status, 500);
+}
+
+TEST(OpenAiApiTest, ResponsesHaveOpenAisShape) {
+  const OpenAiRequest request =
+      Parse(kChat, R"({"messages": [{"role": "user", "content": "a"}], "stream": true,
+                       "stream_options": {"include_usage": true}})");
+  OpenAiResponder responder(request, "chatcmpl-7", 1700000000, "smol", nullptr);
+  SessionOutput output;
+  output.token_ids = {5, 6};
+  output.text = "Hello";
+  SessionEnd end;
+  end.finish_reason = v1::FINISH_REASON_STOP;
+  end.prompt_tokens = 3;
+  end.completion_tokens = 2;
+
+  const Json whole = Json::parse(responder.Whole(output, end));
+  EXPECT_EQ(whole["object"], "chat.completion");
+  EXPECT_EQ(whole["id"], "chatcmpl-7");
+  EXPECT_EQ(whole["choices"][0]["message"]["content"], "Hello");
+  EXPECT_EQ(whole["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(whole["usage"]["total_tokens"], 5);
+
+  const std::string first = responder.FirstEvent();
+  ASSERT_THAT(first, StartsWith("data: "));
+  EXPECT_EQ(Json::parse(first.substr(6))["choices"][0]["delta"]["role"], "assistant");
+  const std::string chunk = responder.OutputEvent(output);
+  EXPECT_EQ(chunk.substr(chunk.size() - 2), "\n\n");
+  EXPECT_EQ(Json::parse(chunk.substr(6))["choices"][0]["delta"]["content"], "Hello");
+  const std::string ending = responder.EndEvents(end);
+  EXPECT_THAT(ending, HasSubstr("\"finish_reason\":\"stop\""));
+  EXPECT_THAT(ending, HasSubstr("\"choices\":[],"));
+  EXPECT_THAT(ending, HasSubstr("\"total_tokens\":5"));
+  EXPECT_EQ(ending.substr(ending.size() - 14), "data: [DONE]\n\n");
+
+  SessionEnd failed;
+  failed.status = absl::UnavailableError("the server shut down before request 7 finished");
+  const std::string error_events = responder.EndEvents(failed);
+  EXPECT_THAT(error_events, StartsWith("data: {\"error\":"));
+  EXPECT_THAT(error_events, HasSubstr("data: [DONE]"));
+}
+
+}  // namespace
+}  // namespace convoy
