@@ -2,7 +2,9 @@
 # Builds convoy's CPU image from docker/Dockerfile, unchanged, with buildah, from a clean clone of
 # the committed HEAD, over a debian:12 image made here from a debootstrap root; then runs it as an
 # operator would and checks it: convoyd becomes SERVING, answers token-id and text prompts over
-# gRPC, serves /metrics over HTTP, listens on every interface, passes the image's own HEALTHCHECK,
+# gRPC, answers /health, /ready and a chat completion over HTTP (with the host's python3 in the
+# container's network namespace: the image has neither curl nor python3), serves /metrics,
+# listens on every interface (the image's config opts in; convoyd's default is loopback), passes the image's own HEALTHCHECK,
 # runs as the image's non-root user, the image holds no compiler and no -dev package; SIGTERM
 # drains it and it exits 0. Prints the image's size and how long each part took.
 #
@@ -331,7 +333,7 @@ for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         if state == "0A":  # LISTEN
             wildcard = set(address) == {"0"}
             listening.add(("*" if wildcard else address, int(port, 16)))
-for port in (50051, 8002):
+for port in (50051, 8000, 8002):
     if ("*", port) not in listening:
         errors.append(f"nothing listens on every interface at port {port} "
                       f"(listening: {sorted(listening)})")
@@ -350,10 +352,33 @@ if "convoy_num_requests_waiting" not in values:
 if values.get("convoy_nv_inference_request_success", 0) < 2:
     errors.append("/metrics counts fewer than the 2 requests answered: convoy_nv_inference_request_success = "
                   f"{values.get('convoy_nv_inference_request_success')}")
+# The HTTP port: liveness, readiness and the OpenAI API. The runtime image has neither curl nor
+# python3 (it holds convoy's programs and the libraries they load), so this client is the host's
+# python3, in the container's network namespace.
+import json
+for path in ("/health", "/ready"):
+    try:
+        status = urllib.request.urlopen(f"http://127.0.0.1:8000{path}", timeout=10).status
+        if status != 200:
+            errors.append(f"GET http://127.0.0.1:8000{path} answered {status}, not 200")
+    except OSError as e:
+        errors.append(f"GET http://127.0.0.1:8000{path} failed: {e}")
+chat = json.dumps({"messages": [{"role": "user", "content": "What is the capital of France?"}],
+                   "max_tokens": 8, "temperature": 0}).encode()
+try:
+    request = urllib.request.Request("http://127.0.0.1:8000/v1/chat/completions", data=chat,
+                                     headers={"Content-Type": "application/json"})
+    answer = json.loads(urllib.request.urlopen(request, timeout=120).read())
+    choice = answer["choices"][0]
+    if not choice["message"]["content"] or answer["usage"]["completion_tokens"] < 1:
+        errors.append(f"POST /v1/chat/completions answered no text: {answer}")
+except (OSError, KeyError, IndexError, ValueError) as e:
+    errors.append(f"POST http://127.0.0.1:8000/v1/chat/completions failed: {e}")
 for e in errors:
     print("image-check:", e, file=sys.stderr)
 if not errors:
-    print(f"image-check: ok: listening on every interface at 50051 and 8002; /metrics has {len(values)} series",
+    print("image-check: ok: listening on every interface at 50051, 8000 and 8002; HTTP /health, "
+          f"/ready and /v1/chat/completions answer; /metrics has {len(values)} series",
           file=sys.stderr)
 sys.exit(1 if errors else 0)
 EOF

@@ -10,8 +10,11 @@
 // Exit codes: 0 success, 1 the call failed (the status is printed on stderr), 2 bad usage.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -50,6 +53,13 @@ ABSL_FLAG(bool, logprobs, false, "Return each token's log-probability");
 ABSL_FLAG(int32_t, top_logprobs, 0, "Also return the N most likely tokens per step");
 ABSL_FLAG(bool, stream, false, "Print tokens as they are generated");
 ABSL_FLAG(bool, json, false, "Print the response as one JSON object");
+ABSL_FLAG(std::string, tls_ca, "",
+          "TLS: trust the server's certificate when this CA (a PEM file) signed it; without it "
+          "the connection is plain text");
+ABSL_FLAG(std::string, tls_cert, "", "Mutual TLS: this client's certificate chain (a PEM file)");
+ABSL_FLAG(std::string, tls_key, "", "Mutual TLS: this client's private key (a PEM file)");
+ABSL_FLAG(std::string, api_key, "",
+          "The API key, sent as `authorization: Bearer KEY` (default: $CONVOY_API_KEY)");
 ABSL_FLAG(std::string, service, "", "health: the service to ask about; empty: the whole server");
 
 namespace {
@@ -71,6 +81,8 @@ const convoy::cli::CommandLine kTop = {
     "            sampling flags]\n"
     "  health    [--service NAME]: exit 0 only when SERVING\n"
     "  info      model and server information as JSON\n\n"
+    "Connection flags of every command: --tls-ca FILE (TLS), --tls-cert FILE --tls-key FILE\n"
+    "(mutual TLS), --api-key KEY (or $CONVOY_API_KEY).\n"
     "Run 'convoy COMMAND --help' for a command's flags.",
     {},
     {}};
@@ -82,9 +94,10 @@ const convoy::cli::CommandLine kGenerate = {
     "--system message) through the model's chat template. --stream prints text as it comes;\n"
     "--json prints one JSON object (with --stream, one per message, the last one the whole\n"
     "response) with prompt_token_ids, token_ids, text, logprobs and finish_reason.",
-    {"addr", "model", "token_ids", "prompt", "chat", "system", "max_tokens", "temperature", "top_k",
-     "top_p", "seed", "stop_token_ids", "stop", "priority", "timeout_ms", "logprobs",
-     "top_logprobs", "stream", "json"},
+    {"addr",       "tls_ca",   "tls_cert",     "tls_key",        "api_key",    "model",
+     "token_ids",  "prompt",   "chat",         "system",         "max_tokens", "temperature",
+     "top_k",      "top_p",    "seed",         "stop_token_ids", "stop",       "priority",
+     "timeout_ms", "logprobs", "top_logprobs", "stream",         "json"},
     {}};
 
 const convoy::cli::CommandLine kChat = {
@@ -93,37 +106,74 @@ const convoy::cli::CommandLine kChat = {
     "            --top-p P --seed S --stop TEXT]\n\n"
     "An interactive chat: each line you type is a user message; the answer streams back and\n"
     "the conversation goes on. An empty line or end of input (Ctrl-D) ends it.",
-    {"addr", "model", "system", "max_tokens", "temperature", "top_k", "top_p", "seed", "stop",
-     "priority", "timeout_ms"},
+    {"addr", "tls_ca", "tls_cert", "tls_key", "api_key", "model", "system", "max_tokens",
+     "temperature", "top_k", "top_p", "seed", "stop", "priority", "timeout_ms"},
     {}};
 
 const convoy::cli::CommandLine kHealth = {
     "convoy health",
     "convoy health --addr HOST:PORT [--service NAME] [--timeout-ms T]\n\n"
     "Prints the grpc.health.v1 status; exit 0 only when SERVING.",
-    {"addr", "service", "timeout_ms"},
+    {"addr", "tls_ca", "tls_cert", "tls_key", "service", "timeout_ms"},
     {}};
 
 const convoy::cli::CommandLine kInfo = {
     "convoy info",
     "convoy info --addr HOST:PORT [--timeout-ms T]\n\nPrints the model and server "
     "information as one JSON object.",
-    {"addr", "timeout_ms"},
+    {"addr", "tls_ca", "tls_cert", "tls_key", "api_key", "timeout_ms"},
     {}};
 
 // The flags given on the command line.
 convoy::cli::ParsedFlags parsed_flags;
 bool Given(const std::string& flag) { return parsed_flags.specified.count(flag) > 0; }
 
+// The content of the file a flag names; exits the process (with the flag's name) when it cannot
+// be read.
+std::string ReadFlagFile(const std::string& path, const char* flag) {
+  std::ifstream in(path);
+  std::stringstream text;
+  if (in) text << in.rdbuf();
+  if (!in || text.str().empty()) {
+    std::cerr << "convoy: --" << flag << ": cannot read '" << path << "' (or it is empty)\n";
+    std::exit(kFailed);
+  }
+  return text.str();
+}
+
+std::shared_ptr<grpc::ChannelCredentials> Credentials() {
+  const std::string ca = absl::GetFlag(FLAGS_tls_ca);
+  const std::string cert = absl::GetFlag(FLAGS_tls_cert);
+  const std::string key = absl::GetFlag(FLAGS_tls_key);
+  if (ca.empty() && cert.empty() && key.empty()) return grpc::InsecureChannelCredentials();
+  if (cert.empty() != key.empty()) {
+    std::cerr << "convoy: --tls-cert and --tls-key go together\n";
+    std::exit(kFailed);
+  }
+  grpc::SslCredentialsOptions ssl;
+  if (!ca.empty()) ssl.pem_root_certs = ReadFlagFile(ca, "tls-ca");
+  if (!cert.empty()) {
+    ssl.pem_cert_chain = ReadFlagFile(cert, "tls-cert");
+    ssl.pem_private_key = ReadFlagFile(key, "tls-key");
+  }
+  return grpc::SslCredentials(ssl);
+}
+
 std::shared_ptr<grpc::Channel> Connect() {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
-  return grpc::CreateCustomChannel(absl::GetFlag(FLAGS_addr), grpc::InsecureChannelCredentials(),
-                                   args);
+  return grpc::CreateCustomChannel(absl::GetFlag(FLAGS_addr), Credentials(), args);
 }
 
+// The call's deadline (--timeout-ms, or `default_ms`; 0: none) and API key.
 void SetDeadline(grpc::ClientContext* context, int64_t default_ms) {
+  std::string key = absl::GetFlag(FLAGS_api_key);
+  if (key.empty()) {
+    const char* env = std::getenv("CONVOY_API_KEY");
+    if (env != nullptr) key = env;
+  }
+  if (!key.empty()) context->AddMetadata("authorization", "Bearer " + key);
   const int64_t ms =
       absl::GetFlag(FLAGS_timeout_ms) > 0 ? absl::GetFlag(FLAGS_timeout_ms) : default_ms;
   if (ms > 0)

@@ -1,9 +1,10 @@
 // convoyd: the convoy inference server.
 //   convoyd --config FILE [--model DIR] [--port N] [--port-file F] [--listen-address A]
 //           [--http-port N] [--http-port-file F] [--http-listen-address A] [--log-level info]
-// Command-line flags override the config file. The server listens at once and reports
-// NOT_SERVING on grpc.health.v1 (and 503 on the HTTP port's /ready) until the model is loaded and
-// warmed up. SIGTERM or SIGINT: drain and exit 0; a second signal exits at once.
+// Command-line flags override the config file (at start and at every reload). The server listens
+// at once and reports NOT_SERVING on grpc.health.v1 (and 503 on the HTTP port's /ready) until the
+// model is loaded and warmed up. SIGTERM or SIGINT: drain and exit 0; a second signal exits at
+// once. SIGHUP, or a change of the config file, reloads it (daemon.h).
 #include <algorithm>
 #include <functional>
 #include <string>
@@ -12,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/daemon.h"
 #include "metrics/logging.h"
+#include "scheduler/config_reload.h"
 #include "scheduler/server_config.h"
 #include "spdlog/spdlog.h"
 #include "tools/cli_flags.h"
@@ -22,13 +24,13 @@ ABSL_FLAG(std::string, config, "",
 ABSL_FLAG(std::string, model, "",
           "Model: a directory (config.json + safetensors) or a .gguf file (overrides model.dir)");
 ABSL_FLAG(int32_t, port, 50051, "TCP port (overrides frontend.port); 0 picks a free one");
-ABSL_FLAG(std::string, listen_address, "0.0.0.0",
+ABSL_FLAG(std::string, listen_address, "127.0.0.1",
           "Address to listen on (overrides frontend.listen_address)");
 ABSL_FLAG(std::string, port_file, "", "Write the bound port to this file once listening");
 ABSL_FLAG(
     int32_t, http_port, 8000,
     "HTTP port: /health, /ready, /metrics (overrides frontend.http_port); 0 picks a free one");
-ABSL_FLAG(std::string, http_listen_address, "0.0.0.0",
+ABSL_FLAG(std::string, http_listen_address, "127.0.0.1",
           "Address the HTTP port listens on (overrides frontend.http_listen_address)");
 ABSL_FLAG(std::string, http_port_file, "", "Write the bound HTTP port to this file once listening");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off");
@@ -42,9 +44,11 @@ const convoy::cli::CommandLine kCommandLine = {
     "convoyd",
     "convoyd --config FILE [--model DIR] [--port N] [--port-file F] [--listen-address A]\n"
     "        [--http-port N] [--http-port-file F] [--http-listen-address A]\n\n"
-    "Serves a model over gRPC (convoy.v1.Inference, grpc.health.v1.Health, reflection), with\n"
-    "health (/health, /ready) and /metrics on the HTTP port.\n"
-    "Flags override the config file. SIGTERM or SIGINT drains and exits 0.",
+    "Serves a model over gRPC (convoy.v1.Inference, KServe v2, grpc.health.v1.Health), with\n"
+    "health (/health, /ready), the OpenAI API and /metrics on the HTTP port; on 127.0.0.1\n"
+    "unless the config or the flags say otherwise.\n"
+    "Flags override the config file. SIGTERM or SIGINT drains and exits 0; SIGHUP (or a change\n"
+    "of the file) reloads the config's live settings.",
     {"config", "model", "port", "listen_address", "port_file", "log_level", "log_format",
      "metrics_port", "http_port", "http_listen_address", "http_port_file"},
     {}};
@@ -55,6 +59,37 @@ struct PortFlag {
   int32_t value;
   std::function<void(uint32_t)> set;
 };
+
+// Applies the flags given on the command line to `config`; an error message, or empty.
+template <typename Specified>
+std::string ApplyOverrides(const Specified& specified, convoy::v1::ServerConfig* config) {
+  if (specified.count("model")) config->mutable_model()->set_dir(absl::GetFlag(FLAGS_model));
+  convoy::v1::FrontendConfig* frontend = config->mutable_frontend();
+  const PortFlag ports[] = {
+      {"port", absl::GetFlag(FLAGS_port), [&](uint32_t p) { frontend->set_port(p); }},
+      {"http_port", absl::GetFlag(FLAGS_http_port),
+       [&](uint32_t p) { frontend->set_http_port(p); }},
+      {"metrics_port", absl::GetFlag(FLAGS_metrics_port),
+       [&](uint32_t p) { config->mutable_metrics()->set_port(p); }}};
+  for (const PortFlag& flag : ports) {
+    if (!specified.count(flag.name)) continue;
+    if (flag.value < 0 || flag.value > 65535) {
+      std::string dashed = flag.name;
+      std::replace(dashed.begin(), dashed.end(), '_', '-');
+      return "--" + dashed + " must be in 0..65535";
+    }
+    flag.set(static_cast<uint32_t>(flag.value));
+  }
+  if (specified.count("listen_address")) {
+    frontend->set_listen_address(absl::GetFlag(FLAGS_listen_address));
+  }
+  if (specified.count("http_listen_address")) {
+    const std::string address = absl::GetFlag(FLAGS_http_listen_address);
+    if (address.empty()) return "--http-listen-address is empty";
+    frontend->set_http_listen_address(address);
+  }
+  return "";
+}
 
 }  // namespace
 
@@ -74,55 +109,39 @@ int main(int argc, char** argv) {
   logging.level = absl::GetFlag(FLAGS_log_level);
   logging.format = *format;
   logging.logger_name = "convoyd";
+  // The engine and front-end threads never wait on stderr (a stalled pipe drops lines instead).
+  logging.async = true;
   if (absl::Status status = convoy::SetUpLogging(logging); !status.ok()) {
     return convoy::cli::BadUsage(kCommandLine, std::string(status.message()));
   }
 
-  convoy::DaemonOptions options;
   const std::string config_path = absl::GetFlag(FLAGS_config);
-  absl::StatusOr<convoy::v1::ServerConfig> config =
-      config_path.empty() ? convoy::ParseServerConfig("", "<defaults>")
-                          : convoy::LoadServerConfig(config_path);
+  // The file as read, with the command line's overrides: at start, and at each reload.
+  auto load = [config_path,
+               specified = parsed.specified]() -> absl::StatusOr<convoy::v1::ServerConfig> {
+    absl::StatusOr<convoy::v1::ServerConfig> config =
+        config_path.empty() ? convoy::ParseServerConfig("", "<defaults>")
+                            : convoy::LoadServerConfig(config_path);
+    if (!config.ok()) return config.status();
+    if (std::string error = ApplyOverrides(specified, &*config); !error.empty()) {
+      return absl::InvalidArgumentError(error);
+    }
+    return config;
+  };
+  absl::StatusOr<convoy::v1::ServerConfig> config = load();
   if (!config.ok())
     return convoy::cli::BadUsage(kCommandLine, std::string(config.status().message()));
+  convoy::DaemonOptions options;
   options.config = *std::move(config);
   options.config_source = config_path.empty() ? "<defaults>" : config_path;
-
-  if (parsed.specified.count("model")) {
-    options.config.mutable_model()->set_dir(absl::GetFlag(FLAGS_model));
-  }
-  convoy::v1::FrontendConfig* frontend = options.config.mutable_frontend();
-  const PortFlag ports[] = {
-      {"port", absl::GetFlag(FLAGS_port), [&](uint32_t p) { frontend->set_port(p); }},
-      {"http_port", absl::GetFlag(FLAGS_http_port),
-       [&](uint32_t p) { frontend->set_http_port(p); }},
-      {"metrics_port", absl::GetFlag(FLAGS_metrics_port),
-       [&](uint32_t p) { options.config.mutable_metrics()->set_port(p); }}};
-  for (const PortFlag& flag : ports) {
-    if (!parsed.specified.count(flag.name)) continue;
-    if (flag.value < 0 || flag.value > 65535) {
-      std::string dashed = flag.name;
-      std::replace(dashed.begin(), dashed.end(), '_', '-');
-      return convoy::cli::BadUsage(kCommandLine, "--" + dashed + " must be in 0..65535");
-    }
-    flag.set(static_cast<uint32_t>(flag.value));
-  }
-  if (parsed.specified.count("listen_address")) {
-    frontend->set_listen_address(absl::GetFlag(FLAGS_listen_address));
-  }
-  if (parsed.specified.count("http_listen_address")) {
-    const std::string address = absl::GetFlag(FLAGS_http_listen_address);
-    if (address.empty()) {
-      return convoy::cli::BadUsage(kCommandLine, "--http-listen-address is empty");
-    }
-    frontend->set_http_listen_address(address);
-  }
+  options.config_path = config_path;
+  options.reload_config = load;
   if (options.config.model().dir().empty()) {
     return convoy::cli::BadUsage(kCommandLine,
                                  "no model: give --model DIR or model { dir: ... } in the config");
   }
   options.port_file = absl::GetFlag(FLAGS_port_file);
   options.http_port_file = absl::GetFlag(FLAGS_http_port_file);
-  convoy::LogEffectiveConfig(options.config.DebugString());
+  convoy::LogEffectiveConfig(convoy::EffectiveConfigText(options.config));
   return convoy::RunDaemon(options);
 }

@@ -1,6 +1,7 @@
 #include "daemon/daemon.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -21,9 +23,11 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "convoy/status_macros.h"
+#include "daemon/config_reloader.h"
 #include "daemon/executor_factory.h"
 #include "daemon/http_routes.h"
 #include "engine/engine_loop.h"
+#include "frontend/api_keys.h"
 #include "frontend/grpc_server.h"
 #include "frontend/health_service.h"
 #include "frontend/inference_service.h"
@@ -33,6 +37,7 @@
 #include "metrics/metrics.h"
 #include "model/model_tokenizer.h"
 #include "model/model_weights.h"
+#include "scheduler/config_reload.h"
 #include "scheduler/server_config.h"
 #include "spdlog/spdlog.h"
 #include "text/chat_template.h"
@@ -45,6 +50,8 @@ namespace convoy {
 namespace {
 
 constexpr absl::Duration kWarmUpLimit = absl::Minutes(10);
+// How often the config file's content is compared with what was last read.
+constexpr int kConfigPollMillis = 2000;
 // After the drain: time for the last responses to reach their clients.
 constexpr absl::Duration kFlushLimit = absl::Seconds(10);
 
@@ -61,6 +68,68 @@ void OnShutdownSignal(int signal_number) {
     [[maybe_unused]] ssize_t written = write(signal_pipe, &byte, 1);
   } else {
     _exit(128 + signal_number);
+  }
+}
+
+// The write end of the pipe SIGHUP writes to ('H'); the reload watcher reads it. 'Q' stops the
+// watcher.
+int reload_pipe = -1;
+
+void OnReloadSignal(int /*signal_number*/) {
+  const char byte = 'H';
+  [[maybe_unused]] ssize_t written = write(reload_pipe, &byte, 1);
+}
+
+// Installs the SIGHUP handler (before the model loads, so that an early SIGHUP does not end the
+// process, as its default action would); returns the pipe's read end.
+absl::StatusOr<int> WatchReloadSignal() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return absl::InternalError("pipe2() failed");
+  reload_pipe = fds[1];
+  struct sigaction action = {};
+  action.sa_handler = OnReloadSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  if (sigaction(SIGHUP, &action, nullptr) != 0) return absl::InternalError("sigaction() failed");
+  return fds[0];
+}
+
+// The file's content hash; empty when it cannot be read.
+std::string FileHash(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return "";
+  std::stringstream text;
+  text << in.rdbuf();
+  return ConfigHash(text.str());
+}
+
+// Reloads on SIGHUP (a byte on `signal_fd`) and whenever `path`'s content changes, until a 'Q'
+// comes through the pipe.
+void WatchForReloads(ConfigReloader* reloader, const std::string& path, int signal_fd) {
+  std::string seen = path.empty() ? "" : FileHash(path);
+  while (true) {
+    pollfd fd{signal_fd, POLLIN, 0};
+    const int ready = poll(&fd, 1, kConfigPollMillis);
+    if (ready > 0) {
+      char bytes[64];
+      const ssize_t n = read(signal_fd, bytes, sizeof(bytes));
+      const std::string got(bytes, n > 0 ? static_cast<size_t>(n) : 0);
+      if (got.find('Q') != std::string::npos) return;
+      if (got.find('H') == std::string::npos) continue;
+      if (path.empty()) {
+        spdlog::warn("SIGHUP: no config file to reload (convoyd runs on the defaults)");
+        continue;
+      }
+      seen = FileHash(path);
+      reloader->Reload("SIGHUP").IgnoreError();  // logged and counted
+      continue;
+    }
+    if (path.empty()) continue;
+    const std::string now = FileHash(path);
+    if (!now.empty() && now != seen) {
+      seen = now;
+      reloader->Reload("the config file changed").IgnoreError();
+    }
   }
 }
 
@@ -172,6 +241,36 @@ v1::ModelInfo ToModelInfo(const ModelConfig& model, const std::string& name, int
   return info;
 }
 
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* field) {
+  std::ifstream in(path);
+  std::stringstream text;
+  if (in) text << in.rdbuf();
+  if (!in || text.str().empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("frontend.tls.", field, ": cannot read '", path, "' (or it is empty)"));
+  }
+  return text.str();
+}
+
+absl::StatusOr<GrpcServerOptions> GrpcOptionsFromConfig(const v1::FrontendConfig& frontend) {
+  GrpcServerOptions options;
+  options.listen_address = frontend.listen_address();
+  options.port = static_cast<int>(frontend.port());
+  options.max_message_bytes = static_cast<int>(frontend.max_message_bytes());
+  options.reflection = frontend.reflection();
+  const v1::TlsConfig& tls = frontend.tls();
+  if (!tls.cert_file().empty()) {
+    GrpcTlsOptions files;
+    ASSIGN_OR_RETURN(files.cert_chain, ReadPem(tls.cert_file(), "cert_file"));
+    ASSIGN_OR_RETURN(files.private_key, ReadPem(tls.key_file(), "key_file"));
+    if (!tls.client_ca_file().empty()) {
+      ASSIGN_OR_RETURN(files.client_ca, ReadPem(tls.client_ca_file(), "client_ca_file"));
+    }
+    options.tls = std::move(files);
+  }
+  return options;
+}
+
 // The engine and what it runs on, in the order they must be destroyed (engine first).
 struct Engine {
   std::unique_ptr<Tokenizer> tokenizer;  // null when the model has none
@@ -230,6 +329,11 @@ int RunDaemon(const DaemonOptions& options) {
     return 1;
   }
   absl::Notification* first_signal = *watched;
+  absl::StatusOr<int> reload_signals = WatchReloadSignal();
+  if (!reload_signals.ok()) {
+    spdlog::error("{}", reload_signals.status().ToString());
+    return 1;
+  }
   RaiseOpenFileLimit();
 
   HealthService health({std::string(v1::Inference::service_full_name()),
@@ -237,19 +341,33 @@ int RunDaemon(const DaemonOptions& options) {
   health.SetServing(false, "the model is loading");
   InferenceService inference(CONVOY_VERSION);
   KServeService kserve(inference.hub(), CONVOY_VERSION);
-  GrpcServerOptions server_options;
-  server_options.listen_address = config.frontend().listen_address();
-  server_options.port = static_cast<int>(config.frontend().port());
-  server_options.max_message_bytes = static_cast<int>(config.frontend().max_message_bytes());
+  absl::StatusOr<std::shared_ptr<const ApiKeys>> keys =
+      ApiKeys::FromConfig(config.frontend(), config.scheduler().priority_levels());
+  if (!keys.ok()) {
+    spdlog::error("cannot load the API keys: {}", keys.status().ToString());
+    return 1;
+  }
+  const bool keys_asked = (*keys)->enabled();
+  inference.hub()->SetApiKeys(*std::move(keys));
+  absl::StatusOr<GrpcServerOptions> server_options = GrpcOptionsFromConfig(config.frontend());
+  if (!server_options.ok()) {
+    spdlog::error("{}", server_options.status().ToString());
+    return 1;
+  }
   absl::StatusOr<std::unique_ptr<GrpcServer>> server =
-      GrpcServer::Start(server_options, &inference, &health, &kserve);
+      GrpcServer::Start(*server_options, &inference, &health, &kserve);
   if (!server.ok()) {
     spdlog::error("{}", server.status().ToString());
     return 1;
   }
-  spdlog::info("convoyd {} listening on {}:{} (config {}); NOT_SERVING until the model is ready",
-               CONVOY_VERSION, server_options.listen_address, (*server)->port(),
-               options.config_source);
+  spdlog::info(
+      "convoyd {} listening on {}:{} ({}{}{}; config {}); NOT_SERVING until the model is ready",
+      CONVOY_VERSION, server_options->listen_address, (*server)->port(),
+      !server_options->tls                     ? "plain text"
+      : server_options->tls->client_ca.empty() ? "TLS"
+                                               : "mutual TLS",
+      keys_asked ? ", API keys required" : "", server_options->reflection ? ", reflection" : "",
+      options.config_source);
   if (!options.port_file.empty()) {
     if (absl::Status written = WritePortFile(options.port_file, (*server)->port()); !written.ok()) {
       spdlog::error("{}", written.ToString());
@@ -323,6 +441,8 @@ int RunDaemon(const DaemonOptions& options) {
   serving.limits.vocab_size = model.vocab_size;
   serving.limits.max_context_length = model.max_position_embeddings;
   serving.limits.priority_levels = static_cast<int32_t>(config.scheduler().priority_levels());
+  serving.limits.default_priority_level =
+      static_cast<int32_t>(config.scheduler().default_priority_level());
   serving.limits.max_stop_token_ids =
       static_cast<int32_t>(config.request_limits().max_stop_token_ids());
   serving.limits.max_top_logprobs = static_cast<int32_t>(std::min<int64_t>(20, model.vocab_size));
@@ -340,13 +460,24 @@ int RunDaemon(const DaemonOptions& options) {
     spdlog::info("SERVING model '{}'", ModelName(config));
   }
 
+  ConfigReloader reloader(config, options.reload_config, engine->loop.get(), inference.hub(),
+                          metrics.get());
+  std::thread watcher([&reloader, path = options.config_path, fd = *reload_signals] {
+    WatchForReloads(&reloader, path, fd);
+  });
+
   first_signal->WaitForNotification();
+  {
+    const char stop = 'Q';
+    [[maybe_unused]] ssize_t written = write(reload_pipe, &stop, 1);
+  }
+  watcher.join();
   // Shutdown: refuse new work at once, let admitted requests finish within the drain timeout.
   // New calls are refused before health says so: a client that saw NOT_SERVING is refused too.
   inference.StopAccepting();
   health.SetServing(false, "the server is shutting down (draining)");
   const absl::Duration drain_timeout =
-      absl::Microseconds(config.frontend().drain_timeout_microseconds());
+      absl::Microseconds(reloader.current().frontend().drain_timeout_microseconds());
   const absl::Time drain_start = absl::Now();
   auto drained = std::make_shared<absl::Notification>();
   std::thread drainer([loop = engine->loop.get(), drained] {

@@ -1,11 +1,16 @@
 // convoyd's life: listen on the gRPC and HTTP ports (health NOT_SERVING, /ready 503), load the
 // model, warm up, serve (SERVING, /ready 200), and on the first SIGTERM or SIGINT drain
-// (NOT_SERVING and /ready 503 at once) and exit. See convoyd_main.cc for the command line.
+// (NOT_SERVING and /ready 503 at once) and exit. While serving, SIGHUP, or a change of the config
+// file's content (checked every few seconds: a Kubernetes ConfigMap is replaced by a symlink
+// swap, which no watch on the file itself sees), reloads the config (config_reloader.h). See
+// convoyd_main.cc for the command line.
 #ifndef CONVOY_DAEMON_DAEMON_H_
 #define CONVOY_DAEMON_DAEMON_H_
 
+#include <functional>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "convoy/v1/server_config.pb.h"
 
 namespace convoy {
@@ -15,6 +20,10 @@ struct DaemonOptions {
   v1::ServerConfig config;
   // Where "config" came from, for the log.
   std::string config_source;
+  // The config file, watched for changes; empty: none (the defaults), nothing to reload.
+  std::string config_path;
+  // Reads config_path again, with the same command-line overrides as "config".
+  std::function<absl::StatusOr<v1::ServerConfig>()> reload_config;
   // When not empty, the bound port is written there (as decimal text) once the server listens.
   std::string port_file;
   // The same for the HTTP port.
@@ -22,8 +31,9 @@ struct DaemonOptions {
 };
 
 // Runs until a signal ends it. Returns the process exit code: 0 after a clean drain, 1 when the
-// server could not start (the reason is logged). Installs handlers for SIGTERM and SIGINT: the
-// first drains, a second exits the process at once (code 128 + the signal). Call once.
+// server could not start (the reason is logged). Installs handlers for SIGTERM and SIGINT (the
+// first drains, a second exits the process at once, code 128 + the signal) and SIGHUP (reload).
+// Call once.
 int RunDaemon(const DaemonOptions& options);
 
 }  // namespace convoy

@@ -11,20 +11,13 @@ namespace convoy {
 absl::StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::Create(Executor* executor,
                                                                const EngineLoopOptions& options) {
   if (executor == nullptr) return absl::InvalidArgumentError("no executor");
-  SchedulerOptions scheduler_options = options.scheduler;
   const KvCacheSpec& kv = executor->kv_spec();
-  if (scheduler_options.block_size != kv.block_size) {
-    return absl::InvalidArgumentError(absl::StrCat("block_size ", scheduler_options.block_size,
+  if (options.scheduler.block_size != kv.block_size) {
+    return absl::InvalidArgumentError(absl::StrCat("block_size ", options.scheduler.block_size,
                                                    " differs from the executor's KV cache (",
                                                    kv.block_size, ")"));
   }
-  scheduler_options.num_blocks = kv.num_blocks;
-  scheduler_options.budget_counts_padding = executor->computes_padding();
-  const int64_t model_len = executor->model_config().max_position_embeddings;
-  if (model_len > 0 &&
-      (scheduler_options.max_model_len == 0 || scheduler_options.max_model_len > model_len)) {
-    scheduler_options.max_model_len = model_len;
-  }
+  const SchedulerOptions scheduler_options = WithExecutorLimits(*executor, options.scheduler);
   ASSIGN_OR_RETURN(std::unique_ptr<Scheduler> scheduler,
                    Scheduler::Create(scheduler_options, options.observer));
   std::unique_ptr<EngineLoop> loop(new EngineLoop(executor, options, std::move(scheduler)));
@@ -38,16 +31,67 @@ EngineLoop::EngineLoop(Executor* executor, const EngineLoopOptions& options,
       clock_(options.clock != nullptr ? options.clock : RealClock::Get()),
       scheduler_(std::move(scheduler)),
       inbox_per_level_(scheduler_->options().priority_levels, 0),
-      waiting_per_level_(scheduler_->options().priority_levels, 0) {}
+      waiting_per_level_(scheduler_->options().priority_levels, 0),
+      options_(scheduler_->options()) {}
 
 EngineLoop::~EngineLoop() { Shutdown(/*drain=*/false); }
 
-absl::Status EngineLoop::Submit(Request request, EventCallback on_event) {
-  // ResolveLevel reads only the scheduler's constant options.
-  ASSIGN_OR_RETURN(const int32_t level, scheduler_->ResolveLevel(request.priority));
+SchedulerOptions EngineLoop::WithExecutorLimits(const Executor& executor,
+                                                SchedulerOptions options) {
+  options.num_blocks = executor.kv_spec().num_blocks;
+  options.budget_counts_padding = executor.computes_padding();
+  const int64_t model_len = executor.model_config().max_position_embeddings;
+  if (model_len > 0 && (options.max_model_len == 0 || options.max_model_len > model_len)) {
+    options.max_model_len = model_len;
+  }
+  return options;
+}
+
+absl::Status EngineLoop::Reconfigure(const SchedulerOptions& options) {
+  const SchedulerOptions next = WithExecutorLimits(*executor_, options);
+  RETURN_IF_ERROR(next.Validate());
+  absl::MutexLock serial(&reconfigure_mu_);
   absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(options_.CheckFixedKnobsKept(next));
+  if (stopping_ || exited_) return absl::UnavailableError("the engine is shutting down");
+  pending_options_ = next;
+  const uint64_t ticket = ++reconfigures_asked_;
+  auto done = [this, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return reconfigures_done_ >= ticket || exited_;
+  };
+  mu_.Await(absl::Condition(&done));
+  if (reconfigures_done_ < ticket) return absl::UnavailableError("the engine has stopped");
+  return reconfigure_result_;
+}
+
+SchedulerOptions EngineLoop::options() const {
+  absl::MutexLock lock(&mu_);
+  return options_;
+}
+
+void EngineLoop::ApplyPendingOptions() {
+  std::optional<SchedulerOptions> next;
+  {
+    absl::MutexLock lock(&mu_);
+    next.swap(pending_options_);
+  }
+  if (!next) return;
+  absl::Status applied = scheduler_->Reconfigure(*next);
+  absl::MutexLock lock(&mu_);
+  if (applied.ok()) {
+    options_ = scheduler_->options();
+    // Whoever sees Reconfigure return sees the counters restarted with it.
+    snapshot_.stats = scheduler_->stats();
+  }
+  reconfigure_result_ = applied;
+  reconfigures_done_ = reconfigures_asked_;
+}
+
+absl::Status EngineLoop::Submit(Request request, EventCallback on_event) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(const int32_t level, options_.ResolveLevel(request.priority));
   if (stopping_) return absl::UnavailableError("the engine is shutting down");
-  const int32_t bound = scheduler_->options().queue_policy(level).max_queue_size;
+  const int32_t bound = options_.queue_policy(level).max_queue_size;
   if (bound > 0 && inbox_per_level_[level - 1] + waiting_per_level_[level - 1] >= bound) {
     return absl::ResourceExhaustedError(absl::StrCat("the queue of priority level ", level,
                                                      " is full (max_queue_size ", bound,
@@ -105,7 +149,8 @@ void EngineLoop::Run() {
       absl::MutexLock lock(&mu_);
       if (idle) {
         auto has_work = [this, stop_noticed]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return !inbox_.empty() || !cancels_.empty() || (stopping_ && !stop_noticed);
+          return !inbox_.empty() || !cancels_.empty() || pending_options_.has_value() ||
+                 (stopping_ && !stop_noticed);
         };
         const absl::Condition condition(&has_work);
         if (wake_at) {
@@ -122,6 +167,8 @@ void EngineLoop::Run() {
       stop_noticed = stopping_;
     }
 
+    // Between steps: the last step's result is in, the next is not planned yet.
+    ApplyPendingOptions();
     absl::Time now = clock_->Now();
     for (auto& [request, callback] : inbox) {
       const RequestId id = request.id;
@@ -176,7 +223,10 @@ void EngineLoop::Run() {
 
     {
       absl::MutexLock lock(&mu_);
-      if (stopping_ && scheduler_->empty() && inbox_.empty()) break;
+      if (stopping_ && scheduler_->empty() && inbox_.empty()) {
+        exited_ = true;
+        break;
+      }
     }
   }
   // Requests submitted after the last pass: Submit refuses new ones once stopping_ is set, so the

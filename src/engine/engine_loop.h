@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -66,6 +67,16 @@ class EngineLoop {
   // Thread-safe. Cancels a queued or running request at the next step boundary; no-op for an
   // unknown or finished id.
   void Cancel(RequestId id);
+  // Thread-safe. Hands new batcher knobs to the loop thread, which applies them between two
+  // steps (never during one), and returns once they are applied: every step planned after the
+  // return runs under them. num_blocks, block_size, budget_counts_padding and max_model_len are
+  // filled from the executor as in Create. Requests held stay held. FAILED_PRECONDITION for a
+  // knob that cannot change while serving (SchedulerOptions::CheckFixedKnobsKept),
+  // INVALID_ARGUMENT for invalid knobs, UNAVAILABLE after Shutdown; on error nothing changes.
+  absl::Status Reconfigure(const SchedulerOptions& options);
+  // The knobs in force (thread-safe).
+  SchedulerOptions options() const;
+
   // Thread-safe, idempotent. Stops taking requests; with `drain` the held requests run to their
   // end, otherwise they are cancelled. Returns when the loop thread has exited.
   void Shutdown(bool drain = true);
@@ -79,13 +90,17 @@ class EngineLoop {
  private:
   EngineLoop(Executor* executor, const EngineLoopOptions& options,
              std::unique_ptr<Scheduler> scheduler);
+  // `options` with what the executor decides filled in.
+  static SchedulerOptions WithExecutorLimits(const Executor& executor, SchedulerOptions options);
   void Run();
+  // On the loop thread, between steps: applies the knobs Reconfigure handed over, if any.
+  void ApplyPendingOptions();
   void Dispatch(std::vector<Event> events);
 
   // Constant after construction.
   Executor* const executor_;
   Clock* const clock_;
-  std::unique_ptr<Scheduler> scheduler_;  // only the loop thread touches it (but ResolveLevel)
+  std::unique_ptr<Scheduler> scheduler_;  // only the loop thread touches it
 
   // Only the loop thread.
   absl::flat_hash_map<RequestId, EventCallback> callbacks_;
@@ -99,6 +114,16 @@ class EngineLoop {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool drain_ ABSL_GUARDED_BY(mu_) = true;
   EngineLoopSnapshot snapshot_ ABSL_GUARDED_BY(mu_);
+  // The scheduler's knobs as of the last apply, for admission on callers' threads.
+  SchedulerOptions options_ ABSL_GUARDED_BY(mu_);
+  // Reconfigure's hand-over: the knobs to apply, and the result of the last apply.
+  std::optional<SchedulerOptions> pending_options_ ABSL_GUARDED_BY(mu_);
+  uint64_t reconfigures_asked_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t reconfigures_done_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status reconfigure_result_ ABSL_GUARDED_BY(mu_);
+  bool exited_ ABSL_GUARDED_BY(mu_) = false;
+  // One Reconfigure at a time.
+  absl::Mutex reconfigure_mu_ ABSL_ACQUIRED_BEFORE(mu_);
 
   std::thread thread_;
   absl::Mutex join_mu_;

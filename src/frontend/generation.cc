@@ -21,13 +21,77 @@ uint64_t Micros(absl::Duration d) {
 
 // --- GenerationHub
 
-GenerationHub::GenerationHub() : start_time_(absl::Now()) {}
+GenerationHub::GenerationHub() : start_time_(absl::Now()) {
+  dispatcher_ = std::thread([this] { Dispatch(); });
+}
 
-GenerationHub::~GenerationHub() = default;
+GenerationHub::~GenerationHub() {
+  {
+    absl::MutexLock lock(&queue_mu_);
+    stopping_ = true;
+  }
+  dispatcher_.join();
+}
+
+void GenerationHub::Post(std::shared_ptr<GenerationSession> session, const Event& event) {
+  absl::MutexLock lock(&queue_mu_);
+  queue_.push_back(Queued{std::move(session), event});
+}
+
+void GenerationHub::Dispatch() {
+  std::vector<Queued> batch;
+  while (true) {
+    {
+      absl::MutexLock lock(&queue_mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
+        return !queue_.empty() || stopping_;
+      };
+      queue_mu_.Await(absl::Condition(&ready));
+      if (queue_.empty()) return;  // stopping, and everything has run
+      batch.swap(queue_);
+    }
+    for (Queued& queued : batch) queued.session->OnEngineEvent(queued.event);
+    batch.clear();  // the sessions' references go here, off the queue's lock
+  }
+}
 
 void GenerationHub::Start(ServingContext context) {
-  context_ = std::make_unique<const ServingContext>(std::move(context));
-  serving_.store(context_.get(), std::memory_order_release);
+  absl::MutexLock lock(&mu_);
+  contexts_.push_back(std::make_unique<const ServingContext>(std::move(context)));
+  serving_.store(contexts_.back().get(), std::memory_order_release);
+}
+
+void GenerationHub::UpdateLimits(const std::function<void(ServingLimits*)>& update) {
+  absl::MutexLock lock(&mu_);
+  auto next = std::make_unique<ServingContext>(*contexts_.back());
+  update(&next->limits);
+  contexts_.push_back(std::move(next));
+  serving_.store(contexts_.back().get(), std::memory_order_release);
+}
+
+void GenerationHub::SetApiKeys(std::shared_ptr<const ApiKeys> keys) {
+  absl::MutexLock lock(&mu_);
+  api_keys_ = std::move(keys);
+}
+
+absl::StatusOr<Caller> GenerationHub::Authenticate(absl::string_view authorization) const {
+  std::shared_ptr<const ApiKeys> keys;
+  {
+    absl::MutexLock lock(&mu_);
+    keys = api_keys_;
+  }
+  if (keys == nullptr) return Caller();
+  return keys->Authenticate(authorization);
+}
+
+void GenerationHub::SetConfigStatus(ConfigStatus status) {
+  absl::MutexLock lock(&mu_);
+  config_status_ = std::move(status);
+}
+
+ConfigStatus GenerationHub::config_status() const {
+  absl::MutexLock lock(&mu_);
+  return config_status_;
 }
 
 void GenerationHub::StopAccepting() { stopped_.store(true, std::memory_order_release); }
@@ -95,8 +159,9 @@ GenerationSession::GenerationSession(GenerationHub* hub, WakeFn wake)
 
 GenerationSession::~GenerationSession() { hub_->SessionClosed(); }
 
-void GenerationSession::Begin(const v1::InferRequest& request, absl::Time call_deadline) {
-  absl::Status status = Submit(request, call_deadline);
+void GenerationSession::Begin(const v1::InferRequest& request, absl::Time call_deadline,
+                              absl::string_view authorization) {
+  absl::Status status = Submit(request, call_deadline, authorization);
   if (status.ok()) return;
   if (status.code() != absl::StatusCode::kUnavailable) {
     SPDLOG_DEBUG("refused a request: {}", status.ToString());
@@ -105,11 +170,15 @@ void GenerationSession::Begin(const v1::InferRequest& request, absl::Time call_d
   End(std::move(status), v1::FINISH_REASON_ERROR, /*cancel_in_engine=*/false);
 }
 
-absl::Status GenerationSession::Submit(const v1::InferRequest& request, absl::Time call_deadline) {
+absl::Status GenerationSession::Submit(const v1::InferRequest& request, absl::Time call_deadline,
+                                       absl::string_view authorization) {
+  ASSIGN_OR_RETURN(const Caller caller, hub_->Authenticate(authorization));
   RETURN_IF_ERROR(hub_->Admission());
   const ServingContext& serving = *hub_->serving();
   ASSIGN_OR_RETURN(PreparedRequest prepared, PrepareRequest(request, serving.limits));
   Request& engine_request = prepared.engine_request;
+  RETURN_IF_ERROR(
+      CapPriority(caller, serving.limits.default_priority_level, &engine_request.priority));
   deadline_ = RequestDeadline(call_deadline, request.timeout_microseconds(), arrival_);
   if (deadline_ <= arrival_) {
     return absl::DeadlineExceededError("the deadline had passed when the request arrived");
@@ -135,13 +204,15 @@ absl::Status GenerationSession::Submit(const v1::InferRequest& request, absl::Ti
 
   std::shared_ptr<GenerationSession> self = shared_from_this();
   hub_->EngineHolds(id_, self);
+  // The engine's thread only queues the events; the hub's dispatcher runs them.
   absl::Status submitted = serving.engine->Submit(
       std::move(engine_request),
-      [self = std::move(self)](const Event& event) { self->OnEngineEvent(event); });
+      [self = std::move(self)](const Event& event) { self->hub_->Post(self, event); });
   if (!submitted.ok()) hub_->EngineReleased(id_);
   return submitted;
 }
 
+// On the hub's dispatcher thread.
 void GenerationSession::OnEngineEvent(const Event& event) {
   if (event.kind == Event::Kind::kToken) {
     OnToken(event);

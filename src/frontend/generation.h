@@ -5,7 +5,10 @@
 // here, once.
 //
 // GenerationHub is the front end's state: whether requests are taken (loading, serving, draining),
-// the serving context, the sessions open and the requests the engine holds.
+// the serving context, the sessions open and the requests the engine holds. It also owns the
+// thread that runs the sessions: the engine loop's thread only queues each event for it, so that
+// nothing a protocol does with its output (text, stop strings, JSON or protobuf messages, writes,
+// metrics, the log line) can hold up a step.
 //
 // A session's life: Create, Begin (validates and submits; a refusal ends the session at once), then
 // the engine's events fill its output, and the protocol adapter, woken through the callback it
@@ -21,15 +24,18 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "convoy/v1/inference.pb.h"
 #include "engine/engine_loop.h"
+#include "frontend/api_keys.h"
 #include "frontend/request_validation.h"
 #include "metrics/metrics.h"
 #include "text/detokenizer.h"
@@ -50,17 +56,39 @@ struct ServingContext {
 
 class GenerationSession;
 
+// The config in force and its reloads, as convoy info shows them.
+struct ConfigStatus {
+  std::string text;  // protobuf text, API keys redacted
+  std::string hash;
+  int64_t reloads_applied = 0;
+  int64_t reloads_refused = 0;
+  std::string last_reload;  // "applied", "refused: WHY"; empty before the first
+};
+
 // Thread-safe.
 class GenerationHub {
  public:
+  // Starts the dispatcher thread.
   GenerationHub();
-  // REQUIRES: no session is open.
+  // Runs the events still queued, then ends the dispatcher thread. REQUIRES: the engine loop has
+  // shut down (no more events come).
   ~GenerationHub();
   GenerationHub(const GenerationHub&) = delete;
   GenerationHub& operator=(const GenerationHub&) = delete;
 
   // Starts serving. Called once.
   void Start(ServingContext context);
+  // Replaces the serving context's limits with `update`'s changes (a live reload). Sessions that
+  // began before keep the limits they were checked against. REQUIRES: Start was called.
+  void UpdateLimits(const std::function<void(ServingLimits*)>& update);
+
+  // The API keys every protocol checks (none until set: every caller is let in).
+  void SetApiKeys(std::shared_ptr<const ApiKeys> keys);
+  // The caller presenting `authorization` ("Bearer KEY"; empty for none), or UNAUTHENTICATED.
+  absl::StatusOr<Caller> Authenticate(absl::string_view authorization) const;
+
+  void SetConfigStatus(ConfigStatus status);
+  ConfigStatus config_status() const;
   // New sessions are refused (UNAVAILABLE) from now on; admitted ones go on. Idempotent.
   void StopAccepting();
   // Ends every session whose request the engine still holds, with UNAVAILABLE.
@@ -83,9 +111,21 @@ class GenerationHub {
   RequestId NextId() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
   void EngineHolds(RequestId id, std::shared_ptr<GenerationSession> session);
   void EngineReleased(RequestId id);
+  // On the engine loop's thread: queues `event` for `session`, in order.
+  void Post(std::shared_ptr<GenerationSession> session, const Event& event);
+  // The dispatcher thread: runs the queued events in the order they came.
+  void Dispatch();
+
+  struct Queued {
+    std::shared_ptr<GenerationSession> session;
+    Event event;
+  };
+  absl::Mutex queue_mu_;
+  std::vector<Queued> queue_ ABSL_GUARDED_BY(queue_mu_);
+  bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
+  std::thread dispatcher_;
 
   const absl::Time start_time_;
-  std::unique_ptr<const ServingContext> context_;  // set once by Start
   std::atomic<const ServingContext*> serving_{nullptr};
   std::atomic<bool> stopped_{false};
   std::atomic<RequestId> next_id_{1};
@@ -94,6 +134,11 @@ class GenerationHub {
   int64_t open_sessions_ ABSL_GUARDED_BY(mu_) = 0;
   // Sessions whose requests the engine holds (it has not sent their final event yet).
   absl::flat_hash_map<RequestId, std::weak_ptr<GenerationSession>> in_engine_ ABSL_GUARDED_BY(mu_);
+  // Every context Start and UpdateLimits made, the last one in force: a session may still read
+  // an earlier one, so none goes before the hub (reloads are few).
+  std::vector<std::unique_ptr<const ServingContext>> contexts_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const ApiKeys> api_keys_ ABSL_GUARDED_BY(mu_);
+  ConfigStatus config_status_ ABSL_GUARDED_BY(mu_);
 };
 
 // New output of a session since the last Take.
@@ -129,8 +174,8 @@ struct SessionEnd {
 class GenerationSession : public std::enable_shared_from_this<GenerationSession> {
  public:
   // Called whenever there is something new to Take (output or the end), from any thread (the
-  // engine's, or inline in Begin or ClientGone), never with the session's lock held. Must not
-  // block.
+  // hub's dispatcher, or inline in Begin or ClientGone), never with the session's lock held. Must
+  // not block.
   using WakeFn = std::function<void()>;
 
   static std::shared_ptr<GenerationSession> Create(GenerationHub* hub, WakeFn wake);
@@ -138,10 +183,14 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   GenerationSession(const GenerationSession&) = delete;
   GenerationSession& operator=(const GenerationSession&) = delete;
 
-  // Validates `request` and submits it to the engine. `call_deadline`: the protocol's own deadline
-  // (InfiniteFuture() for none); the earlier of it and the request's timeout_microseconds applies.
-  // A refusal ends the session at once (Take returns the end; wake is called). Called once.
-  void Begin(const v1::InferRequest& request, absl::Time call_deadline);
+  // Checks the caller's API key (`authorization`: "Bearer KEY", empty for none; UNAUTHENTICATED
+  // when the server asks for keys and this is none of them) and the priority it may claim,
+  // validates `request` and submits it to the engine. `call_deadline`: the protocol's own
+  // deadline (InfiniteFuture() for none); the earlier of it and the request's
+  // timeout_microseconds applies. A refusal ends the session at once (Take returns the end; wake
+  // is called). Called once.
+  void Begin(const v1::InferRequest& request, absl::Time call_deadline,
+             absl::string_view authorization);
 
   // Moves the output not taken yet into `*out` (appending to what it holds). Returns the end once
   // every output before it has been taken; nullopt while generation goes on.
@@ -162,7 +211,8 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
  private:
   GenerationSession(GenerationHub* hub, WakeFn wake);
 
-  absl::Status Submit(const v1::InferRequest& request, absl::Time call_deadline);
+  absl::Status Submit(const v1::InferRequest& request, absl::Time call_deadline,
+                      absl::string_view authorization);
   void OnEngineEvent(const Event& event);
   void OnToken(const Event& event);
   // The first call ends the session; later calls only drop output (with `client_gone`).
@@ -196,7 +246,6 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   // Set with ended_, handed out by Take once the output before it is taken.
   SessionEnd end_ ABSL_GUARDED_BY(mu_);
-  bool end_taken_ ABSL_GUARDED_BY(mu_) = false;
   SessionOutput pending_ ABSL_GUARDED_BY(mu_);
   int64_t num_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<absl::Time> first_token_ ABSL_GUARDED_BY(mu_);

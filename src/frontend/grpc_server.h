@@ -1,10 +1,12 @@
 // The gRPC server of convoyd: convoy.v1.Inference, KServe v2's inference.GRPCInferenceService,
-// grpc.health.v1.Health and server reflection on one port, with the message size limit raised for
-// long prompts. The services belong to the caller and must outlive the server.
+// grpc.health.v1.Health and (when asked for) server reflection on one port, in plain text or TLS
+// (mutual TLS with a client CA), with the message size limit raised for long prompts. The services
+// belong to the caller and must outlive the server.
 #ifndef CONVOY_FRONTEND_GRPC_SERVER_H_
 #define CONVOY_FRONTEND_GRPC_SERVER_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -16,10 +18,22 @@
 
 namespace convoy {
 
+// PEM text (not file names) of the server's TLS identity.
+struct GrpcTlsOptions {
+  std::string cert_chain;
+  std::string private_key;
+  // Not empty: mutual TLS; a client must present a certificate signed by one of these CAs.
+  std::string client_ca;
+};
+
 struct GrpcServerOptions {
-  std::string listen_address = "0.0.0.0";
+  std::string listen_address = "127.0.0.1";
   int port = 50051;  // 0: any free port
   int max_message_bytes = 64 << 20;
+  // grpc.reflection.v1alpha.ServerReflection.
+  bool reflection = false;
+  // Unset: plain text.
+  std::optional<GrpcTlsOptions> tls;
 };
 
 class GrpcServer {

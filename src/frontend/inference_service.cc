@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "convoy/status_macros.h"
+#include "frontend/grpc_auth.h"
 #include "frontend/status_mapping.h"
 #include "metrics/logging.h"
 #include "metrics/request_summary.h"
@@ -59,7 +60,7 @@ class InferenceService::UnaryCall final : public grpc::ServerUnaryReactor {
             const v1::InferRequest& request, v1::InferResponse* response)
       : service_(service), response_(response) {
     session_ = GenerationSession::Create(&service->hub_, [this] { Pump(); });
-    session_->Begin(request, CallDeadline(*context));
+    session_->Begin(request, CallDeadline(*context), GrpcAuthorization(*context));
   }
 
   void OnCancel() override { session_->ClientGone(); }
@@ -108,7 +109,7 @@ class InferenceService::StreamCall final
   StreamCall(InferenceService* service, grpc::CallbackServerContext* context,
              const v1::InferRequest& request) {
     session_ = GenerationSession::Create(&service->hub_, [this] { Pump(); });
-    session_->Begin(request, CallDeadline(*context));
+    session_->Begin(request, CallDeadline(*context), GrpcAuthorization(*context));
   }
 
   void OnWriteDone(bool ok) override {
@@ -237,7 +238,9 @@ grpc::ServerUnaryReactor* InferenceService::GetModelInfo(grpc::CallbackServerCon
                                                          v1::ModelInfo* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const ServingContext* serving = hub_.serving();
-  if (serving == nullptr) {
+  if (absl::Status caller = hub_.Authenticate(GrpcAuthorization(*context)).status(); !caller.ok()) {
+    reactor->Finish(ToGrpcStatus(caller));
+  } else if (serving == nullptr) {
     reactor->Finish(ToGrpcStatus(absl::UnavailableError("the model is loading; retry shortly")));
   } else {
     *response = serving->model_info;
@@ -250,8 +253,18 @@ grpc::ServerUnaryReactor* InferenceService::GetServerInfo(
     grpc::CallbackServerContext* context, const v1::GetServerInfoRequest* /*request*/,
     v1::ServerInfo* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status caller = hub_.Authenticate(GrpcAuthorization(*context)).status(); !caller.ok()) {
+    reactor->Finish(ToGrpcStatus(caller));
+    return reactor;
+  }
   const ServingContext* serving = hub_.serving();
   response->set_version(version_);
+  const ConfigStatus config = hub_.config_status();
+  response->set_effective_config(config.text);
+  response->set_config_hash(config.hash);
+  response->set_config_reloads_applied(config.reloads_applied);
+  response->set_config_reloads_refused(config.reloads_refused);
+  response->set_last_config_reload(config.last_reload);
   response->set_uptime_microseconds(Micros(absl::Now() - hub_.start_time()));
   response->set_active_calls(open_calls());
   if (serving == nullptr) {
@@ -281,6 +294,7 @@ grpc::ServerUnaryReactor* InferenceService::GetServerInfo(
   for (int64_t n : stats.rejections) rejected += n;
   response->set_requests_rejected(rejected);
   response->set_preemptions(stats.preemptions);
+  response->set_largest_step_rows_since_reload(stats.largest_step_rows_since_reconfigure);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

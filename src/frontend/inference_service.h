@@ -1,8 +1,8 @@
 // convoy.v1.Inference on gRPC's callback API: one reactor per call over a GenerationSession
 // (frontend/generation.h), and no gRPC thread ever waits on the engine. A call starts its session
-// and returns; the session's wake-ups (on the engine's thread) fill the response or start the
-// stream's next write; the next write starts only from OnWriteDone, so a slow reader gets several
-// tokens per message.
+// and returns; the session's wake-ups (on the hub's dispatcher thread) fill the response or start
+// the stream's next write; the next write starts only from OnWriteDone, so a slow reader gets
+// several tokens per message.
 //
 // A call ends in exactly one way: the engine's final event (OK, or the engine's error), the
 // deadline (the gRPC deadline or timeout_microseconds, whichever is earlier: DEADLINE_EXCEEDED),

@@ -11,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "frontend/grpc_auth.h"
 #include "frontend/kserve_request.h"
 #include "frontend/kserve_tensors.h"
 #include "frontend/status_mapping.h"
@@ -108,7 +109,7 @@ class KServeService::UnaryCall final : public grpc::ServerUnaryReactor {
     }
     request_ = *std::move(parsed);
     session_ = GenerationSession::Create(hub_, [this] { Pump(); });
-    session_->Begin(request_.request, DeadlineOf(*context));
+    session_->Begin(request_.request, DeadlineOf(*context), GrpcAuthorization(*context));
   }
 
   void OnCancel() override {
@@ -167,7 +168,17 @@ class KServeService::StreamCall final
     : public grpc::ServerBidiReactor<ModelInferRequest, ModelStreamInferResponse> {
  public:
   StreamCall(KServeService* service, grpc::CallbackServerContext* context)
-      : hub_(service->hub_), deadline_(DeadlineOf(*context)) {
+      : hub_(service->hub_),
+        deadline_(DeadlineOf(*context)),
+        authorization_(GrpcAuthorization(*context)) {
+    if (absl::Status caller = hub_->Authenticate(authorization_).status(); !caller.ok()) {
+      {
+        absl::MutexLock lock(&mu_);
+        finished_ = true;
+      }
+      Finish(ToGrpcStatus(caller));
+      return;
+    }
     StartRead(&incoming_);
   }
 
@@ -224,7 +235,7 @@ class KServeService::StreamCall final
       active_.push_back(generation);
     }
     // Begin may wake it at once (a refusal).
-    generation->session->Begin(generation->request.request, deadline_);
+    generation->session->Begin(generation->request.request, deadline_, authorization_);
   }
 
   void Wake(Generation* generation) {
@@ -355,7 +366,8 @@ class KServeService::StreamCall final
 
   GenerationHub* const hub_;
   const absl::Time deadline_;
-  ModelInferRequest incoming_;  // the read in flight (touched only by OnReadDone)
+  const std::string authorization_;  // the call's API key, for each of its requests
+  ModelInferRequest incoming_;       // the read in flight (touched only by OnReadDone)
   // The message of the write in flight (touched only by whoever set writing_).
   ModelStreamInferResponse writing_message_;
 
@@ -375,6 +387,10 @@ class KServeService::StreamCall final
 
 KServeService::KServeService(GenerationHub* hub, std::string version)
     : hub_(hub), version_(std::move(version)) {}
+
+absl::Status KServeService::CheckCaller(const grpc::CallbackServerContext& context) const {
+  return hub_->Authenticate(GrpcAuthorization(context)).status();
+}
 
 absl::StatusOr<const ServingContext*> KServeService::FindModel(const std::string& name,
                                                                const std::string& version) const {
@@ -418,6 +434,7 @@ grpc::ServerUnaryReactor* KServeService::ModelReady(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* KServeService::ServerMetadata(
     grpc::CallbackServerContext* context, const inference::ServerMetadataRequest* /*request*/,
     inference::ServerMetadataResponse* response) {
+  if (absl::Status caller = CheckCaller(*context); !caller.ok()) return Answered(context, caller);
   response->set_name("convoy");
   response->set_version(version_);
   response->add_extensions("model_configuration");
@@ -428,6 +445,7 @@ grpc::ServerUnaryReactor* KServeService::ServerMetadata(
 grpc::ServerUnaryReactor* KServeService::ModelMetadata(
     grpc::CallbackServerContext* context, const inference::ModelMetadataRequest* request,
     inference::ModelMetadataResponse* response) {
+  if (absl::Status caller = CheckCaller(*context); !caller.ok()) return Answered(context, caller);
   absl::StatusOr<const ServingContext*> serving = FindModel(request->name(), request->version());
   if (serving.ok()) {
     response->set_name((*serving)->limits.model_name);
@@ -441,6 +459,7 @@ grpc::ServerUnaryReactor* KServeService::ModelMetadata(
 grpc::ServerUnaryReactor* KServeService::ModelConfig(grpc::CallbackServerContext* context,
                                                      const inference::ModelConfigRequest* request,
                                                      inference::ModelConfigResponse* response) {
+  if (absl::Status caller = CheckCaller(*context); !caller.ok()) return Answered(context, caller);
   absl::StatusOr<const ServingContext*> serving = FindModel(request->name(), request->version());
   if (serving.ok()) {
     inference::ModelConfig* config = response->mutable_config();
@@ -458,6 +477,7 @@ grpc::ServerUnaryReactor* KServeService::ModelConfig(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext* context,
                                                     const ModelInferRequest* request,
                                                     ModelInferResponse* response) {
+  if (absl::Status caller = CheckCaller(*context); !caller.ok()) return Answered(context, caller);
   return new UnaryCall(this, context, *request, response);
 }
 

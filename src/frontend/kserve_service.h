@@ -17,6 +17,9 @@
 // fault, and otherwise the codes of convoy's own API (UNAVAILABLE while loading or draining,
 // RESOURCE_EXHAUSTED when the queue is full, ...).
 //
+// With API keys configured (frontend/api_keys.h), every call but the three health calls needs the
+// `authorization: Bearer KEY` metadata: UNAUTHENTICATED otherwise (a stream fails whole, at once).
+//
 // ServerLive is always true; ServerReady and ModelReady are true while the hub serves and
 // accepts requests. Thread-safe.
 #ifndef CONVOY_FRONTEND_KSERVE_SERVICE_H_
@@ -69,6 +72,8 @@ class KServeService final : public inference::GRPCInferenceService::CallbackServ
   // while loading, INVALID_ARGUMENT for another model.
   absl::StatusOr<const ServingContext*> FindModel(const std::string& name,
                                                   const std::string& version) const;
+  // OK when the call's API key is good (or none is asked for); UNAUTHENTICATED otherwise.
+  absl::Status CheckCaller(const grpc::CallbackServerContext& context) const;
 
   GenerationHub* const hub_;
   const std::string version_;

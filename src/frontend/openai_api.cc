@@ -393,6 +393,10 @@ OpenAiError OpenAiErrorFromStatus(const absl::Status& status, OpenAiEndpoint end
       error.http_status = kClientClosedRequest;
       error.code = "cancelled";
       break;
+    case absl::StatusCode::kUnauthenticated:
+      error.http_status = 401;
+      error.code = "invalid_api_key";
+      break;
     default:
       error.http_status = 500;
       error.type = "server_error";

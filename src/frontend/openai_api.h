@@ -38,9 +38,9 @@ struct OpenAiError {
 };
 
 // The error for a status of the shared request path: INVALID_ARGUMENT and FAILED_PRECONDITION
-// 400, an unknown model 404, RESOURCE_EXHAUSTED 429, UNAVAILABLE 503, DEADLINE_EXCEEDED 504,
-// CANCELLED 499, others 500. The field the message starts with ("sampling.max_tokens: ...")
-// becomes OpenAI's name for it ("max_tokens").
+// 400, an unknown model 404, UNAUTHENTICATED 401 (code "invalid_api_key"), RESOURCE_EXHAUSTED 429,
+// UNAVAILABLE 503, DEADLINE_EXCEEDED 504, CANCELLED 499, others 500. The field the message starts
+// with ("sampling.max_tokens: ...") becomes OpenAI's name for it ("max_tokens").
 OpenAiError OpenAiErrorFromStatus(const absl::Status& status, OpenAiEndpoint endpoint);
 
 struct OpenAiRequest {

@@ -26,12 +26,26 @@ void RespondOpenAiError(HttpExchange& exchange, const OpenAiError& error) {
   exchange.Respond(error.http_status, kJsonContentType, error.ToJson()).IgnoreError();
 }
 
+absl::string_view Authorization(const HttpRequest& request) {
+  const std::string* header = request.FindHeader("authorization");
+  return header == nullptr ? absl::string_view() : absl::string_view(*header);
+}
+
+// False, with the 401 sent, when the request's API key is missing or wrong.
+bool Authenticated(const GenerationHub& hub, HttpExchange& exchange, OpenAiEndpoint endpoint) {
+  const absl::Status caller = hub.Authenticate(Authorization(exchange.request())).status();
+  if (caller.ok()) return true;
+  RespondOpenAiError(exchange, OpenAiErrorFromStatus(caller, endpoint));
+  return false;
+}
+
 // One request: lives from the handler until its answer is written (or the client is gone),
 // held by itself (self_) until then; the session and the exchange only hold weak references.
 class OpenAiCall : public std::enable_shared_from_this<OpenAiCall> {
  public:
   static void Run(GenerationHub* hub, OpenAiEndpoint endpoint,
                   std::shared_ptr<HttpExchange> exchange) {
+    if (!Authenticated(*hub, *exchange, endpoint)) return;
     ParsedOpenAiRequest parsed = ParseOpenAiRequest(endpoint, exchange->request().body);
     if (!parsed.request) {
       RespondOpenAiError(*exchange, parsed.error);
@@ -55,7 +69,7 @@ class OpenAiCall : public std::enable_shared_from_this<OpenAiCall> {
     exchange_->OnClosed([weak] {
       if (std::shared_ptr<OpenAiCall> call = weak.lock()) call->session_->ClientGone();
     });
-    session_->Begin(request_.request, absl::InfiniteFuture());
+    session_->Begin(request_.request, absl::InfiniteFuture(), Authorization(exchange_->request()));
   }
 
   // The responder, made once the session has its id (after Begin).
@@ -140,6 +154,7 @@ class OpenAiCall : public std::enable_shared_from_this<OpenAiCall> {
 };
 
 void ListModels(GenerationHub* hub, HttpExchange& exchange) {
+  if (!Authenticated(*hub, exchange, OpenAiEndpoint::kCompletions)) return;
   const ServingContext* serving = hub->serving();
   nlohmann::json models = nlohmann::json::array();
   if (serving != nullptr) {

@@ -23,6 +23,8 @@ struct ServingLimits {
   // Prompt plus generated tokens at most.
   int64_t max_context_length = 0;
   int32_t priority_levels = 1;
+  // The level of a request that names none (scheduler.default_priority_level).
+  int32_t default_priority_level = 1;
   int32_t max_top_logprobs = 20;
   // request_limits.max_stop_token_ids of the config.
   int32_t max_stop_token_ids = 256;

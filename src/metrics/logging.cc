@@ -14,8 +14,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "spdlog/async.h"
+#include "spdlog/async_logger.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -217,12 +220,40 @@ absl::StatusOr<LogFormat> ParseLogFormat(absl::string_view name) {
       absl::StrCat("unknown log format \"", name, "\"; expected text or json"));
 }
 
+namespace {
+
+// The asynchronous loggers' writer thread and queue; made by the first asynchronous logger.
+absl::Mutex async_pool_mu;
+std::shared_ptr<spdlog::details::thread_pool> async_pool ABSL_GUARDED_BY(async_pool_mu);
+
+std::shared_ptr<spdlog::details::thread_pool> AsyncPool(size_t queue_lines) {
+  absl::MutexLock lock(&async_pool_mu);
+  if (async_pool == nullptr) {
+    async_pool = std::make_shared<spdlog::details::thread_pool>(queue_lines, /*threads_n=*/1);
+  }
+  return async_pool;
+}
+
+}  // namespace
+
+int64_t DroppedLogLines() {
+  absl::MutexLock lock(&async_pool_mu);
+  return async_pool == nullptr ? 0 : static_cast<int64_t>(async_pool->overrun_counter());
+}
+
 absl::StatusOr<std::shared_ptr<spdlog::logger>> MakeLogger(const LoggingOptions& options) {
   absl::StatusOr<spdlog::level::level_enum> level = ParseLogLevel(options.level);
   if (!level.ok()) return level.status();
   std::vector<spdlog::sink_ptr> sinks = options.sinks;
   if (sinks.empty()) sinks.push_back(std::make_shared<spdlog::sinks::stderr_sink_mt>());
-  auto logger = std::make_shared<spdlog::logger>(options.logger_name, sinks.begin(), sinks.end());
+  std::shared_ptr<spdlog::logger> logger;
+  if (options.async) {
+    logger = std::make_shared<spdlog::async_logger>(options.logger_name, sinks.begin(), sinks.end(),
+                                                    AsyncPool(options.async_queue_lines),
+                                                    spdlog::async_overflow_policy::overrun_oldest);
+  } else {
+    logger = std::make_shared<spdlog::logger>(options.logger_name, sinks.begin(), sinks.end());
+  }
   logger->set_formatter(std::make_unique<ConvoyFormatter>(options.format));
   logger->set_level(*level);
   logger->flush_on(spdlog::level::warn);

@@ -38,7 +38,16 @@ struct LoggingOptions {
   // Where lines go; empty: stderr.
   std::vector<spdlog::sink_ptr> sinks;
   std::string logger_name = "convoy";
+  // Lines go to the sinks from a thread of their own, through a queue of `async_queue_lines`: a
+  // thread that logs never waits on a slow sink (a stalled pipe, a full disk). When the queue is
+  // full the oldest line is dropped and counted (DroppedLogLines). Off: each line is written by the
+  // thread that logs it (tests that read their sink at once).
+  bool async = false;
+  size_t async_queue_lines = 8192;
 };
+
+// Lines the asynchronous logger dropped because its queue was full, since the process started.
+int64_t DroppedLogLines();
 
 // A logger formatted as `options` says. Does not install it.
 absl::StatusOr<std::shared_ptr<spdlog::logger>> MakeLogger(const LoggingOptions& options);

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "http/http_exchange.h"
+#include "metrics/logging.h"
 #include "prometheus/text_serializer.h"
 
 namespace convoy {
@@ -156,6 +157,13 @@ Metrics::Metrics(std::shared_ptr<prometheus::Registry> registry) : registry_(std
                          .Help("KV cache blocks free.")
                          .Register(r)
                          .Add({});
+  log_lines_dropped_ = &BuildGauge()
+                            .Name("convoy_log_lines_dropped_total")
+                            .Help(
+                                "Log lines dropped because the log's queue was full (a slow "
+                                "sink), since start.")
+                            .Register(r)
+                            .Add({});
 
   // Histograms.
   queue_time_family_ = &BuildHistogram()
@@ -197,6 +205,20 @@ Metrics::Metrics(std::shared_ptr<prometheus::Registry> registry) : registry_(std
                       .Help("Tokens computed per engine step, padding excluded.")
                       .Register(r)
                       .Add({}, PowersOfTwo(65536));
+
+  // Config reloads.
+  auto& reloads = BuildCounter()
+                      .Name("convoy_config_reloads_total")
+                      .Help("Config reloads (SIGHUP or a changed file), applied or refused.")
+                      .Register(r);
+  reloads_applied_ = &reloads.Add({{"result", "applied"}});
+  reloads_refused_ = &reloads.Add({{"result", "refused"}});
+  config_info_family_ = &BuildGauge()
+                             .Name("convoy_config_info")
+                             .Help(
+                                 "1 for the config in force, labelled with its hash (convoy "
+                                 "info shows the config and the same hash).")
+                             .Register(r);
 
   // Counters.
   auto& outcomes = BuildCounter()
@@ -272,6 +294,7 @@ Metrics::Metrics(std::shared_ptr<prometheus::Registry> registry) : registry_(std
 Metrics::~Metrics() = default;
 
 std::string Metrics::Serialize() const {
+  log_lines_dropped_->Set(static_cast<double>(DroppedLogLines()));
   return prometheus::TextSerializer().Serialize(registry_->Collect());
 }
 
@@ -279,6 +302,17 @@ absl::Status Metrics::AddHttpRoute(const std::string& path, HttpRouter* router) 
   return router->Add("GET", path, [this](const HttpRequest&, std::shared_ptr<HttpExchange> x) {
     x->Respond(200, "text/plain; version=0.0.4; charset=utf-8", Serialize()).IgnoreError();
   });
+}
+
+void Metrics::OnConfigReload(bool applied) {
+  (applied ? reloads_applied_ : reloads_refused_)->Increment();
+}
+
+void Metrics::SetConfigHash(const std::string& hash) {
+  absl::MutexLock lock(&config_mu_);
+  if (config_info_ != nullptr) config_info_family_->Remove(config_info_);
+  config_info_ = &config_info_family_->Add({{"hash", hash}});
+  config_info_->Set(1);
 }
 
 prometheus::Gauge& Metrics::WaitingGauge(int32_t level) {

@@ -92,6 +92,11 @@ class Metrics : public SchedulerObserver {
                      absl::Duration e2e_latency);
   void OnRequestDone(const RequestSummary& summary);
 
+  // convoyd's config reloads: one more applied or refused (convoy_config_reloads_total).
+  void OnConfigReload(bool applied);
+  // The config in force: convoy_config_info{hash="..."} is 1 for it (and only it).
+  void SetConfigHash(const std::string& hash);
+
  private:
   explicit Metrics(std::shared_ptr<prometheus::Registry> registry);
 
@@ -111,6 +116,7 @@ class Metrics : public SchedulerObserver {
   prometheus::Gauge* kv_usage_ = nullptr;
   prometheus::Gauge* kv_blocks_used_ = nullptr;
   prometheus::Gauge* kv_blocks_free_ = nullptr;
+  prometheus::Gauge* log_lines_dropped_ = nullptr;  // set at each scrape
 
   prometheus::Histogram* ttft_ = nullptr;
   prometheus::Histogram* inter_token_ = nullptr;
@@ -136,6 +142,13 @@ class Metrics : public SchedulerObserver {
   prometheus::Counter* nv_inference_count_ = nullptr;
   prometheus::Counter* nv_exec_count_ = nullptr;
   prometheus::Counter* nv_queue_duration_us_ = nullptr;
+
+  prometheus::Counter* reloads_applied_ = nullptr;
+  prometheus::Counter* reloads_refused_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* config_info_family_ = nullptr;
+
+  absl::Mutex config_mu_;
+  prometheus::Gauge* config_info_ ABSL_GUARDED_BY(config_mu_) = nullptr;
 
   absl::Mutex levels_mu_;
   // Index level - 1.

@@ -31,14 +31,20 @@ Scheduler::Scheduler(const SchedulerOptions& options, SchedulerObserver* observe
   running_.reserve(options.max_batch_size);
 }
 
-absl::StatusOr<int32_t> Scheduler::ResolveLevel(int32_t priority) const {
-  if (priority == 0) return options_.default_priority_level;
-  if (priority < 0 || priority > options_.priority_levels) {
-    return absl::InvalidArgumentError(absl::StrCat("priority ", priority, " is outside 1..",
-                                                   options_.priority_levels,
-                                                   " (0 for the default level)"));
+absl::Status Scheduler::Reconfigure(const SchedulerOptions& options) {
+  if (in_flight_) return absl::FailedPreconditionError("a step is in flight");
+  RETURN_IF_ERROR(options_.CheckFixedKnobsKept(options));
+  RETURN_IF_ERROR(options.Validate());
+  options_ = options;
+  while (static_cast<int32_t>(running_.size()) > options_.max_batch_size) {
+    // As PreemptForDecodes: the lowest priority, then the latest admitted.
+    auto victim = std::max_element(running_.begin(), running_.end(), [](Sequence* a, Sequence* b) {
+      return std::tie(a->level, a->admit_order) < std::tie(b->level, b->admit_order);
+    });
+    Preempt(*victim);
   }
-  return priority;
+  stats_.largest_step_rows_since_reconfigure = 0;
+  return absl::OkStatus();
 }
 
 int64_t Scheduler::num_waiting() const {
@@ -395,6 +401,8 @@ ScheduleDecision Scheduler::Schedule(absl::Time now) {
   step.queue_depth.reserve(queues_.size());
   for (const auto& queue : queues_) step.queue_depth.push_back(static_cast<int64_t>(queue.size()));
   ++stats_.steps;
+  stats_.largest_step_rows_since_reconfigure =
+      std::max(stats_.largest_step_rows_since_reconfigure, step.num_rows);
   stats_.rows += step.num_rows;
   stats_.real_tokens += step.real_tokens;
   stats_.padded_tokens += step.padded_tokens;

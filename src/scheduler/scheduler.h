@@ -86,6 +86,13 @@ class Scheduler {
   // The executor failed the in-flight step: its requests end as failed with `status`.
   void OnStepFailed(const absl::Status& status, absl::Time now);
 
+  // Replaces the batcher's knobs between steps; what is held stays held (queued requests stay
+  // queued in their order; their timeouts stay as they were set). When max_batch_size shrinks
+  // below the running batch, the excess is preempted (lowest priority, latest admitted first) and
+  // resumes later. FAILED_PRECONDITION when a fixed knob changes (CheckFixedKnobsKept) or a step
+  // is in flight; INVALID_ARGUMENT for invalid options. On error nothing changes.
+  absl::Status Reconfigure(const SchedulerOptions& options);
+
   // Events since the last call, in the order they happened.
   std::vector<Event> TakeEvents();
 
@@ -100,7 +107,9 @@ class Scheduler {
   const SchedulerStats& stats() const { return stats_; }
   const SchedulerOptions& options() const { return options_; }
   // The level a request's priority resolves to, or INVALID_ARGUMENT.
-  absl::StatusOr<int32_t> ResolveLevel(int32_t priority) const;
+  absl::StatusOr<int32_t> ResolveLevel(int32_t priority) const {
+    return options_.ResolveLevel(priority);
+  }
 
   // Cross-checks queues, running set, blocks and counts (tests).
   absl::Status CheckInvariants() const;
@@ -144,7 +153,7 @@ class Scheduler {
   void EmitFinal(const Event& event);
   void ReleaseStaticBatchIfDone();
 
-  const SchedulerOptions options_;
+  SchedulerOptions options_;  // replaced only by Reconfigure
   SchedulerObserver* const observer_;
 
   BlockAllocator allocator_;

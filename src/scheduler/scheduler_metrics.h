@@ -41,6 +41,8 @@ struct SchedulerStats {
   int64_t real_tokens = 0;
   int64_t padded_tokens = 0;
   int64_t preemptions = 0;
+  // The most rows one step has had since the scheduler was made or last reconfigured.
+  int32_t largest_step_rows_since_reconfigure = 0;
   std::array<int64_t, kNumRejectReasons> rejections{};
   std::array<int64_t, kNumOutcomes> outcomes{};
 

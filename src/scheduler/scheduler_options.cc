@@ -1,8 +1,36 @@
 #include "scheduler/scheduler_options.h"
 
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace convoy {
+
+absl::StatusOr<int32_t> SchedulerOptions::ResolveLevel(int32_t priority) const {
+  if (priority == 0) return default_priority_level;
+  if (priority < 0 || priority > priority_levels) {
+    return absl::InvalidArgumentError(absl::StrCat("priority ", priority, " is outside 1..",
+                                                   priority_levels, " (0 for the default level)"));
+  }
+  return priority;
+}
+
+absl::Status SchedulerOptions::CheckFixedKnobsKept(const SchedulerOptions& next) const {
+  std::vector<std::string> changed;
+  if (mode != next.mode) changed.push_back("mode");
+  if (priority_levels != next.priority_levels) changed.push_back("priority_levels");
+  if (budget_counts_padding != next.budget_counts_padding) {
+    changed.push_back("budget_counts_padding");
+  }
+  if (block_size != next.block_size) changed.push_back("block_size");
+  if (num_blocks != next.num_blocks) changed.push_back("num_blocks");
+  if (max_model_len != next.max_model_len) changed.push_back("max_model_len");
+  if (changed.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "cannot change while serving (restart instead): ", absl::StrJoin(changed, ", ")));
+}
 
 absl::Status SchedulerOptions::Validate() const {
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };

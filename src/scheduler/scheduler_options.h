@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 namespace convoy {
@@ -53,8 +54,14 @@ struct SchedulerOptions {
   const QueuePolicy& queue_policy(int32_t level) const {
     return queue_policies.empty() ? default_queue_policy : queue_policies[level - 1];
   }
+  // The level a request's priority resolves to (0: default_priority_level), or INVALID_ARGUMENT.
+  absl::StatusOr<int32_t> ResolveLevel(int32_t priority) const;
   // Checks every knob and their relations; the message names the field and the reason.
   absl::Status Validate() const;
+  // The knobs that cannot change while requests are held (Scheduler::Reconfigure): mode,
+  // priority_levels, budget_counts_padding, block_size, num_blocks, max_model_len. OK when
+  // `next` keeps every one of them; otherwise FAILED_PRECONDITION naming each that differs.
+  absl::Status CheckFixedKnobsKept(const SchedulerOptions& next) const;
 };
 
 }  // namespace convoy

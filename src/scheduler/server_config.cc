@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <initializer_list>
 #include <set>
 #include <sstream>
@@ -106,6 +107,18 @@ absl::Status CheckMaxima(const v1::ServerConfig& config, const Locator& at) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateTls(const v1::TlsConfig& tls, const Locator& at) {
+  if (tls.cert_file().empty() != tls.key_file().empty()) {
+    return at.Error({"frontend", "tls", tls.cert_file().empty() ? "key_file" : "cert_file"}, -1,
+                    "cert_file and key_file go together (TLS needs both)");
+  }
+  if (!tls.client_ca_file().empty() && tls.cert_file().empty()) {
+    return at.Error({"frontend", "tls", "client_ca_file"}, -1,
+                    "client_ca_file (mutual TLS) needs cert_file and key_file");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Validate(const v1::ServerConfig& config, const Locator& at) {
   RETURN_IF_ERROR(CheckMaxima(config, at));
   const v1::SchedulerConfig& s = config.scheduler();
@@ -206,6 +219,13 @@ absl::Status Validate(const v1::ServerConfig& config, const Locator& at) {
         {"metrics", "port"}, -1,
         absl::StrCat("port ", config.metrics().port(), " is outside 0..65535 (0: any free port)"));
   }
+  RETURN_IF_ERROR(ValidateTls(f.tls(), at));
+  for (int i = 0; i < f.api_key_size(); ++i) {
+    RETURN_IF_ERROR(ValidateApiKey(f.api_key(), i, s.priority_levels(),
+                                   [&](const char* field, absl::string_view reason) {
+                                     return at.Error({"frontend", "api_key", field}, -1, reason, i);
+                                   }));
+  }
   const double fraction = config.executor().gpu_memory_fraction();
   if (!(fraction > 0.0 && fraction <= 1.0)) {
     return at.Error({"executor", "gpu_memory_fraction"}, -1,
@@ -219,6 +239,33 @@ absl::Duration MicrosOrInfinite(uint64_t micros) {
 }
 
 }  // namespace
+
+absl::Status ValidateApiKey(
+    const google::protobuf::RepeatedPtrField<v1::ApiKey>& keys, int index, uint32_t priority_levels,
+    const std::function<absl::Status(const char* field, absl::string_view reason)>& error) {
+  const v1::ApiKey& key = keys[index];
+  if (key.name().empty()) return error("name", "an API key needs a name (for logs and errors)");
+  if (key.key().size() < kMinApiKeyChars) {
+    return error("key", absl::StrCat("the key of '", key.name(), "' has ", key.key().size(),
+                                     " characters; at least ", kMinApiKeyChars, " are needed"));
+  }
+  const uint32_t max_priority = key.has_max_priority() ? key.max_priority() : 1;
+  if (max_priority < 1 || max_priority > priority_levels) {
+    return error("max_priority",
+                 absl::StrCat("max_priority ", max_priority, " of '", key.name(),
+                              "' is outside 1..priority_levels (", priority_levels, ")"));
+  }
+  for (int j = 0; j < index; ++j) {
+    if (keys[j].name() == key.name()) {
+      return error("name", absl::StrCat("the name '", key.name(), "' is taken by another key"));
+    }
+    if (keys[j].key() == key.key()) {
+      return error("key", absl::StrCat("the key of '", key.name(), "' is the key of '",
+                                       keys[j].name(), "' too"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 void FillServerConfigDefaults(v1::ServerConfig* config) {
   v1::SchedulerConfig* s = config->mutable_scheduler();
@@ -249,12 +296,16 @@ void FillServerConfigDefaults(v1::ServerConfig* config) {
   v1::RequestLimits* limits = config->mutable_request_limits();
   if (!limits->has_max_stop_token_ids()) limits->set_max_stop_token_ids(256);
   v1::FrontendConfig* f = config->mutable_frontend();
-  if (!f->has_listen_address()) f->set_listen_address("0.0.0.0");
+  if (!f->has_listen_address()) f->set_listen_address("127.0.0.1");
   if (!f->has_port()) f->set_port(50051);
   if (!f->has_max_message_bytes()) f->set_max_message_bytes(64u << 20);
   if (!f->has_drain_timeout_microseconds()) f->set_drain_timeout_microseconds(30000000);
   if (!f->has_http_port()) f->set_http_port(8000);
-  if (!f->has_http_listen_address()) f->set_http_listen_address("0.0.0.0");
+  if (!f->has_http_listen_address()) f->set_http_listen_address("127.0.0.1");
+  if (!f->has_reflection()) f->set_reflection(false);
+  for (v1::ApiKey& key : *f->mutable_api_key()) {
+    if (!key.has_max_priority()) key.set_max_priority(1);
+  }
   v1::ExecutorConfig* e = config->mutable_executor();
   if (e->device() == v1::ExecutorConfig::DEVICE_UNSPECIFIED) {
     e->set_device(v1::ExecutorConfig::AUTO);
@@ -264,7 +315,7 @@ void FillServerConfigDefaults(v1::ServerConfig* config) {
   if (!e->has_skip_padding()) e->set_skip_padding(true);
   v1::MetricsConfig* m = config->mutable_metrics();
   if (!m->has_enabled()) m->set_enabled(true);
-  if (!m->has_listen_address()) m->set_listen_address("0.0.0.0");
+  if (!m->has_listen_address()) m->set_listen_address("127.0.0.1");
   if (!m->has_port()) m->set_port(8002);
 }
 

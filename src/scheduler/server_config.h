@@ -5,6 +5,8 @@
 #ifndef CONVOY_SCHEDULER_SERVER_CONFIG_H_
 #define CONVOY_SCHEDULER_SERVER_CONFIG_H_
 
+#include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -19,6 +21,15 @@ absl::StatusOr<v1::ServerConfig> ParseServerConfig(absl::string_view text,
                                                    absl::string_view source);
 // Reads and parses `path`.
 absl::StatusOr<v1::ServerConfig> LoadServerConfig(const std::string& path);
+
+// API keys are at least this long.
+inline constexpr size_t kMinApiKeyChars = 16;
+
+// Checks keys[index] (name, key length, max_priority in 1..priority_levels, name and key unique
+// among keys[0..index]); `error` makes the status for the field at fault and the reason.
+absl::Status ValidateApiKey(
+    const google::protobuf::RepeatedPtrField<v1::ApiKey>& keys, int index, uint32_t priority_levels,
+    const std::function<absl::Status(const char* field, absl::string_view reason)>& error);
 
 // Fills every unset field with its default (documented in the .proto).
 void FillServerConfigDefaults(v1::ServerConfig* config);

@@ -82,15 +82,18 @@ std::string DefaultTestConfig(const std::string& frontend_fields,
                       frontend_fields, " }\n");
 }
 
-std::unique_ptr<DaemonProcess> DaemonProcess::Start(const std::string& model_dir,
-                                                    const std::string& config_text) {
-  std::unique_ptr<DaemonProcess> daemon = StartListening(model_dir, config_text);
+std::unique_ptr<DaemonProcess> DaemonProcess::Start(
+    const std::string& model_dir, const std::string& config_text,
+    std::shared_ptr<grpc::ChannelCredentials> credentials) {
+  std::unique_ptr<DaemonProcess> daemon =
+      StartListening(model_dir, config_text, std::move(credentials));
   if (daemon == nullptr || !daemon->WaitUntilServing()) return nullptr;
   return daemon;
 }
 
-std::unique_ptr<DaemonProcess> DaemonProcess::StartListening(const std::string& model_dir,
-                                                             const std::string& config_text) {
+std::unique_ptr<DaemonProcess> DaemonProcess::StartListening(
+    const std::string& model_dir, const std::string& config_text,
+    std::shared_ptr<grpc::ChannelCredentials> credentials) {
   static std::atomic<int> counter{0};
   const std::string dir =
       absl::StrCat(::testing::TempDir(), "/convoyd_", ::getpid(), "_", counter.fetch_add(1));
@@ -170,8 +173,9 @@ std::unique_ptr<DaemonProcess> DaemonProcess::StartListening(const std::string& 
   grpc::ChannelArguments channel_args;
   channel_args.SetMaxReceiveMessageSize(64 << 20);
   channel_args.SetMaxSendMessageSize(64 << 20);
-  daemon->channel_ = grpc::CreateCustomChannel(daemon->address(),
-                                               grpc::InsecureChannelCredentials(), channel_args);
+  daemon->channel_ = grpc::CreateCustomChannel(
+      daemon->address(), credentials != nullptr ? credentials : grpc::InsecureChannelCredentials(),
+      channel_args);
   return daemon;
 }
 

@@ -16,6 +16,7 @@
 #include "convoy/v1/inference.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/security/credentials.h"
 #include "model/model_config.h"
 #include "test_models.h"
 
@@ -44,18 +45,25 @@ class DaemonProcess {
   // Starts convoyd on `model_dir` with `config_text` (protobuf text) and waits until it is
   // SERVING. Null (with a test failure naming the reason and the daemon's log) when it does not
   // come up within kLiveness.
-  static std::unique_ptr<DaemonProcess> Start(const std::string& model_dir,
-                                              const std::string& config_text);
+  // `credentials`: the channel's (TLS); null for plain text.
+  static std::unique_ptr<DaemonProcess> Start(
+      const std::string& model_dir, const std::string& config_text,
+      std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
   // Starts convoyd and waits only until its gRPC and HTTP ports listen (the model may still be
   // loading). Null (with a test failure) when they do not within kLiveness.
-  static std::unique_ptr<DaemonProcess> StartListening(const std::string& model_dir,
-                                                       const std::string& config_text);
+  static std::unique_ptr<DaemonProcess> StartListening(
+      const std::string& model_dir, const std::string& config_text,
+      std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
   // Waits until the daemon is SERVING; false (with a test failure) when not within kLiveness.
   bool WaitUntilServing();
   // Kills the daemon if it is still running; removes its directory unless the test failed.
   ~DaemonProcess();
 
   std::string address() const;
+  // The config file convoyd was started with (tests rewrite it to reload).
+  std::string config_path() const { return dir_ + "/config.pbtxt"; }
+  // A directory of this daemon's own, removed with it unless the test failed.
+  const std::string& dir() const { return dir_; }
   // The HTTP port (health, /metrics) on 127.0.0.1.
   int http_port() const { return http_port_; }
   // The metrics port, from the daemon's log line "metrics at http://ADDRESS:PORT/metrics"; -1

@@ -17,6 +17,7 @@ namespace convoy::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct BadRequest {
   std::string name;
@@ -212,13 +213,10 @@ TEST(DaemonErrorsTest, HealthKnowsTheInferenceServiceAndNoOther) {
   }
 }
 
-// Server reflection answers list_services with both services. The request and the reply are
-// handled as bytes: Debian ships no generated code for grpc.reflection.v1alpha.
-TEST(DaemonErrorsTest, ReflectionListsTheServices) {
-  const std::string model_dir = WriteTestModel("reflection", TinyModelConfig());
-  auto daemon = DaemonProcess::Start(model_dir, DefaultTestConfig());
-  ASSERT_NE(daemon, nullptr);
-  grpc::GenericStub stub(daemon->channel());
+// Asks server reflection for list_services; the reply's bytes, and the call's status. The request
+// and the reply are handled as bytes: Debian ships no generated code for grpc.reflection.v1alpha.
+grpc::Status ListServices(DaemonProcess& daemon, std::string* bytes) {
+  grpc::GenericStub stub(daemon.channel());
   grpc::CompletionQueue cq;
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + kLiveness));
@@ -227,8 +225,9 @@ TEST(DaemonErrorsTest, ReflectionListsTheServices) {
   void* tag;
   bool ok;
   auto next = [&](void* expected) {
-    ASSERT_TRUE(cq.Next(&tag, &ok));
-    ASSERT_EQ(tag, expected);
+    EXPECT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_EQ(tag, expected);
+    return ok;
   };
   call->StartCall(reinterpret_cast<void*>(1));
   next(reinterpret_cast<void*>(1));
@@ -240,21 +239,41 @@ TEST(DaemonErrorsTest, ReflectionListsTheServices) {
   next(reinterpret_cast<void*>(2));
   grpc::ByteBuffer reply;
   call->Read(&reply, reinterpret_cast<void*>(3));
-  next(reinterpret_cast<void*>(3));
-  ASSERT_TRUE(ok);
-  std::vector<grpc::Slice> slices;
-  ASSERT_TRUE(reply.Dump(&slices).ok());
-  std::string bytes;
-  for (const grpc::Slice& s : slices)
-    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  EXPECT_THAT(bytes, HasSubstr("convoy.v1.Inference"));
-  EXPECT_THAT(bytes, HasSubstr("grpc.health.v1.Health"));
-  call->WritesDone(reinterpret_cast<void*>(4));
-  next(reinterpret_cast<void*>(4));
+  if (next(reinterpret_cast<void*>(3))) {
+    std::vector<grpc::Slice> slices;
+    EXPECT_TRUE(reply.Dump(&slices).ok());
+    for (const grpc::Slice& s : slices)
+      bytes->append(reinterpret_cast<const char*>(s.begin()), s.size());
+    call->WritesDone(reinterpret_cast<void*>(4));
+    next(reinterpret_cast<void*>(4));
+  }
   grpc::Status status;
   call->Finish(&status, reinterpret_cast<void*>(5));
   next(reinterpret_cast<void*>(5));
+  return status;
+}
+
+// Server reflection, when the config turns it on, answers list_services with both services.
+TEST(DaemonErrorsTest, ReflectionListsTheServicesWhenOn) {
+  const std::string model_dir = WriteTestModel("reflection", TinyModelConfig());
+  auto daemon = DaemonProcess::Start(model_dir, DefaultTestConfig("reflection: true"));
+  ASSERT_NE(daemon, nullptr);
+  std::string bytes;
+  const grpc::Status status = ListServices(*daemon, &bytes);
   EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_THAT(bytes, HasSubstr("convoy.v1.Inference"));
+  EXPECT_THAT(bytes, HasSubstr("grpc.health.v1.Health"));
+}
+
+// By default there is no reflection service.
+TEST(DaemonErrorsTest, ReflectionIsOffByDefault) {
+  const std::string model_dir = WriteTestModel("reflection", TinyModelConfig());
+  auto daemon = DaemonProcess::Start(model_dir, DefaultTestConfig());
+  ASSERT_NE(daemon, nullptr);
+  std::string bytes;
+  const grpc::Status status = ListServices(*daemon, &bytes);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << status.error_message();
+  EXPECT_THAT(bytes, Not(HasSubstr("convoy.v1.Inference")));
 }
 
 }  // namespace

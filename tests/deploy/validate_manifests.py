@@ -108,10 +108,12 @@ def check_rendered(name, objects, repo, image):
     if len(mounts) != 1 or config_args != [f"{mounts[0]['mountPath']}/{CONFIG_KEY}"]:
         error(where, f"convoyd's --config {config_args} is not {CONFIG_KEY} of the mounted ConfigMap "
               f"{config_map['metadata']['name']}")
-    for section in ("frontend", "metrics"):
-        address = pbtxt_value(config, section, "listen_address")
+    # convoyd listens on 127.0.0.1 by default: a pod must opt in to every interface, for all three.
+    for section, field in (("frontend", "listen_address"), ("frontend", "http_listen_address"),
+                           ("metrics", "listen_address")):
+        address = pbtxt_value(config, section, field)
         if address != "0.0.0.0":
-            error(where, f"the config's {section}.listen_address is {address!r}: a pod must say "
+            error(where, f"the config's {section}.{field} is {address!r}: a pod must say "
                   "\"0.0.0.0\" explicitly (its loopback is unreachable from the Service)")
     config_ports = {"grpc": pbtxt_value(config, "frontend", "port"),
                     "metrics": pbtxt_value(config, "metrics", "port")}

@@ -1,4 +1,5 @@
-// A minimal HTTP/1.0 GET over a TCP socket to 127.0.0.1, for scraping /metrics in tests.
+// A minimal HTTP/1.0 client over a TCP socket to 127.0.0.1, for scraping /metrics and calling
+// the HTTP API in tests.
 #ifndef CONVOY_TESTS_METRICS_HTTP_GET_H_
 #define CONVOY_TESTS_METRICS_HTTP_GET_H_
 
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
@@ -25,8 +27,12 @@ struct HttpResponse {
   std::string body;
 };
 
-// Sends `GET path` to 127.0.0.1:port and reads the response until the server closes.
-inline absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path) {
+// Sends `method path` with `headers` (each "Name: value") and `body` to 127.0.0.1:port and reads
+// the response until the server closes.
+inline absl::StatusOr<HttpResponse> HttpCall(int port, const std::string& method,
+                                             const std::string& path,
+                                             const std::vector<std::string>& headers = {},
+                                             const std::string& body = "") {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
   struct Closer {
@@ -46,7 +52,13 @@ inline absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path) {
     return absl::UnavailableError(
         absl::StrCat("connect to port ", port, ": ", std::strerror(errno)));
   }
-  const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+  std::string request = absl::StrCat(method, " ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n");
+  for (const std::string& header : headers) absl::StrAppend(&request, header, "\r\n");
+  if (!body.empty()) {
+    absl::StrAppend(&request, "Content-Type: application/json\r\nContent-Length: ", body.size(),
+                    "\r\n");
+  }
+  absl::StrAppend(&request, "\r\n", body);
   for (size_t sent = 0; sent < request.size();) {
     const ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
     if (n <= 0) return absl::InternalError(absl::StrCat("send: ", std::strerror(errno)));
@@ -73,6 +85,11 @@ inline absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path) {
   }
   response.body = raw.substr(header_end + 4);
   return response;
+}
+
+// Sends `GET path` to 127.0.0.1:port.
+inline absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path) {
+  return HttpCall(port, "GET", path);
 }
 
 }  // namespace convoy::testing

@@ -180,6 +180,47 @@ TEST(ServerConfigTest, NumbersAboveTheirMaximumAreRefused) {
   }
 }
 
+// Safe by default: every port on loopback, no reflection, no TLS, no keys.
+TEST(ServerConfigTest, ListensOnLoopbackByDefault) {
+  absl::StatusOr<v1::ServerConfig> config = ParseServerConfig("", "empty.pbtxt");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->frontend().listen_address(), "127.0.0.1");
+  EXPECT_EQ(config->frontend().http_listen_address(), "127.0.0.1");
+  EXPECT_EQ(config->metrics().listen_address(), "127.0.0.1");
+  EXPECT_FALSE(config->frontend().reflection());
+  EXPECT_TRUE(config->frontend().tls().cert_file().empty());
+  EXPECT_EQ(config->frontend().api_key_size(), 0);
+}
+
+TEST(ServerConfigTest, TlsAndApiKeysAreChecked) {
+  struct Case {
+    const char* text;
+    const char* error;
+  };
+  const Case cases[] = {
+      {"frontend {\n tls {\n  cert_file: \"c.pem\"\n }\n}",
+       "t.pbtxt:3: frontend.tls.cert_file: cert_file and key_file go together"},
+      {"frontend {\n tls {\n  client_ca_file: \"ca.pem\"\n }\n}",
+       "t.pbtxt:3: frontend.tls.client_ca_file: client_ca_file (mutual TLS) needs cert_file"},
+      {"frontend {\n api_key {\n  name: \"a\"\n  key: \"short\"\n }\n}",
+       "t.pbtxt:4: frontend.api_key[0].key: the key of 'a' has 5 characters; at least 16"},
+      {"frontend {\n api_key {\n  key: \"0123456789abcdef\"\n }\n}",
+       "frontend.api_key[0].name: an API key needs a name"},
+      {"frontend {\n api_key { name: \"a\" key: \"0123456789abcdef\" }\n api_key {\n  name: "
+       "\"a\"\n  key: \"0123456789abcdeX\"\n }\n}",
+       "t.pbtxt:4: frontend.api_key[1].name: the name 'a' is taken by another key"},
+      {"frontend {\n api_key {\n  name: \"a\"\n  key: \"0123456789abcdef\"\n  max_priority: 2\n"
+       " }\n}",
+       "t.pbtxt:5: frontend.api_key[0].max_priority: max_priority 2 of 'a' is outside "
+       "1..priority_levels (1)"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_THAT(ParseServerConfig(c.text, "t.pbtxt"),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.error)))
+        << c.text;
+  }
+}
+
 TEST(ServerConfigTest, ADirectoryIsNotAConfig) {
   EXPECT_THAT(LoadServerConfig(std::string(CONVOY_SOURCE_DIR) + "/configs"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("is a directory")));

@@ -1,0 +1,83 @@
+#include "daemon/config_reloader.h"
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "convoy/status_macros.h"
+#include "frontend/api_keys.h"
+#include "scheduler/config_reload.h"
+#include "scheduler/server_config.h"
+#include "spdlog/spdlog.h"
+
+namespace convoy {
+
+ConfigReloader::ConfigReloader(v1::ServerConfig current, LoadFn load, EngineLoop* engine,
+                               GenerationHub* hub, Metrics* metrics)
+    : load_(std::move(load)), engine_(engine), hub_(hub), metrics_(metrics) {
+  absl::MutexLock lock(&mu_);
+  current_ = std::move(current);
+  Publish("");
+}
+
+v1::ServerConfig ConfigReloader::current() const {
+  absl::MutexLock lock(&mu_);
+  return current_;
+}
+
+absl::Status ConfigReloader::Reload(absl::string_view trigger) {
+  absl::MutexLock serial(&reload_mu_);
+  absl::StatusOr<v1::ServerConfig> next =
+      load_ ? load_() : absl::FailedPreconditionError("there is no config file to read again");
+  absl::Status result = next.status();
+  if (result.ok()) result = Apply(*next);
+  absl::MutexLock lock(&mu_);
+  if (result.ok()) {
+    current_ = *std::move(next);
+    ++applied_;
+    Publish("applied");
+    spdlog::info("config reload ({}): applied (hash {})", std::string(trigger),
+                 ConfigHash(EffectiveConfigText(current_)));
+  } else {
+    ++refused_;
+    Publish(absl::StrCat("refused: ", result.message()));
+    spdlog::warn("config reload ({}): refused, the config in force is kept: {}",
+                 std::string(trigger), std::string(result.message()));
+  }
+  if (metrics_ != nullptr) metrics_->OnConfigReload(result.ok());
+  return result;
+}
+
+absl::Status ConfigReloader::Apply(const v1::ServerConfig& next) {
+  const std::vector<std::string> restart = FieldsNeedingRestart(current(), next);
+  if (!restart.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("these fields need a restart to change: ", absl::StrJoin(restart, ", ")));
+  }
+  // Everything that can fail comes before anything is applied.
+  ASSIGN_OR_RETURN(std::shared_ptr<const ApiKeys> keys,
+                   ApiKeys::FromConfig(next.frontend(), next.scheduler().priority_levels()));
+  RETURN_IF_ERROR(engine_->Reconfigure(SchedulerOptionsFromConfig(next)));
+  hub_->UpdateLimits([&next](ServingLimits* limits) {
+    limits->max_stop_token_ids = static_cast<int32_t>(next.request_limits().max_stop_token_ids());
+    limits->default_priority_level =
+        static_cast<int32_t>(next.scheduler().default_priority_level());
+  });
+  hub_->SetApiKeys(std::move(keys));
+  return absl::OkStatus();
+}
+
+void ConfigReloader::Publish(const std::string& last_reload) {
+  ConfigStatus status;
+  status.text = EffectiveConfigText(current_);
+  status.hash = ConfigHash(status.text);
+  status.reloads_applied = applied_;
+  status.reloads_refused = refused_;
+  status.last_reload = last_reload;
+  if (metrics_ != nullptr) metrics_->SetConfigHash(status.hash);
+  hub_->SetConfigStatus(std::move(status));
+}
+
+}  // namespace convoy

@@ -1,0 +1,143 @@
+// The shared request path (GenerationHub, GenerationSession) over a real engine loop and CPU
+// executor with a tiny random model: the engine never waits on what a protocol does with its
+// output, and every session ends exactly once.
+#include "frontend/generation.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "engine/engine_loop.h"
+#include "executor/cpu/cpu_executor.h"
+#include "gtest/gtest.h"
+#include "metrics/logging.h"
+#include "spdlog/sinks/base_sink.h"
+#include "test_models.h"
+
+namespace convoy {
+namespace {
+
+constexpr absl::Duration kLiveness = absl::Seconds(120);
+
+class GenerationHubTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    weights_ = testing::LoadRandomModel("generation_hub", testing::TinyModelConfig());
+    ASSERT_NE(weights_, nullptr);
+    CpuExecutorOptions options;
+    options.num_threads = 1;
+    options.kv_cache_bytes = 8 << 20;
+    auto executor = CpuExecutor::Create(*weights_, options);
+    ASSERT_TRUE(executor.ok()) << executor.status();
+    executor_ = *std::move(executor);
+    auto loop = EngineLoop::Create(executor_.get(), EngineLoopOptions());
+    ASSERT_TRUE(loop.ok()) << loop.status();
+    loop_ = *std::move(loop);
+    ServingContext context;
+    context.engine = loop_.get();
+    context.limits.model_name = "tiny";
+    context.limits.vocab_size = weights_->config().vocab_size;
+    context.limits.max_context_length = weights_->config().max_position_embeddings;
+    hub_ = std::make_unique<GenerationHub>();
+    hub_->Start(std::move(context));
+  }
+  void TearDown() override {
+    if (loop_ != nullptr) loop_->Shutdown(/*drain=*/true);
+    hub_.reset();  // runs what is still queued
+  }
+
+  static v1::InferRequest Request(int32_t max_tokens) {
+    v1::InferRequest r;
+    for (int32_t id : {1, 5, 9, 13}) r.add_prompt_token_ids(id);
+    r.mutable_sampling()->set_max_tokens(max_tokens);
+    return r;
+  }
+
+  // Waits (bounded) until `session` has ended; its whole output in `*out`.
+  static std::optional<SessionEnd> WaitForEnd(GenerationSession& session, SessionOutput* out) {
+    const absl::Time deadline = absl::Now() + kLiveness;
+    while (absl::Now() < deadline) {
+      if (std::optional<SessionEnd> end = session.Take(out)) return end;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return std::nullopt;
+  }
+
+  std::unique_ptr<ModelWeights> weights_;
+  std::unique_ptr<CpuExecutor> executor_;
+  std::unique_ptr<EngineLoop> loop_;
+  std::unique_ptr<GenerationHub> hub_;
+};
+
+TEST_F(GenerationHubTest, TheEngineKeepsSteppingWhileAProtocolIsStuckOnItsOutput) {
+  // Session `stuck` stands for a front end that cannot go on (a socket that does not drain, a log
+  // pipe nobody reads): its wake-up blocks until the test releases it.
+  absl::Notification blocked, release;
+  std::shared_ptr<GenerationSession> stuck = GenerationSession::Create(hub_.get(), [&] {
+    if (!blocked.HasBeenNotified()) {
+      blocked.Notify();
+      release.WaitForNotification();
+    }
+  });
+  std::shared_ptr<GenerationSession> other = GenerationSession::Create(hub_.get(), [] {});
+  stuck->Begin(Request(4), absl::InfiniteFuture(), /*authorization=*/"");
+  ASSERT_TRUE(blocked.WaitForNotificationWithTimeout(kLiveness));
+
+  // While it is stuck, another request runs its 200 steps to the end in the engine.
+  const int64_t steps_before = loop_->stats().steps;
+  other->Begin(Request(200), absl::InfiniteFuture(), /*authorization=*/"");
+  const absl::Time deadline = absl::Now() + kLiveness;
+  while (loop_->stats().steps < steps_before + 200 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_GE(loop_->stats().steps, steps_before + 200)
+      << "the engine stopped stepping while a session's wake-up was blocked";
+  EXPECT_TRUE(blocked.HasBeenNotified());
+  release.Notify();
+
+  // Nothing was lost: both end, each exactly once, with all their tokens.
+  SessionOutput stuck_out, other_out;
+  std::optional<SessionEnd> stuck_end = WaitForEnd(*stuck, &stuck_out);
+  std::optional<SessionEnd> other_end = WaitForEnd(*other, &other_out);
+  ASSERT_TRUE(stuck_end.has_value());
+  ASSERT_TRUE(other_end.has_value());
+  EXPECT_TRUE(stuck_end->status.ok()) << stuck_end->status;
+  EXPECT_TRUE(other_end->status.ok()) << other_end->status;
+  EXPECT_EQ(stuck_out.token_ids.size(), 4u);
+  EXPECT_EQ(other_out.token_ids.size(), 200u);
+  EXPECT_EQ(other_end->completion_tokens, 200);
+  stuck->Detach();
+  other->Detach();
+}
+
+// A sink that blocks every write until released.
+class StalledSink : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  absl::Notification release;
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg&) override { release.WaitForNotification(); }
+  void flush_() override {}
+};
+
+TEST(AsyncLoggingTest, ALoggerNeverWaitsOnAStalledSinkAndCountsWhatItDrops) {
+  auto sink = std::make_shared<StalledSink>();
+  LoggingOptions options;
+  options.async = true;
+  options.async_queue_lines = 64;
+  options.sinks = {sink};
+  options.logger_name = "stalled";
+  absl::StatusOr<std::shared_ptr<spdlog::logger>> logger = MakeLogger(options);
+  ASSERT_TRUE(logger.ok()) << logger.status();
+  const int64_t dropped_before = DroppedLogLines();
+  // Far more lines than the queue holds, with the sink stuck on the first: none of these calls
+  // may wait for it (the test would hang otherwise).
+  for (int i = 0; i < 10000; ++i) (*logger)->info("line {}", i);
+  EXPECT_GT(DroppedLogLines(), dropped_before);
+  sink->release.Notify();
+  (*logger)->flush();
+}
+
+}  // namespace
+}  // namespace convoy
