@@ -1,11 +1,14 @@
-// The CPU executor's forward step on a TinyLlama-shaped random model (1.1B parameters):
+// The CPU executor's forward step on a TinyLlama-shaped random model (1.1B parameters; or a real
+// model, see CONVOY_BENCH_MODEL):
 // prefill tokens/s and the matrix-product rate it implies, decode tokens/s at several batch sizes,
 // and batch-1 decode's weight-read rate as a fraction of the streaming-read bandwidth measured in
 // the same run.
 //
 //   build/bench/cpu/cpu_forward_bench [--benchmark_filter=...]
 // Environment: CONVOY_BENCH_MODEL_DIR (where the random model is written once and reused; default
-// ./bench-models), CONVOY_BENCH_SHAPE=tinyllama|tiny (tiny: a seconds-long smoke run).
+// ./bench-models), CONVOY_BENCH_SHAPE=tinyllama|tiny (tiny: a seconds-long smoke run),
+// CONVOY_BENCH_MODEL (a real model instead: a .gguf file or a model directory; the matrix-product
+// ceiling stays TinyLlama's MLP shape).
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -72,10 +75,13 @@ const ModelWeights& Weights() {
   static std::unique_ptr<ModelWeights> weights = [] {
     const ModelConfig c = BenchConfig();
     const char* base = std::getenv("CONVOY_BENCH_MODEL_DIR");
-    const std::string dir = std::string(base ? base : "bench-models") + "/random-" +
-                            std::to_string(c.hidden_size) + "x" +
-                            std::to_string(c.num_hidden_layers) + "-bf16";
-    if (!std::filesystem::exists(dir + "/config.json")) {
+    const char* real = std::getenv("CONVOY_BENCH_MODEL");
+    const bool use_real = real != nullptr && *real != '\0';
+    const std::string dir = use_real ? std::string(real)
+                                     : std::string(base ? base : "bench-models") + "/random-" +
+                                           std::to_string(c.hidden_size) + "x" +
+                                           std::to_string(c.num_hidden_layers) + "-bf16";
+    if (!use_real && !std::filesystem::exists(dir + "/config.json")) {
       std::fprintf(stderr, "writing random model to %s\n", dir.c_str());
       RandomModelOptions options{c, 1, DType::kBF16, 1};
       absl::Status s = WriteRandomModel(dir, options);

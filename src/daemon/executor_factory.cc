@@ -60,6 +60,16 @@ absl::StatusOr<BuiltExecutor> CreateExecutor(const ModelWeights& weights,
   options.skip_padding = config.executor().skip_padding();
   options.kv_cache_bytes = static_cast<int64_t>(config.kv_cache().memory_budget_bytes());
   options.block_size = static_cast<int32_t>(config.kv_cache().block_size());
+  switch (config.executor().cpu_weights()) {
+    case v1::ExecutorConfig::WEIGHTS_F32:
+      options.weight_format = CpuWeightFormat::kF32;
+      break;
+    case v1::ExecutorConfig::WEIGHTS_BF16:
+      options.weight_format = CpuWeightFormat::kBF16;
+      break;
+    default:
+      options.weight_format = CpuWeightFormat::kAuto;
+  }
   ASSIGN_OR_RETURN(built.executor, CpuExecutor::Create(weights, options));
   built.name = "cpu";
   return built;
