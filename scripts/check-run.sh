@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 limit=${1:-1800}
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-CONVOY_PORT=${CONVOY_PORT:-50071} scripts/run.sh --metrics-port 0 >"$log" 2>&1 &
+CONVOY_PORT=${CONVOY_PORT:-50071} scripts/run.sh --metrics-port 0 --http-port 0 >"$log" 2>&1 &
 pid=$!
 start=$SECONDS
 answered=0

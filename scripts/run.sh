@@ -56,5 +56,5 @@ if [ "$chat" -eq 0 ]; then
   echo "+ convoy generate --addr $addr --token-ids 1,15,27,300,42 --max-tokens 16 --stream" >&2
   build/src/daemon/convoy generate --addr "$addr" --token-ids 1,15,27,300,42 --max-tokens 16 --stream
 fi
-echo "convoyd serves on $addr (metrics: http://127.0.0.1:8002/metrics); Ctrl-C stops it." >&2
+echo "convoyd serves on $addr (OpenAI API: http://127.0.0.1:8000/v1, health: /health and /ready, metrics: http://127.0.0.1:8002/metrics unless moved by flags); Ctrl-C stops it." >&2
 wait $daemon
