@@ -214,6 +214,7 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::InferRequest& request,
                                    request.priority(), limits.priority_levels));
   }
   out.priority = request.priority();
+  out.use_prefix_cache = !request.has_cache_prompt() || request.cache_prompt();
   // It goes into log lines: short, and valid UTF-8 for JSON logs.
   constexpr size_t kMaxClientRequestId = 256;
   if (request.client_request_id().size() > kMaxClientRequestId) {

@@ -6,7 +6,8 @@
 
 namespace convoy {
 
-BlockAllocator::BlockAllocator(int32_t num_blocks) : ref_counts_(num_blocks, 0) {
+BlockAllocator::BlockAllocator(int32_t num_blocks)
+    : ref_counts_(num_blocks, 0), lru_pos_(num_blocks), hash_(num_blocks) {
   free_list_.reserve(num_blocks);
   // Popped from the back: block 0 is handed out first.
   for (BlockId b = num_blocks - 1; b >= 0; --b) free_list_.push_back(b);
@@ -19,19 +20,33 @@ absl::Status BlockAllocator::Allocate(int32_t n, std::vector<BlockId>* out) {
         "KV cache full: %d blocks needed, %d of %d free", n, num_free(), num_blocks()));
   }
   for (int32_t i = 0; i < n; ++i) {
-    BlockId b = free_list_.back();
-    free_list_.pop_back();
+    BlockId b;
+    if (!free_list_.empty()) {
+      b = free_list_.back();
+      free_list_.pop_back();
+    } else {
+      b = lru_.front();
+      Evict(b);
+    }
     ref_counts_[b] = 1;
     out->push_back(b);
   }
   return absl::OkStatus();
 }
 
+void BlockAllocator::Evict(BlockId block) {
+  lru_.erase(lru_pos_[block]);
+  by_hash_.erase(*hash_[block]);
+  hash_[block].reset();
+  ++evictions_;
+}
+
 absl::Status BlockAllocator::AddRef(BlockId block) {
-  if (block < 0 || block >= num_blocks() || ref_counts_[block] == 0) {
+  if (block < 0 || block >= num_blocks() || (ref_counts_[block] == 0 && !hash_[block])) {
     return absl::FailedPreconditionError(
-        absl::StrFormat("AddRef on block %d, which is not in use", block));
+        absl::StrFormat("AddRef on block %d, which is neither in use nor cached", block));
   }
+  if (ref_counts_[block] == 0) lru_.erase(lru_pos_[block]);
   ++ref_counts_[block];
   return absl::OkStatus();
 }
@@ -41,29 +56,68 @@ absl::Status BlockAllocator::Release(BlockId block) {
     return absl::FailedPreconditionError(
         absl::StrFormat("Release of block %d, which is not in use", block));
   }
-  if (--ref_counts_[block] == 0) free_list_.push_back(block);
+  if (--ref_counts_[block] == 0) {
+    if (hash_[block]) {
+      lru_pos_[block] = lru_.insert(lru_.end(), block);
+    } else {
+      free_list_.push_back(block);
+    }
+  }
   return absl::OkStatus();
 }
 
+bool BlockAllocator::Publish(BlockId block, BlockHash hash) {
+  if (block < 0 || block >= num_blocks() || ref_counts_[block] == 0 || hash_[block]) return false;
+  if (!by_hash_.emplace(hash, block).second) return false;
+  hash_[block] = hash;
+  return true;
+}
+
+std::optional<BlockId> BlockAllocator::Lookup(BlockHash hash) const {
+  auto it = by_hash_.find(hash);
+  if (it == by_hash_.end()) return std::nullopt;
+  return it->second;
+}
+
 absl::Status BlockAllocator::CheckInvariants() const {
-  std::vector<bool> on_free_list(ref_counts_.size(), false);
-  for (BlockId b : free_list_) {
+  // 0: not on a list; 1: free list; 2: cached list.
+  std::vector<int> list_of(ref_counts_.size(), 0);
+  auto mark = [&](BlockId b, int list, const char* name) -> absl::Status {
     if (b < 0 || b >= num_blocks()) {
-      return absl::InternalError(absl::StrFormat("free list holds block %d out of range", b));
+      return absl::InternalError(absl::StrFormat("%s list holds block %d out of range", name, b));
     }
-    if (on_free_list[b]) {
-      return absl::InternalError(absl::StrFormat("block %d is on the free list twice", b));
+    if (list_of[b] != 0) {
+      return absl::InternalError(absl::StrFormat("block %d is on a list twice", b));
     }
-    on_free_list[b] = true;
+    list_of[b] = list;
+    return absl::OkStatus();
+  };
+  for (BlockId b : free_list_) {
+    if (absl::Status s = mark(b, 1, "free"); !s.ok()) return s;
+  }
+  for (BlockId b : lru_) {
+    if (absl::Status s = mark(b, 2, "cached"); !s.ok()) return s;
   }
   for (BlockId b = 0; b < num_blocks(); ++b) {
     if (ref_counts_[b] < 0) {
       return absl::InternalError(absl::StrFormat("block %d has ref count %d", b, ref_counts_[b]));
     }
-    if (on_free_list[b] != (ref_counts_[b] == 0)) {
-      return absl::InternalError(
-          absl::StrFormat("block %d has ref count %d but is %son the free list", b, ref_counts_[b],
-                          on_free_list[b] ? "" : "not "));
+    const int expected = ref_counts_[b] > 0 ? 0 : (hash_[b] ? 2 : 1);
+    if (list_of[b] != expected) {
+      return absl::InternalError(absl::StrFormat("block %d (ref count %d, %s) is on the wrong list",
+                                                 b, ref_counts_[b],
+                                                 hash_[b] ? "cached" : "no content"));
+    }
+    if (hash_[b]) {
+      auto it = by_hash_.find(*hash_[b]);
+      if (it == by_hash_.end() || it->second != b) {
+        return absl::InternalError(absl::StrFormat("block %d's hash does not name it", b));
+      }
+    }
+  }
+  for (const auto& [hash, b] : by_hash_) {
+    if (b < 0 || b >= num_blocks() || hash_[b] != hash) {
+      return absl::InternalError(absl::StrFormat("hash %016x names block %d wrongly", hash, b));
     }
   }
   return absl::OkStatus();

@@ -1,16 +1,31 @@
-// Hands out fixed-size KV cache blocks by number. Pure bookkeeping: the executor owns the memory.
+// Hands out fixed-size KV cache blocks by number, and keeps the blocks whose content is known
+// (prefix caching). Pure bookkeeping: the executor owns the memory.
 //
-// Invariants (CheckInvariants verifies them): every block is either on the free list with a
-// reference count of 0, or off it with a count of at least 1; the free list holds no duplicates.
+// A block is in one of three states:
+// - in use: a reference count of at least 1 (several sequences may share a full block; none of
+//   them writes it);
+// - cached: a count of 0, and content published under a hash (block_hash.h), so a new sequence may
+//   take it back with AddRef instead of recomputing it; kept in least-recently-released order;
+// - free: a count of 0 and no known content.
+// Allocate takes free blocks first, then evicts cached ones, least recently released first: cached
+// blocks count as free space. A block in use is never evicted; a published block keeps its hash
+// while in use and is found by Lookup then too.
+//
+// Invariants (CheckInvariants verifies them): every block with a count of 0 is on exactly one of
+// the free list (no hash) and the cached list (with a hash); every hash names one block.
 // Not thread-safe: only the engine loop uses it.
 #ifndef CONVOY_KV_BLOCK_ALLOCATOR_H_
 #define CONVOY_KV_BLOCK_ALLOCATOR_H_
 
 #include <cstdint>
+#include <list>
+#include <optional>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kv/block_hash.h"
 
 namespace convoy {
 
@@ -21,24 +36,45 @@ class BlockAllocator {
   explicit BlockAllocator(int32_t num_blocks);
 
   int32_t num_blocks() const { return static_cast<int32_t>(ref_counts_.size()); }
-  int32_t num_free() const { return static_cast<int32_t>(free_list_.size()); }
+  // Blocks Allocate can hand out: free plus cached and not in use.
+  int32_t num_free() const { return static_cast<int32_t>(free_list_.size() + lru_.size()); }
   int32_t num_used() const { return num_blocks() - num_free(); }
+  // Blocks with published content, in use or not.
+  int32_t num_cached() const { return static_cast<int32_t>(by_hash_.size()); }
+  // Cached blocks not in use (the ones Allocate may evict).
+  int32_t num_evictable() const { return static_cast<int32_t>(lru_.size()); }
+  // Cached blocks evicted by Allocate since construction.
+  int64_t num_evictions() const { return evictions_; }
   bool CanAllocate(int32_t n) const { return n <= num_free(); }
 
-  // Takes `n` blocks, each with a reference count of 1, appending them to `out`; all or nothing:
-  // RESOURCE_EXHAUSTED and no change when fewer than `n` are free.
+  // Takes `n` blocks, each with a reference count of 1 and no content, appending them to `out`;
+  // all or nothing: RESOURCE_EXHAUSTED and no change when fewer than `n` are free.
   absl::Status Allocate(int32_t n, std::vector<BlockId>* out);
-  // Adds a reference to a block in use (for sharing a common prefix).
+  // Adds a reference to a block in use, or takes a cached block back into use.
   absl::Status AddRef(BlockId block);
-  // Drops a reference; the block returns to the free list when its count reaches 0.
+  // Drops a reference; at 0 the block becomes cached (the most recently released) when it has
+  // published content, free otherwise.
   absl::Status Release(BlockId block);
   int32_t ref_count(BlockId block) const { return ref_counts_[block]; }
+
+  // Records that `block` (in use, full, written) holds the content named by `hash`. Returns false
+  // and changes nothing when another block already holds that content or `block` has a hash.
+  bool Publish(BlockId block, BlockHash hash);
+  // The block holding the content named by `hash`, in use or cached.
+  std::optional<BlockId> Lookup(BlockHash hash) const;
 
   absl::Status CheckInvariants() const;
 
  private:
+  void Evict(BlockId block);
+
   std::vector<int32_t> ref_counts_;
   std::vector<BlockId> free_list_;  // LIFO: recently freed blocks are reused first
+  std::list<BlockId> lru_;          // cached and not in use; front: released longest ago
+  std::vector<std::list<BlockId>::iterator> lru_pos_;  // valid while on lru_
+  std::vector<std::optional<BlockHash>> hash_;         // published content, per block
+  absl::flat_hash_map<BlockHash, BlockId> by_hash_;
+  int64_t evictions_ = 0;
 };
 
 }  // namespace convoy

@@ -26,7 +26,11 @@ class BlockTable {
 
   // Grows the table to hold `num_tokens`; all or nothing (RESOURCE_EXHAUSTED leaves it unchanged).
   absl::Status Reserve(int64_t num_tokens, BlockAllocator* allocator);
-  // Returns every block to the allocator; the table is empty afterwards.
+  // Appends cached blocks holding the tokens from capacity() on (a reused prefix), taking a
+  // reference to each; all or nothing. REQUIRES: each is in use or cached in `allocator`.
+  absl::Status AppendCached(const std::vector<BlockId>& cached, BlockAllocator* allocator);
+  // Returns every block to the allocator, last block first (so a cached prefix's later blocks
+  // are evicted before its first ones); the table is empty afterwards.
   void ReleaseAll(BlockAllocator* allocator);
 
  private:

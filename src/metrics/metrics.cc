@@ -157,6 +157,13 @@ Metrics::Metrics(std::shared_ptr<prometheus::Registry> registry) : registry_(std
                          .Help("KV cache blocks free.")
                          .Register(r)
                          .Add({});
+  prefix_cache_blocks_ = &BuildGauge()
+                              .Name("convoy_prefix_cache_blocks")
+                              .Help(
+                                  "KV cache blocks whose content is cached for reuse (in use "
+                                  "or not).")
+                              .Register(r)
+                              .Add({});
   log_lines_dropped_ = &BuildGauge()
                             .Name("convoy_log_lines_dropped_total")
                             .Help(
@@ -247,6 +254,23 @@ Metrics::Metrics(std::shared_ptr<prometheus::Registry> registry) : registry_(std
                       .Help("Running requests preempted to free KV cache blocks.")
                       .Register(r)
                       .Add({});
+  prefix_cache_queries_ = &BuildCounter()
+                               .Name("convoy_prefix_cache_queries_total")
+                               .Help("Prompt tokens looked up in the prefix cache at admission.")
+                               .Register(r)
+                               .Add({});
+  prefix_cache_hits_ = &BuildCounter()
+                            .Name("convoy_prefix_cache_hits_total")
+                            .Help("Prompt tokens found in the prefix cache (not recomputed).")
+                            .Register(r)
+                            .Add({});
+  prefix_cache_evictions_ = &BuildCounter()
+                                 .Name("convoy_prefix_cache_evictions_total")
+                                 .Help(
+                                     "Cached KV blocks evicted to make room, least recently "
+                                     "used first.")
+                                 .Register(r)
+                                 .Add({});
   prompt_tokens_ = &BuildCounter()
                         .Name("convoy_prompt_tokens_total")
                         .Help("Prompt tokens computed by prefill (recomputation included).")
@@ -349,6 +373,10 @@ void Metrics::OnStepPlanned(const StepStats& stats) {
   kv_usage_->Set(blocks == 0 ? 0.0 : static_cast<double>(stats.kv_blocks_used) / blocks);
   kv_blocks_used_->Set(stats.kv_blocks_used);
   kv_blocks_free_->Set(stats.kv_blocks_free);
+  prefix_cache_blocks_->Set(stats.kv_blocks_cached);
+  prefix_cache_queries_->Increment(static_cast<double>(stats.prefix_cache_queries));
+  prefix_cache_hits_->Increment(static_cast<double>(stats.prefix_cache_hits));
+  prefix_cache_evictions_->Increment(static_cast<double>(stats.prefix_cache_evictions));
   if (stats.num_rows == 0) return;
 
   step_sequences_->Observe(stats.num_rows);

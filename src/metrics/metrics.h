@@ -116,6 +116,7 @@ class Metrics : public SchedulerObserver {
   prometheus::Gauge* kv_usage_ = nullptr;
   prometheus::Gauge* kv_blocks_used_ = nullptr;
   prometheus::Gauge* kv_blocks_free_ = nullptr;
+  prometheus::Gauge* prefix_cache_blocks_ = nullptr;
   prometheus::Gauge* log_lines_dropped_ = nullptr;  // set at each scrape
 
   prometheus::Histogram* ttft_ = nullptr;
@@ -131,6 +132,9 @@ class Metrics : public SchedulerObserver {
   prometheus::Counter* success_stop_ = nullptr;    // vLLM request_success_total{stop}
   prometheus::Counter* success_length_ = nullptr;  // vLLM request_success_total{length}
   prometheus::Counter* preemptions_ = nullptr;
+  prometheus::Counter* prefix_cache_queries_ = nullptr;  // vLLM prefix_cache_queries
+  prometheus::Counter* prefix_cache_hits_ = nullptr;     // vLLM prefix_cache_hits
+  prometheus::Counter* prefix_cache_evictions_ = nullptr;
   prometheus::Counter* prompt_tokens_ = nullptr;
   prometheus::Counter* generation_tokens_ = nullptr;
   prometheus::Counter* padded_tokens_ = nullptr;

@@ -30,6 +30,10 @@ struct Request {
   // How long the request may wait in the queue before it is first scheduled. ZeroDuration(): the
   // level's default; InfiniteDuration(): never times out.
   absl::Duration timeout = absl::ZeroDuration();
+  // Prefix caching (when the scheduler has it on): reuse the cached KV blocks of the longest
+  // known prefix of the prompt, and offer this request's full blocks to later ones. false: compute
+  // every token and share nothing.
+  bool use_prefix_cache = true;
 };
 
 // How a request ended. Every request the scheduler accepted ends with exactly one of these;

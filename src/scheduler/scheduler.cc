@@ -1,6 +1,7 @@
 #include "scheduler/scheduler.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <tuple>
 
@@ -103,6 +104,9 @@ absl::Status Scheduler::Submit(Request request, absl::Time now) {
   seq->arrival_order = next_arrival_order_++;
   seq->tokens = seq->request.prompt_tokens;
   seq->prompt_len = prompt_len;
+  if (UsesPrefixCache(*seq)) {
+    ExtendBlockHashes(seq->tokens, options_.block_size, &seq->block_hashes);
+  }
   const absl::Duration timeout =
       seq->request.timeout == absl::ZeroDuration() ? policy.default_timeout : seq->request.timeout;
   if (timeout != absl::InfiniteDuration()) {
@@ -193,7 +197,8 @@ std::optional<absl::Time> Scheduler::OldestWaitingArrival() const {
   return oldest;
 }
 
-int32_t Scheduler::ChunkThatFits(const Sequence& seq, const Draft& draft) const {
+int32_t Scheduler::ChunkThatFits(const Sequence& seq, const Draft& draft,
+                                 int64_t cached_tokens) const {
   const int64_t rows = static_cast<int64_t>(draft.rows.size()) + 1;
   if (rows > options_.max_batch_size) return 0;
   int64_t cap;
@@ -205,7 +210,34 @@ int32_t Scheduler::ChunkThatFits(const Sequence& seq, const Draft& draft) const 
     if (cap <= 0) return 0;
   }
   return static_cast<int32_t>(
-      std::min({seq.num_uncomputed(), int64_t{options_.prefill_chunk_size}, cap}));
+      std::min({seq.num_uncomputed() - cached_tokens, int64_t{options_.prefill_chunk_size}, cap}));
+}
+
+std::vector<BlockId> Scheduler::CachedPrefix(const Sequence& seq) const {
+  std::vector<BlockId> cached;
+  if (!UsesPrefixCache(seq)) return cached;
+  // The block holding the last token is always computed: the row must end at it to sample, and
+  // it must be the sequence's own to be written.
+  const size_t limit = std::min(seq.block_hashes.size(),
+                                (seq.tokens.size() - 1) / static_cast<size_t>(options_.block_size));
+  for (size_t i = 0; i < limit; ++i) {
+    const std::optional<BlockId> block = allocator_.Lookup(seq.block_hashes[i]);
+    if (!block) break;
+    cached.push_back(*block);
+  }
+  return cached;
+}
+
+void Scheduler::PublishComputedBlocks(Sequence* seq) {
+  if (!UsesPrefixCache(*seq)) return;
+  ExtendBlockHashes(seq->tokens, options_.block_size, &seq->block_hashes);
+  const auto& blocks = seq->blocks.blocks();
+  const int64_t full = seq->num_computed / options_.block_size;
+  for (; seq->num_published < full; ++seq->num_published) {
+    // False when another sequence computed the same content first: this block then stays
+    // private and is freed, not cached, when released.
+    allocator_.Publish(blocks[seq->num_published], seq->block_hashes[seq->num_published]);
+  }
 }
 
 void Scheduler::AddRow(Sequence* seq, int32_t num_tokens, Draft* draft) {
@@ -229,6 +261,7 @@ void Scheduler::AddRow(Sequence* seq, int32_t num_tokens, Draft* draft) {
 void Scheduler::Preempt(Sequence* seq) {
   seq->blocks.ReleaseAll(&allocator_);
   seq->num_computed = 0;
+  seq->num_published = 0;
   RemoveFromRunning(seq);
   seq->state = SequenceState::kWaiting;
   auto& queue = queues_[seq->level - 1];
@@ -273,7 +306,9 @@ int32_t Scheduler::Admit(absl::Time now, int32_t limit, bool static_members_only
   int32_t admitted = 0;
   // Padding a candidate's first chunk would add to the draft, or -1 when it does not fit.
   auto added_padding = [&](const Sequence& seq) -> int64_t {
-    const int32_t chunk = ChunkThatFits(seq, *draft);
+    const int64_t cached_tokens =
+        static_cast<int64_t>(CachedPrefix(seq).size()) * options_.block_size;
+    const int32_t chunk = ChunkThatFits(seq, *draft, cached_tokens);
     if (chunk == 0) return -1;
     const int64_t rows = static_cast<int64_t>(draft->rows.size());
     const int64_t length = std::max(draft->padded_length, chunk);
@@ -300,12 +335,30 @@ int32_t Scheduler::Admit(absl::Time now, int32_t limit, bool static_members_only
       head = false;
       Sequence* seq = window[pick];
       if (static_cast<int32_t>(running_.size()) >= options_.max_batch_size) return admitted;
-      const int32_t chunk = ChunkThatFits(*seq, *draft);
+      const std::vector<BlockId> cached = CachedPrefix(*seq);
+      const int64_t cached_tokens = static_cast<int64_t>(cached.size()) * options_.block_size;
+      const int32_t chunk = ChunkThatFits(*seq, *draft, cached_tokens);
       if (chunk == 0) return admitted;
-      // Admitted only when the blocks of all its tokens fit; then they are reserved whole.
+      // Admitted only when the blocks of all its tokens fit; then they are reserved whole. Its
+      // cached prefix counts as available, but taking the blocks of it that nobody uses removes
+      // them from what Allocate may evict.
       const int64_t tokens = static_cast<int64_t>(seq->tokens.size());
-      if (!allocator_.CanAllocate(seq->blocks.BlocksNeeded(tokens))) return admitted;
-      if (!seq->blocks.Reserve(tokens, &allocator_).ok()) return admitted;
+      int32_t idle_cached = 0;
+      for (BlockId b : cached) idle_cached += allocator_.ref_count(b) == 0 ? 1 : 0;
+      const int32_t new_blocks =
+          static_cast<int32_t>(CeilDiv(tokens, options_.block_size) - std::ssize(cached));
+      if (!allocator_.CanAllocate(new_blocks + idle_cached)) return admitted;
+      if (!seq->blocks.AppendCached(cached, &allocator_).ok()) return admitted;
+      if (!seq->blocks.Reserve(tokens, &allocator_).ok()) {
+        seq->blocks.ReleaseAll(&allocator_);
+        return admitted;
+      }
+      seq->num_computed = cached_tokens;
+      seq->num_published = static_cast<int32_t>(cached.size());
+      if (UsesPrefixCache(*seq)) {
+        draft->cache_queries += tokens;
+        draft->cache_hits += cached_tokens;
+      }
       RemoveFromQueue(seq);
       seq->state = SequenceState::kRunning;
       seq->admit_order = next_admit_order_++;
@@ -398,6 +451,13 @@ ScheduleDecision Scheduler::Schedule(absl::Time now) {
   step.num_running = num_running();
   step.kv_blocks_used = allocator_.num_used();
   step.kv_blocks_free = allocator_.num_free();
+  step.kv_blocks_cached = allocator_.num_cached();
+  step.prefix_cache_queries = draft.cache_queries;
+  step.prefix_cache_hits = draft.cache_hits;
+  step.prefix_cache_evictions = allocator_.num_evictions() - evictions_reported_;
+  evictions_reported_ = allocator_.num_evictions();
+  stats_.prefix_cache_queries += draft.cache_queries;
+  stats_.prefix_cache_hits += draft.cache_hits;
   step.queue_depth.reserve(queues_.size());
   for (const auto& queue : queues_) step.queue_depth.push_back(static_cast<int64_t>(queue.size()));
   ++stats_.steps;
@@ -441,6 +501,7 @@ absl::Status Scheduler::OnStepResult(const StepResult& result, absl::Time now) {
       continue;
     }
     seq->num_computed += record.num_tokens;
+    PublishComputedBlocks(seq);
     if (!record.sample) continue;
     const RowResult& row = result.rows[i];
     Event event;
@@ -555,15 +616,25 @@ absl::Status Scheduler::CheckInvariants() const {
   if (static_cast<int32_t>(running_.size()) > options_.max_batch_size) {
     return fail(running_.size(), " running sequences exceed max_batch_size");
   }
-  int64_t held_blocks = 0;
+  // Every reference the allocator counts is one running sequence's table entry.
+  absl::flat_hash_map<BlockId, int32_t> references;
   for (const Sequence* seq : running_) {
     if (seq->state != SequenceState::kRunning) return fail("running sequence not kRunning");
     if (seq->blocks.capacity() < seq->num_computed) return fail("blocks do not cover the cache");
-    held_blocks += static_cast<int64_t>(seq->blocks.blocks().size());
+    if (seq->num_published * int64_t{options_.block_size} > seq->num_computed) {
+      return fail("sequence ", seq->request.id, " published blocks it has not computed");
+    }
+    for (BlockId b : seq->blocks.blocks()) ++references[b];
   }
-  if (held_blocks != allocator_.num_used()) {
-    return fail("running sequences hold ", held_blocks, " blocks; the allocator has ",
-                allocator_.num_used(), " in use");
+  if (static_cast<int32_t>(references.size()) != allocator_.num_used()) {
+    return fail("running sequences hold ", references.size(),
+                " distinct blocks; the allocator has ", allocator_.num_used(), " in use");
+  }
+  for (const auto& [block, count] : references) {
+    if (allocator_.ref_count(block) != count) {
+      return fail("block ", block, " is held ", count, " times; its ref count is ",
+                  allocator_.ref_count(block));
+    }
   }
   int64_t waiting = 0;
   int64_t with_deadline = 0;

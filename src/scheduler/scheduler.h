@@ -23,6 +23,14 @@
 // - KV: when decoding sequences need blocks that are not free, running sequences are preempted,
 //   lowest priority first and latest admitted first: blocks freed, tokens kept, recomputed later
 //   from the head of their queue.
+// - Prefix caching (enable_prefix_caching, and per request): a full block of a sequence, once
+//   computed, is published under the hash of its tokens chained with the previous block's
+//   (kv/block_hash.h). An admission (a re-admission after preemption too) takes every leading
+//   block already cached, shared by reference, and its first row starts at the first position
+//   not cached; at least the last prompt block is always computed, so the row has a token to
+//   sample from and no sequence ever writes a block it shares. Blocks released with known content
+//   stay cached until an allocation needs them, least recently released first; the KV admission
+//   check counts a request's own cached prefix as available.
 // - Plan, then commit: a step's allocations succeed whole or nothing changes.
 // - Every accepted request ends with exactly one final event; at the end all blocks are free.
 //
@@ -127,6 +135,8 @@ class Scheduler {
     int32_t padded_length = 0;
     int64_t real_tokens = 0;
     int32_t blocks_needed = 0;  // beyond what the rows' sequences hold
+    int64_t cache_queries = 0;  // prefix cache lookups of this step's admissions, in tokens
+    int64_t cache_hits = 0;
   };
 
   Scheduler(const SchedulerOptions& options, SchedulerObserver* observer);
@@ -138,8 +148,17 @@ class Scheduler {
   void AddRunningPrefills(absl::Time now, Draft* draft);
   // Admits waiting requests, at most `limit`; returns how many.
   int32_t Admit(absl::Time now, int32_t limit, bool static_members_only, Draft* draft);
-  // The longest chunk of `seq` the draft can take now; 0 when no row fits.
-  int32_t ChunkThatFits(const Sequence& seq, const Draft& draft) const;
+  // The longest chunk of `seq` the draft can take now, when its first `cached_tokens` uncomputed
+  // tokens come from the prefix cache; 0 when no row fits.
+  int32_t ChunkThatFits(const Sequence& seq, const Draft& draft, int64_t cached_tokens = 0) const;
+  // Prefix caching: the cached blocks of the longest prefix of a waiting sequence's tokens that
+  // it may reuse (never its last token's block).
+  std::vector<BlockId> CachedPrefix(const Sequence& seq) const;
+  // Publishes the blocks of `seq` that its computed tokens have filled.
+  void PublishComputedBlocks(Sequence* seq);
+  bool UsesPrefixCache(const Sequence& seq) const {
+    return options_.enable_prefix_caching && seq.request.use_prefix_cache;
+  }
   void AddRow(Sequence* seq, int32_t num_tokens, Draft* draft);
   std::optional<absl::Time> OldestWaitingArrival() const;
   int32_t EffectiveLevel(const Sequence& seq, absl::Time now) const;
@@ -176,6 +195,7 @@ class Scheduler {
 
   std::vector<Event> events_;
   SchedulerStats stats_;
+  int64_t evictions_reported_ = 0;  // allocator evictions already in a StepStats
 };
 
 }  // namespace convoy

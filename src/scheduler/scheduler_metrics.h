@@ -31,7 +31,13 @@ struct StepStats {
   int64_t padded_tokens = 0;  // num_rows x padded_length - real_tokens
   int32_t num_running = 0;
   int32_t kv_blocks_used = 0;
-  int32_t kv_blocks_free = 0;
+  int32_t kv_blocks_free = 0;  // free or cached and not in use
+  // Prefix caching: blocks with known content (in use or not); prompt tokens looked up and found
+  // by the admissions of this step; cached blocks evicted since the previous planned step.
+  int32_t kv_blocks_cached = 0;
+  int64_t prefix_cache_queries = 0;
+  int64_t prefix_cache_hits = 0;
+  int64_t prefix_cache_evictions = 0;
   std::vector<int64_t> queue_depth;  // waiting requests per level, index 0 is level 1
 };
 
@@ -41,6 +47,10 @@ struct SchedulerStats {
   int64_t real_tokens = 0;
   int64_t padded_tokens = 0;
   int64_t preemptions = 0;
+  // Prefix caching, in tokens: looked up at admission (re-admission after preemption included),
+  // and found cached.
+  int64_t prefix_cache_queries = 0;
+  int64_t prefix_cache_hits = 0;
   // The most rows one step has had since the scheduler was made or last reconfigured.
   int32_t largest_step_rows_since_reconfigure = 0;
   std::array<int64_t, kNumRejectReasons> rejections{};

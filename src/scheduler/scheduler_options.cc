@@ -27,6 +27,9 @@ absl::Status SchedulerOptions::CheckFixedKnobsKept(const SchedulerOptions& next)
   if (block_size != next.block_size) changed.push_back("block_size");
   if (num_blocks != next.num_blocks) changed.push_back("num_blocks");
   if (max_model_len != next.max_model_len) changed.push_back("max_model_len");
+  if (enable_prefix_caching != next.enable_prefix_caching) {
+    changed.push_back("enable_prefix_caching");
+  }
   if (changed.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
       "cannot change while serving (restart instead): ", absl::StrJoin(changed, ", ")));

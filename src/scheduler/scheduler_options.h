@@ -47,6 +47,8 @@ struct SchedulerOptions {
 
   int32_t block_size = 16;
   int32_t num_blocks = 0;
+  // Reuse the KV blocks of prompt prefixes already computed (see scheduler.h).
+  bool enable_prefix_caching = true;
   int32_t default_max_tokens = 256;
   // Prompt plus generated tokens at most (the model's context); 0: no limit.
   int64_t max_model_len = 0;
@@ -59,7 +61,8 @@ struct SchedulerOptions {
   // Checks every knob and their relations; the message names the field and the reason.
   absl::Status Validate() const;
   // The knobs that cannot change while requests are held (Scheduler::Reconfigure): mode,
-  // priority_levels, budget_counts_padding, block_size, num_blocks, max_model_len. OK when
+  // priority_levels, budget_counts_padding, block_size, num_blocks, max_model_len,
+  // enable_prefix_caching. OK when
   // `next` keeps every one of them; otherwise FAILED_PRECONDITION naming each that differs.
   absl::Status CheckFixedKnobsKept(const SchedulerOptions& next) const;
 };

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "kv/block_hash.h"
 #include "kv/block_table.h"
 #include "scheduler/request.h"
 
@@ -36,6 +37,10 @@ struct Sequence {
   // Tokens whose K and V are in the cache: positions [0, num_computed).
   int64_t num_computed = 0;
   BlockTable blocks;
+  // Prefix caching (empty when off for this sequence): the hash of each full block of `tokens`,
+  // and how many leading blocks of `blocks` are published or were taken from the cache.
+  std::vector<BlockHash> block_hashes;
+  int32_t num_published = 0;
 
   SequenceState state = SequenceState::kWaiting;
   bool started = false;                      // scheduled at least once

@@ -291,6 +291,7 @@ void FillServerConfigDefaults(v1::ServerConfig* config) {
   v1::KvCacheConfig* kv = config->mutable_kv_cache();
   if (!kv->has_block_size()) kv->set_block_size(16);
   if (!kv->has_memory_budget_bytes()) kv->set_memory_budget_bytes(uint64_t{1} << 30);
+  if (!kv->has_enable_prefix_caching()) kv->set_enable_prefix_caching(true);
   v1::RequestDefaults* defaults = config->mutable_request_defaults();
   if (!defaults->has_max_tokens()) defaults->set_max_tokens(256);
   v1::RequestLimits* limits = config->mutable_request_limits();
@@ -372,6 +373,7 @@ SchedulerOptions SchedulerOptionsFromConfig(const v1::ServerConfig& config) {
   }
   options.priority_aging = MicrosOrInfinite(s.priority_aging_microseconds());
   options.block_size = static_cast<int32_t>(config.kv_cache().block_size());
+  options.enable_prefix_caching = config.kv_cache().enable_prefix_caching();
   options.default_max_tokens = static_cast<int32_t>(config.request_defaults().max_tokens());
   return options;
 }

@@ -49,6 +49,7 @@ TEST(RequestValidationTest, UnsetFieldsTakeTheEngineDefaults) {
   EXPECT_THAT(request->prompt_tokens, ElementsAre(1, 99));
   EXPECT_EQ(request->max_tokens, 0);  // the server's default
   EXPECT_EQ(request->priority, 0);
+  EXPECT_TRUE(request->use_prefix_cache);
   EXPECT_EQ(request->sampling.temperature, 0.0f);
   EXPECT_EQ(request->sampling.top_p, 1.0f);
   EXPECT_EQ(request->sampling.num_top_logprobs, 0);
@@ -65,6 +66,7 @@ TEST(RequestValidationTest, SetFieldsAreCarriedOver) {
   r.mutable_sampling()->add_stop_token_ids(7);
   r.set_priority(3);
   r.set_top_logprobs(5);
+  r.set_cache_prompt(false);
   auto request = ToEngineRequest(r, Limits());
   ASSERT_OK(request);
   EXPECT_EQ(request->max_tokens, 63);
@@ -75,6 +77,7 @@ TEST(RequestValidationTest, SetFieldsAreCarriedOver) {
   EXPECT_EQ(request->sampling.num_top_logprobs, 5);
   EXPECT_THAT(request->stop_token_ids, ElementsAre(7));
   EXPECT_EQ(request->priority, 3);
+  EXPECT_FALSE(request->use_prefix_cache);
 }
 
 TEST(RequestValidationTest, MessagesStartWithTheField) {

@@ -54,6 +54,11 @@ TEST(ServerConfigTest, FillsDefaults) {
   EXPECT_EQ(config->scheduler().max_num_batched_tokens(), 2048u);
   EXPECT_EQ(config->scheduler().default_priority_level(), 1u);
   EXPECT_EQ(config->kv_cache().block_size(), 16u);
+  EXPECT_TRUE(config->kv_cache().enable_prefix_caching());
+  EXPECT_TRUE(SchedulerOptionsFromConfig(*config).enable_prefix_caching);
+  EXPECT_FALSE(SchedulerOptionsFromConfig(
+                   *ParseServerConfig("kv_cache { enable_prefix_caching: false }", "off.pbtxt"))
+                   .enable_prefix_caching);
   EXPECT_EQ(config->request_defaults().max_tokens(), 256u);
   // An explicit 0 is kept: it means "never wait", not "unset".
   absl::StatusOr<v1::ServerConfig> set = ParseServerConfig(

@@ -19,11 +19,16 @@ struct ParityRun {
   std::map<RequestId, std::vector<int32_t>> tokens;
   int64_t preemptions = 0;
   int64_t steps = 0;
+  int64_t prefix_cache_hits = 0;  // tokens
+  int64_t prefix_cache_evictions = 0;
 };
 
-// Runs `requests` to completion on a fake clock (1 ms per step: no timeouts fire).
+// Runs `requests` to completion on a fake clock (1 ms per step: no timeouts fire). With
+// `steps_between_arrivals` 0 all are submitted at once; otherwise request i is submitted once
+// i x that many steps have run (or earlier, when the scheduler has nothing else to do).
 inline ParityRun RunToCompletion(Executor& executor, SchedulerOptions options,
-                                 const std::vector<Request>& requests) {
+                                 const std::vector<Request>& requests,
+                                 int64_t steps_between_arrivals = 0) {
   options.block_size = executor.kv_spec().block_size;
   options.num_blocks = executor.kv_spec().num_blocks;
   ParityRun run;
@@ -32,10 +37,21 @@ inline ParityRun RunToCompletion(Executor& executor, SchedulerOptions options,
   if (!scheduler.ok()) return run;
   Scheduler& s = **scheduler;
   absl::Time now = absl::UnixEpoch();
-  for (const Request& request : requests) EXPECT_OK(s.Submit(request, now));
-  while (!s.empty()) {
+  size_t next = 0;
+  auto submit_due = [&] {
+    while (next < requests.size() &&
+           run.steps >= static_cast<int64_t>(next) * steps_between_arrivals) {
+      EXPECT_OK(s.Submit(requests[next++], now));
+    }
+  };
+  submit_due();
+  while (!s.empty() || next < requests.size()) {
     ScheduleDecision decision = s.Schedule(now);
     if (!decision.plan) {
+      if (next < requests.size() && (s.empty() || !decision.wake_at)) {
+        EXPECT_OK(s.Submit(requests[next++], now));
+        continue;
+      }
       now = decision.wake_at.value_or(now + absl::Milliseconds(1));
       continue;
     }
@@ -52,8 +68,11 @@ inline ParityRun RunToCompletion(Executor& executor, SchedulerOptions options,
     }
     now += absl::Milliseconds(1);
     ++run.steps;
+    submit_due();
   }
   run.preemptions = s.stats().preemptions;
+  run.prefix_cache_hits = s.stats().prefix_cache_hits;
+  run.prefix_cache_evictions = s.allocator().num_evictions();
   EXPECT_EQ(s.allocator().num_free(), options.num_blocks);
   return run;
 }
@@ -70,6 +89,28 @@ inline std::vector<Request> ParityRequests() {
     }
     request.max_tokens = 8 + (id * 5) % 17;
     request.priority = 1 + id % 2;
+    requests.push_back(std::move(request));
+  }
+  return requests;
+}
+
+// Fourteen greedy requests whose prompts share long prefixes (ids below 320): three families of
+// 24 to 45 common tokens, each request adding 0 to 13 of its own (two prompts are equal), with
+// 6 to 20 new tokens (75 tokens at most), on two priorities. Ids start at 101.
+inline std::vector<Request> SharedPrefixParityRequests() {
+  std::vector<Request> requests;
+  for (int i = 0; i < 14; ++i) {
+    const int family = i % 3;
+    Request request;
+    request.id = 101 + i;
+    const int shared = 24 + 7 * family + (family == 2 ? 7 : 0);
+    for (int t = 0; t < shared; ++t) {
+      request.prompt_tokens.push_back((family * 97 + t * 13 + 5) % 320);
+    }
+    const int own = i == 12 ? 0 : (i * 5) % 14;  // 12's prompt is 0's
+    for (int t = 0; t < own; ++t) request.prompt_tokens.push_back((i * 41 + t * 17) % 320);
+    request.max_tokens = 6 + (i * 7) % 15;
+    request.priority = 1 + i % 2;
     requests.push_back(std::move(request));
   }
   return requests;

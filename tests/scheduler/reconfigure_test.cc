@@ -121,7 +121,7 @@ TEST(FieldsNeedingRestartTest, NamesEveryRestartOnlyFieldThatChanged) {
   const v1::ServerConfig current = Parse("");
   const v1::ServerConfig next = Parse(R"pb(
     scheduler { max_batch_size: 4 priority_levels: 2 }
-    kv_cache { memory_budget_bytes: 4096 }
+    kv_cache { memory_budget_bytes: 4096 enable_prefix_caching: false }
     frontend {
       port: 1234
       tls { cert_file: "c.pem" key_file: "k.pem" }
@@ -130,10 +130,10 @@ TEST(FieldsNeedingRestartTest, NamesEveryRestartOnlyFieldThatChanged) {
     metrics { listen_address: "0.0.0.0" }
     model { dir: "other" }
   )pb");
-  EXPECT_THAT(
-      FieldsNeedingRestart(current, next),
-      ElementsAre("scheduler.priority_levels", "kv_cache.memory_budget_bytes", "frontend.port",
-                  "frontend.reflection", "frontend.tls", "model", "metrics.listen_address"));
+  EXPECT_THAT(FieldsNeedingRestart(current, next),
+              ElementsAre("scheduler.priority_levels", "kv_cache.memory_budget_bytes",
+                          "kv_cache.enable_prefix_caching", "frontend.port", "frontend.reflection",
+                          "frontend.tls", "model", "metrics.listen_address"));
 }
 
 TEST(EffectiveConfigTextTest, RedactsKeysAndHashesStably) {
