@@ -117,7 +117,8 @@ bool KnownField(OpenAiEndpoint endpoint, const std::string& name) {
                                         "presence_penalty",
                                         "frequency_penalty",
                                         "logit_bias",
-                                        "priority"};
+                                        "priority",
+                                        "cache_prompt"};
   static const char* const kChat[] = {"messages",      "max_completion_tokens", "top_logprobs",
                                       "tools",         "tool_choice",           "functions",
                                       "function_call", "parallel_tool_calls",   "response_format"};
@@ -471,6 +472,8 @@ ParsedOpenAiRequest ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view
   if (std::optional<int64_t> priority = fields.Int("priority", 0, kMaxInt32)) {
     request.set_priority(static_cast<int32_t>(*priority));
   }
+  // An extension (as llama.cpp's server names it): false keeps the prompt out of the prefix cache.
+  if (std::optional<bool> cache = fields.Bool("cache_prompt")) request.set_cache_prompt(*cache);
   if (const Json* user = fields.Find("user"); user != nullptr) {
     if (!user->is_string()) {
       fields.Fail("user", "expected a string");

@@ -63,6 +63,9 @@ TEST(OpenAiApiTest, ACompletionPromptIsTextOrIds) {
               ElementsAre(1, 2, 3));
   EXPECT_THAT(Parse(kCompletions, R"({"prompt": [[4, 5]]})").request.prompt_token_ids(),
               ElementsAre(4, 5));
+  EXPECT_FALSE(
+      Parse(kCompletions, R"({"prompt": "x", "cache_prompt": false})").request.cache_prompt());
+  EXPECT_FALSE(Parse(kCompletions, R"({"prompt": "x"})").request.has_cache_prompt());
   const OpenAiRequest r = Parse(kCompletions, R"({"prompt": "x", "logprobs": 2, "stop": "."})");
   EXPECT_TRUE(r.request.return_logprobs());
   EXPECT_EQ(r.request.top_logprobs(), 2);
