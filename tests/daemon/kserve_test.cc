@@ -102,7 +102,10 @@ Answer Read(const ModelInferResponse& response) {
         answer.text = raw.substr(sizeof(length));
       } else {
         answer.ids.resize(raw.size() / sizeof(int32_t));
-        std::memcpy(answer.ids.data(), raw.data(), answer.ids.size() * sizeof(int32_t));
+        // memcpy's pointers must not be null, even for no bytes (an empty chunk's ids).
+        if (!answer.ids.empty()) {
+          std::memcpy(answer.ids.data(), raw.data(), answer.ids.size() * sizeof(int32_t));
+        }
       }
     } else if (out.name() == "text_output") {
       EXPECT_EQ(out.contents().bytes_contents_size(), 1);
