@@ -27,6 +27,9 @@ case "$mode" in
   asan)
     cmake -S . -B build-asan "${common[@]}" -DCONVOY_SANITIZE=address,undefined >/dev/null
     cmake --build build-asan -j "$jobs"
+    # The default model, for the tests that run it (as scripts/test.sh fetches it).
+    scripts/fetch-default-model.sh >/dev/null ||
+      echo "sanitize: the default model could not be fetched: its tests will fail" >&2
     # halt_on_error: the first report fails the test that caused it.
     ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
       ctest --test-dir build-asan --output-on-failure -j "$(nproc)" "$@"
