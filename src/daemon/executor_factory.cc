@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include "convoy/status_macros.h"
 #include "executor/cpu/cpu_executor.h"
+#include "executor/cpu/linear.h"
+#include "spdlog/spdlog.h"
 #ifdef CONVOY_HAVE_CUDA_EXECUTOR
 #include "executor/cuda/cuda_executor.h"
 #endif
@@ -70,7 +73,19 @@ absl::StatusOr<BuiltExecutor> CreateExecutor(const ModelWeights& weights,
     default:
       options.weight_format = CpuWeightFormat::kAuto;
   }
-  ASSIGN_OR_RETURN(built.executor, CpuExecutor::Create(weights, options));
+  ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutor> cpu, CpuExecutor::Create(weights, options));
+  const bool bf16_wanted = options.weight_format == CpuWeightFormat::kBF16 ||
+                           (options.weight_format == CpuWeightFormat::kAuto &&
+                            weights.config().torch_dtype == DType::kBF16);
+  if (bf16_wanted && cpu->weight_format() != CpuWeightFormat::kBF16) {
+    std::string reason = "a layer's shape has no bf16 product";
+    if (!Bf16MatmulAvailable(&reason)) reason = "no bf16 matrix product on this CPU: " + reason;
+    spdlog::warn(
+        "executor.cpu_weights: bf16 weights were asked for, but {}; the linear layers run on "
+        "fp32 weights (twice the memory and bytes per step)",
+        reason);
+  }
+  built.executor = std::move(cpu);
   built.name = "cpu";
   return built;
 }

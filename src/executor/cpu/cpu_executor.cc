@@ -59,6 +59,16 @@ CpuExecutor::~CpuExecutor() = default;
 const ModelConfig& CpuExecutor::model_config() const { return impl_->config; }
 const KvCacheSpec& CpuExecutor::kv_spec() const { return impl_->kv_spec; }
 bool CpuExecutor::computes_padding() const { return !impl_->skip_padding; }
+CpuWeightFormat CpuExecutor::weight_format() const {
+  bool bf16 = impl_->lm_head->format() == LinearFormat::kBF16;
+  for (const Layer& layer : impl_->layers) {
+    for (const Linear* linear :
+         {layer.qkv.get(), layer.o.get(), layer.gate_up.get(), layer.down.get()}) {
+      bf16 = bf16 && linear->format() == LinearFormat::kBF16;
+    }
+  }
+  return bf16 ? CpuWeightFormat::kBF16 : CpuWeightFormat::kF32;
+}
 
 absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
     const ModelWeights& weights, const CpuExecutorOptions& options) {

@@ -43,6 +43,10 @@ class CpuExecutor final : public Executor {
   const ModelConfig& model_config() const override;
   const KvCacheSpec& kv_spec() const override;
   bool computes_padding() const override;
+  // The format the linear layers' weights are in: kBF16 only when every layer has bf16 weights
+  // (bf16 was asked for, or kAuto on a bf16 checkpoint, and oneDNN has a bf16 product on this
+  // CPU); kF32 otherwise. Never kAuto.
+  CpuWeightFormat weight_format() const;
 
  private:
   struct Impl;

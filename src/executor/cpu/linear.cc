@@ -32,6 +32,9 @@ class DnnlLinear final : public Linear {
     stream_.wait();
   }
 
+  LinearFormat format() const override {
+    return type_ == dt::bf16 ? LinearFormat::kBF16 : LinearFormat::kF32;
+  }
   int64_t weight_bytes() const override { return in_ * out_ * (type_ == dt::bf16 ? 2 : 4); }
 
   void Forward(const float* x, int64_t m, float* y) override {
@@ -80,6 +83,55 @@ class DnnlLinear final : public Linear {
 
 }  // namespace
 
+const char* CpuIsaName(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::sse41:
+      return "SSE4.1";
+    case dnnl::cpu_isa::avx:
+      return "AVX";
+    case dnnl::cpu_isa::avx2:
+      return "AVX2";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "AVX2 VNNI";
+    case dnnl::cpu_isa::avx512_core:
+      return "AVX-512";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "AVX-512 VNNI";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "AVX-512 BF16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "AVX-512 AMX";
+    default:
+      return "other";
+  }
+}
+
+bool Bf16MatmulAvailable(std::string* reason) {
+  struct Probe {
+    bool available = false;
+    std::string reason;
+  };
+  static const Probe probe = [] {
+    Probe p;
+    try {
+      dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+      using tag = dnnl::memory::format_tag;
+      using dt = dnnl::memory::data_type;
+      dnnl::memory::desc src({1, 64}, dt::bf16, tag::ab);
+      dnnl::memory::desc weights({64, 64}, dt::bf16, tag::any);
+      dnnl::memory::desc dst({1, 64}, dt::f32, tag::ab);
+      dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), engine);
+      p.available = true;
+    } catch (const dnnl::error& e) {
+      p.reason = absl::StrFormat("oneDNN (instruction set %s): %s",
+                                 CpuIsaName(dnnl::get_effective_cpu_isa()), e.what());
+    }
+    return p;
+  }();
+  if (reason != nullptr) *reason = probe.reason;
+  return probe.available;
+}
+
 void AppendAsFloat(const TensorView& view, std::vector<float>* out) {
   const int64_t n = view.NumElements();
   const size_t base = out->size();
@@ -119,13 +171,18 @@ absl::StatusOr<std::unique_ptr<Linear>> Linear::Create(const std::vector<const T
   w.reserve(in * out);
   for (const TensorView* p : parts) AppendAsFloat(*p, &w);
   try {
-    if (format == LinearFormat::kF32) {
+    if (format == LinearFormat::kF32 || !Bf16MatmulAvailable()) {
       return std::make_unique<DnnlLinear>(in, out, dnnl::memory::data_type::f32, w.data());
     }
     std::vector<uint16_t> wb(w.size());
     for (size_t i = 0; i < w.size(); ++i) wb[i] = FloatToBF16(w[i]);
-    std::vector<float>().swap(w);
-    return std::make_unique<DnnlLinear>(in, out, dnnl::memory::data_type::bf16, wb.data());
+    try {
+      return std::make_unique<DnnlLinear>(in, out, dnnl::memory::data_type::bf16, wb.data());
+    } catch (const dnnl::error& e) {
+      if (e.status != dnnl_unimplemented) throw;
+      // No bf16 product for this shape: this layer keeps fp32 weights (format() says so).
+    }
+    return std::make_unique<DnnlLinear>(in, out, dnnl::memory::data_type::f32, w.data());
   } catch (const dnnl::error& e) {
     return absl::InternalError(
         absl::StrFormat("oneDNN matmul for %s: %s", parts[0]->name, e.what()));

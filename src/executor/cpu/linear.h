@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -25,6 +26,8 @@ class Linear {
 
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
+  // The format the weights are kept in: bf16 was asked for and oneDNN has a bf16 product here.
+  virtual LinearFormat format() const = 0;
   // Bytes of weights one product reads.
   virtual int64_t weight_bytes() const = 0;
   // y[m, out] = x[m, in] W^T; x and y are row-major with leading dimensions in and out.
@@ -35,6 +38,11 @@ class Linear {
   int64_t in_;
   int64_t out_;
 };
+
+// Whether this CPU and oneDNN build have a bf16 matrix product (oneDNN 2.6 needs AVX-512 for one;
+// it has none on an AVX2-only CPU). Probed once, with a small product. When it is false,
+// `reason` (if given) gets oneDNN's answer and the instruction set it found.
+bool Bf16MatmulAvailable(std::string* reason = nullptr);
 
 // Copies `view` (any dtype) into `out` as fp32, appending.
 void AppendAsFloat(const TensorView& view, std::vector<float>* out);
