@@ -23,3 +23,21 @@ if(CONVOY_THREAD_SAFETY)
   endif()
   add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-Wthread-safety>)
 endif()
+
+# CONVOY_FUZZ=ON (clang): every C and C++ target is compiled with libFuzzer's coverage hooks and
+# AddressSanitizer + UndefinedBehaviorSanitizer; the targets in fuzz/ link libFuzzer's main
+# (-fsanitize=fuzzer). Any sanitizer report aborts, so that libFuzzer keeps the input as a crash.
+# -O1, as libFuzzer's documentation builds: it overrides the build type's -O3, which compiles far
+# more slowly under the sanitizers.
+if(CONVOY_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "CONVOY_FUZZ needs clang (CC=clang CXX=clang++)")
+  endif()
+  if(CONVOY_SANITIZE)
+    message(FATAL_ERROR "CONVOY_FUZZ brings its own sanitizers: leave CONVOY_SANITIZE empty")
+  endif()
+  set(convoy_fuzz_flags -fsanitize=fuzzer-no-link,address,undefined
+    -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1)
+  add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:${convoy_fuzz_flags}>")
+  add_link_options(-fsanitize=address,undefined)
+endif()

@@ -1,0 +1,57 @@
+// The server limits the request fuzz targets validate against: a small context, three priority
+// levels, the byte-level tokenizer and a ChatML template (fuzz_support.h).
+#ifndef CONVOY_FUZZ_FUZZ_SERVING_LIMITS_H_
+#define CONVOY_FUZZ_FUZZ_SERVING_LIMITS_H_
+
+#include "frontend/request_validation.h"
+#include "fuzz_support.h"
+#include "text/chat_template.h"
+
+namespace convoy::fuzz {
+
+inline const ServingLimits& FuzzServingLimits() {
+  static const ServingLimits* const limits = [] {
+    auto* limits = new ServingLimits;
+    limits->model_name = "tiny";
+    limits->tokenizer = &ByteLevelTokenizer();
+    limits->vocab_size = limits->tokenizer->vocab_size();
+    limits->max_context_length = 256;
+    limits->priority_levels = 3;
+    limits->default_priority_level = 2;
+    limits->max_top_logprobs = 5;
+    limits->max_stop_token_ids = 8;
+    limits->max_stop_strings = 4;
+    limits->max_stop_string_bytes = 64;
+    absl::StatusOr<ChatTemplate> chat_template = ChatTemplate::Parse(kChatMlTemplate);
+    Check(chat_template.ok(), "the ChatML template does not parse");
+    limits->chat_template = new ChatTemplate(*std::move(chat_template));
+    return limits;
+  }();
+  return *limits;
+}
+
+// PrepareRequest's contract: the prompt fits the context and its ids are tokens.
+inline void CheckPrepared(const absl::StatusOr<PreparedRequest>& prepared,
+                          const ServingLimits& limits) {
+  if (!prepared.ok()) {
+    const absl::StatusCode code = prepared.status().code();
+    Check(code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kUnimplemented ||
+              code == absl::StatusCode::kFailedPrecondition ||
+              code == absl::StatusCode::kNotFound || code == absl::StatusCode::kResourceExhausted,
+          "PrepareRequest failed with an unexpected code: " + prepared.status().ToString());
+    return;
+  }
+  const Request& request = prepared->engine_request;
+  Check(!request.prompt_tokens.empty(), "PrepareRequest accepted an empty prompt");
+  Check(static_cast<int64_t>(request.prompt_tokens.size()) < limits.max_context_length,
+        "PrepareRequest accepted a prompt that fills the context");
+  for (int32_t id : request.prompt_tokens) {
+    Check(id >= 0 && id < limits.vocab_size, "PrepareRequest accepted an id out of range");
+  }
+  Check(request.priority >= 0 && request.priority <= limits.priority_levels,
+        "PrepareRequest accepted a priority out of range");
+}
+
+}  // namespace convoy::fuzz
+
+#endif  // CONVOY_FUZZ_FUZZ_SERVING_LIMITS_H_
