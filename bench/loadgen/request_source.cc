@@ -28,7 +28,12 @@ int32_t SampleLength(const v1::LengthDistribution& d, Rng& rng) {
 RequestSource::RequestSource(const v1::Workload& workload, int64_t vocab_size, int64_t max_context,
                              uint64_t seed)
     : workload_(workload), vocab_size_(vocab_size), max_context_(max_context), rng_(seed) {
-  for (const v1::RequestClass& c : workload_.request_class()) total_weight_ += c.weight();
+  Rng prefix_rng(seed ^ 0x70726566697865ULL);
+  for (const v1::RequestClass& c : workload_.request_class()) {
+    total_weight_ += c.weight();
+    std::vector<int32_t>& prefix = prefixes_.emplace_back(c.shared_prefix_tokens());
+    for (int32_t& id : prefix) id = static_cast<int32_t>(prefix_rng.UniformInt(0, vocab_size_ - 1));
+  }
 }
 
 PlannedRequest RequestSource::Next() {
@@ -47,14 +52,17 @@ PlannedRequest RequestSource::Next() {
   r.priority = c.priority();
   r.temperature = c.temperature();
   r.sampling_seed = rng_.Next();
-  int64_t prompt = SampleLength(c.prompt_tokens(), rng_);
+  const std::vector<int32_t>& shared = prefixes_[r.class_index];
+  int64_t prefix = static_cast<int64_t>(shared.size());
+  int64_t own = SampleLength(c.prompt_tokens(), rng_);
   int64_t output = SampleLength(c.output_tokens(), rng_);
-  if (prompt + output > max_context_) prompt = std::max<int64_t>(1, max_context_ - output);
-  if (prompt + output > max_context_) output = std::max<int64_t>(1, max_context_ - prompt);
+  if (prefix + own + output > max_context_) own = std::max<int64_t>(1, max_context_ - prefix - output);
+  if (prefix + own + output > max_context_) output = std::max<int64_t>(1, max_context_ - prefix - own);
+  if (prefix + own + output > max_context_) prefix = std::max<int64_t>(0, max_context_ - own - output);
   r.max_tokens = static_cast<int32_t>(output);
-  r.prompt_token_ids.resize(prompt);
-  for (int32_t& id : r.prompt_token_ids) {
-    id = static_cast<int32_t>(rng_.UniformInt(0, vocab_size_ - 1));
+  r.prompt_token_ids.assign(shared.begin(), shared.begin() + prefix);
+  for (int64_t i = 0; i < own; ++i) {
+    r.prompt_token_ids.push_back(static_cast<int32_t>(rng_.UniformInt(0, vocab_size_ - 1)));
   }
   return r;
 }

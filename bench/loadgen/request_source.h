@@ -26,8 +26,9 @@ int32_t SampleLength(const v1::LengthDistribution& d, Rng& rng);
 
 class RequestSource {
  public:
-  // `workload` must be valid (LoadWorkload). Token ids are uniform in [0, vocab_size); a prompt and
-  // its output together fit in max_context (the prompt is shortened first).
+  // `workload` must be valid (LoadWorkload). Token ids are uniform in [0, vocab_size); a prompt
+  // (its class's shared prefix, then its own tokens) and its output together fit in max_context
+  // (the prompt's own tokens go first, then the output's, then the prefix's).
   // REQUIRES: vocab_size >= 1, max_context >= 2.
   RequestSource(const v1::Workload& workload, int64_t vocab_size, int64_t max_context,
                 uint64_t seed);
@@ -41,6 +42,9 @@ class RequestSource {
   double total_weight_ = 0;
   Rng rng_;
   int64_t next_index_ = 0;
+  // Per class: the tokens every prompt of it begins with (drawn apart from rng_, so that a
+  // prefix leaves the rest of the sequence as it was).
+  std::vector<std::vector<int32_t>> prefixes_;
 };
 
 }  // namespace convoy::bench

@@ -23,6 +23,9 @@ using Step = FieldStep;
 using Path = FieldPath;
 using Locator = TextProtoLocator;
 
+// A shared prefix longer than any context a model here has is a mistake in the file.
+constexpr int32_t kMaxSharedPrefixTokens = 1 << 20;
+
 Path Append(Path path, Step step) {
   path.push_back(step);
   return path;
@@ -112,6 +115,10 @@ absl::Status Validate(const v1::Workload& w, const Locator& at) {
     if (c.priority() < 0) return at.Error(Append(here, {"priority"}), "must not be negative");
     if (!(c.temperature() >= 0)) {
       return at.Error(Append(here, {"temperature"}), "must not be negative");
+    }
+    if (c.shared_prefix_tokens() < 0 || c.shared_prefix_tokens() > kMaxSharedPrefixTokens) {
+      return at.Error(Append(here, {"shared_prefix_tokens"}),
+                      absl::StrCat("must be in 0..", kMaxSharedPrefixTokens));
     }
     if (!c.has_prompt_tokens()) return at.Error(Append(here, {"prompt_tokens"}), "is required");
     if (!c.has_output_tokens()) return at.Error(Append(here, {"output_tokens"}), "is required");

@@ -173,5 +173,48 @@ TEST(RequestSourceTest, SeededSequenceWithinVocabularyAndContext) {
   EXPECT_NEAR(static_cast<double>(long_count) / n, 0.25, 0.03);
 }
 
+TEST(RequestSourceTest, AClassSharedPrefixBeginsEachOfItsPrompts) {
+  absl::StatusOr<v1::Workload> w = ParseWorkload(R"pb(
+                                                   seed: 7
+                                                   arrival { closed_loop { concurrency: 1 } }
+                                                   request_class {
+                                                     name: "chat"
+                                                     shared_prefix_tokens: 300
+                                                     prompt_tokens { uniform { min: 1 max: 40 } }
+                                                     output_tokens { fixed: 8 }
+                                                   }
+                                                   request_class {
+                                                     name: "plain"
+                                                     prompt_tokens { fixed: 300 }
+                                                     output_tokens { fixed: 8 }
+                                                   }
+                                                 )pb",
+                                                 "w");
+  ASSERT_OK(w);
+  RequestSource source(*w, 1000, 320, w->seed());
+  std::vector<int32_t> prefix;
+  int shortened = 0;
+  for (int i = 0; i < 400; ++i) {
+    const PlannedRequest r = source.Next();
+    ASSERT_LE(static_cast<int64_t>(r.prompt_token_ids.size()) + r.max_tokens, 320);
+    if (r.class_index == 1) {
+      // Two draws of 300 random ids out of 1,000 agree on the first ten with odds of 1e-30.
+      ASSERT_EQ(r.prompt_token_ids.size(), 300u);
+      if (!prefix.empty()) {
+        EXPECT_NE(std::vector<int32_t>(r.prompt_token_ids.begin(), r.prompt_token_ids.begin() + 10),
+                  std::vector<int32_t>(prefix.begin(), prefix.begin() + 10));
+      }
+      continue;
+    }
+    ASSERT_GE(r.prompt_token_ids.size(), 301u);
+    const std::vector<int32_t> head(r.prompt_token_ids.begin(), r.prompt_token_ids.begin() + 300);
+    if (prefix.empty()) prefix = head;
+    EXPECT_EQ(head, prefix) << "request " << i;
+    // The prompt's own tokens are cut to fit the context (300 + 12 + 8), the prefix never.
+    if (r.prompt_token_ids.size() == 312u) ++shortened;
+  }
+  EXPECT_GT(shortened, 0);
+}
+
 }  // namespace
 }  // namespace convoy::bench
