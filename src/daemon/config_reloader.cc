@@ -62,6 +62,8 @@ absl::Status ConfigReloader::Apply(const v1::ServerConfig& next) {
   RETURN_IF_ERROR(engine_->Reconfigure(SchedulerOptionsFromConfig(next)));
   hub_->UpdateLimits([&next](ServingLimits* limits) {
     limits->max_stop_token_ids = static_cast<int32_t>(next.request_limits().max_stop_token_ids());
+    limits->max_in_flight_per_client =
+        static_cast<int32_t>(next.request_limits().max_in_flight_per_client());
     limits->default_priority_level =
         static_cast<int32_t>(next.scheduler().default_priority_level());
   });

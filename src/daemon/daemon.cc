@@ -241,15 +241,31 @@ v1::ModelInfo ToModelInfo(const ModelConfig& model, const std::string& name, int
   return info;
 }
 
-absl::StatusOr<std::string> ReadPem(const std::string& path, const char* field) {
+// A PEM file that config field frontend.<section>.<field> names.
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* section,
+                                    const char* field) {
   std::ifstream in(path);
   std::stringstream text;
   if (in) text << in.rdbuf();
   if (!in || text.str().empty()) {
-    return absl::NotFoundError(
-        absl::StrCat("frontend.tls.", field, ": cannot read '", path, "' (or it is empty)"));
+    return absl::NotFoundError(absl::StrCat("frontend.", section, ".", field, ": cannot read '",
+                                            path, "' (or it is empty)"));
   }
   return text.str();
+}
+
+// The PEM files of frontend.<section>, read; nullopt when it names none (no TLS).
+template <typename Options>
+absl::StatusOr<std::optional<Options>> ReadTlsFiles(const v1::TlsConfig& tls,
+                                                    const char* section) {
+  if (tls.cert_file().empty()) return std::nullopt;
+  Options files;
+  ASSIGN_OR_RETURN(files.cert_chain, ReadPem(tls.cert_file(), section, "cert_file"));
+  ASSIGN_OR_RETURN(files.private_key, ReadPem(tls.key_file(), section, "key_file"));
+  if (!tls.client_ca_file().empty()) {
+    ASSIGN_OR_RETURN(files.client_ca, ReadPem(tls.client_ca_file(), section, "client_ca_file"));
+  }
+  return files;
 }
 
 absl::StatusOr<GrpcServerOptions> GrpcOptionsFromConfig(const v1::FrontendConfig& frontend) {
@@ -258,16 +274,15 @@ absl::StatusOr<GrpcServerOptions> GrpcOptionsFromConfig(const v1::FrontendConfig
   options.port = static_cast<int>(frontend.port());
   options.max_message_bytes = static_cast<int>(frontend.max_message_bytes());
   options.reflection = frontend.reflection();
-  const v1::TlsConfig& tls = frontend.tls();
-  if (!tls.cert_file().empty()) {
-    GrpcTlsOptions files;
-    ASSIGN_OR_RETURN(files.cert_chain, ReadPem(tls.cert_file(), "cert_file"));
-    ASSIGN_OR_RETURN(files.private_key, ReadPem(tls.key_file(), "key_file"));
-    if (!tls.client_ca_file().empty()) {
-      ASSIGN_OR_RETURN(files.client_ca, ReadPem(tls.client_ca_file(), "client_ca_file"));
-    }
-    options.tls = std::move(files);
-  }
+  ASSIGN_OR_RETURN(options.tls, ReadTlsFiles<GrpcTlsOptions>(frontend.tls(), "tls"));
+  return options;
+}
+
+absl::StatusOr<HttpServerOptions> HttpOptionsFromConfig(const v1::FrontendConfig& frontend) {
+  HttpServerOptions options;
+  options.listen_address = frontend.http_listen_address();
+  options.port = static_cast<int>(frontend.http_port());
+  ASSIGN_OR_RETURN(options.tls, ReadTlsFiles<HttpTlsOptions>(frontend.http_tls(), "http_tls"));
   return options;
 }
 
@@ -403,18 +418,19 @@ int RunDaemon(const DaemonOptions& options) {
     (*server)->Shutdown(absl::ZeroDuration());
     return 1;
   }
-  HttpServerOptions http_options;
-  http_options.listen_address = config.frontend().http_listen_address();
-  http_options.port = static_cast<int>(config.frontend().http_port());
+  absl::StatusOr<HttpServerOptions> http_options = HttpOptionsFromConfig(config.frontend());
   absl::StatusOr<std::unique_ptr<HttpServer>> http =
-      HttpServer::Start(http_options, std::move(http_routes));
+      http_options.ok() ? HttpServer::Start(*http_options, std::move(http_routes))
+                        : absl::StatusOr<std::unique_ptr<HttpServer>>(http_options.status());
   if (!http.ok()) {
     spdlog::error("cannot serve HTTP: {}", http.status().ToString());
     (*server)->Shutdown(absl::ZeroDuration());
     return 1;
   }
-  spdlog::info("HTTP at http://{}:{} (/health, /ready{})", http_options.listen_address,
-               (*http)->port(), metrics != nullptr ? ", /metrics" : "");
+  spdlog::info("HTTP at {}://{}:{} (/health, /ready{}{})", http_options->tls ? "https" : "http",
+               http_options->listen_address, (*http)->port(),
+               metrics != nullptr ? ", /metrics" : "",
+               http_options->tls && !http_options->tls->client_ca.empty() ? "; mutual TLS" : "");
   if (!options.http_port_file.empty()) {
     if (absl::Status written = WritePortFile(options.http_port_file, (*http)->port());
         !written.ok()) {
@@ -445,6 +461,8 @@ int RunDaemon(const DaemonOptions& options) {
       static_cast<int32_t>(config.scheduler().default_priority_level());
   serving.limits.max_stop_token_ids =
       static_cast<int32_t>(config.request_limits().max_stop_token_ids());
+  serving.limits.max_in_flight_per_client =
+      static_cast<int32_t>(config.request_limits().max_in_flight_per_client());
   serving.limits.max_top_logprobs = static_cast<int32_t>(std::min<int64_t>(20, model.vocab_size));
   serving.limits.tokenizer = engine->tokenizer.get();
   if (engine->chat_template) serving.limits.chat_template = &*engine->chat_template;

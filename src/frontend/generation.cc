@@ -126,6 +126,37 @@ absl::Status GenerationHub::Admission() const {
   return absl::OkStatus();
 }
 
+std::array<int64_t, kNumRejectReasons> GenerationHub::rejections() const {
+  std::array<int64_t, kNumRejectReasons> counts{};
+  if (const ServingContext* serving_now = serving(); serving_now != nullptr) {
+    counts = serving_now->engine->snapshot().stats.rejections;
+  }
+  for (int i = 0; i < kNumRejectReasons; ++i) {
+    counts[i] += refusals_[i].load(std::memory_order_relaxed);
+  }
+  return counts;
+}
+
+absl::Status GenerationHub::AcquireClientSlot(const std::string& client, int32_t limit) {
+  absl::MutexLock lock(&mu_);
+  int64_t& count = in_flight_by_client_[client];
+  if (limit > 0 && count >= limit) {
+    if (count == 0) in_flight_by_client_.erase(client);
+    return absl::ResourceExhaustedError(
+        absl::StrCat(client, " has ", count, " requests in flight, the most one client may have "
+                     "(request_limits.max_in_flight_per_client); retry when one has finished"));
+  }
+  ++count;
+  return absl::OkStatus();
+}
+
+void GenerationHub::ReleaseClientSlot(const std::string& client) {
+  absl::MutexLock lock(&mu_);
+  auto it = in_flight_by_client_.find(client);
+  if (it == in_flight_by_client_.end()) return;
+  if (--it->second <= 0) in_flight_by_client_.erase(it);
+}
+
 void GenerationHub::SessionOpened() {
   absl::MutexLock lock(&mu_);
   ++open_sessions_;
@@ -160,8 +191,8 @@ GenerationSession::GenerationSession(GenerationHub* hub, WakeFn wake)
 GenerationSession::~GenerationSession() { hub_->SessionClosed(); }
 
 void GenerationSession::Begin(const v1::InferRequest& request, absl::Time call_deadline,
-                              absl::string_view authorization) {
-  absl::Status status = Submit(request, call_deadline, authorization);
+                              const CallOrigin& origin) {
+  absl::Status status = Submit(request, call_deadline, origin);
   if (status.ok()) return;
   if (status.code() != absl::StatusCode::kUnavailable) {
     SPDLOG_DEBUG("refused a request: {}", status.ToString());
@@ -171,8 +202,8 @@ void GenerationSession::Begin(const v1::InferRequest& request, absl::Time call_d
 }
 
 absl::Status GenerationSession::Submit(const v1::InferRequest& request, absl::Time call_deadline,
-                                       absl::string_view authorization) {
-  ASSIGN_OR_RETURN(const Caller caller, hub_->Authenticate(authorization));
+                                       const CallOrigin& origin) {
+  ASSIGN_OR_RETURN(const Caller caller, hub_->Authenticate(origin.authorization));
   RETURN_IF_ERROR(hub_->Admission());
   const ServingContext& serving = *hub_->serving();
   ASSIGN_OR_RETURN(PreparedRequest prepared, PrepareRequest(request, serving.limits));
@@ -199,6 +230,15 @@ absl::Status GenerationSession::Submit(const v1::InferRequest& request, absl::Ti
     detokenizer_ = std::make_unique<IncrementalDetokenizer>(*serving.limits.tokenizer,
                                                             /*skip_special=*/true);
   }
+  // A client is its key when keys are asked for (one address may carry many clients: a proxy's).
+  std::string client = caller.key_name.empty() ? absl::StrCat("address ", origin.address)
+                                               : absl::StrCat("API key '", caller.key_name, "'");
+  if (absl::Status slot = hub_->AcquireClientSlot(client, serving.limits.max_in_flight_per_client);
+      !slot.ok()) {
+    refused_as_ = RejectReason::kClientLimit;
+    return slot;
+  }
+  client_slot_ = std::move(client);
   id_ = hub_->NextId();
   engine_request.id = id_;
 
@@ -208,7 +248,11 @@ absl::Status GenerationSession::Submit(const v1::InferRequest& request, absl::Ti
   absl::Status submitted = serving.engine->Submit(
       std::move(engine_request),
       [self = std::move(self)](const Event& event) { self->hub_->Post(self, event); });
-  if (!submitted.ok()) hub_->EngineReleased(id_);
+  if (!submitted.ok()) {
+    hub_->EngineReleased(id_);
+    hub_->ReleaseClientSlot(*client_slot_);
+    client_slot_.reset();
+  }
   return submitted;
 }
 
@@ -417,18 +461,25 @@ void GenerationSession::End(absl::Status status, v1::FinishReason reason, bool c
     }
   }
   if (!first) return;
+  if (client_slot_) hub_->ReleaseClientSlot(*client_slot_);
   if (cancel_in_engine && id_ != 0) hub_->serving()->engine->Cancel(id_);
   Wake();
 }
 
 void GenerationSession::CountRefusal(const absl::Status& status) {
-  const ServingContext* serving = hub_->serving();
-  if (serving == nullptr || serving->metrics == nullptr) return;
-  if (status.code() == absl::StatusCode::kResourceExhausted) {
-    serving->metrics->OnRejected(RejectReason::kQueueFull);
+  RejectReason reason;
+  if (refused_as_) {
+    reason = *refused_as_;
+  } else if (status.code() == absl::StatusCode::kResourceExhausted) {
+    reason = RejectReason::kQueueFull;
   } else if (status.code() == absl::StatusCode::kInvalidArgument) {
-    serving->metrics->OnRejected(RejectReason::kInvalidArgument);
+    reason = RejectReason::kInvalidArgument;
+  } else {
+    return;  // not a refusal of the request itself (loading, draining, no key, ...)
   }
+  hub_->refusals_[static_cast<int>(reason)].fetch_add(1, std::memory_order_relaxed);
+  const ServingContext* serving = hub_->serving();
+  if (serving != nullptr && serving->metrics != nullptr) serving->metrics->OnRejected(reason);
 }
 
 void GenerationSession::ReportDone(const Event& event, Outcome outcome,

@@ -18,6 +18,7 @@
 #ifndef CONVOY_FRONTEND_GENERATION_H_
 #define CONVOY_FRONTEND_GENERATION_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -55,6 +56,12 @@ struct ServingContext {
 };
 
 class GenerationSession;
+
+// Who sent a call, as its protocol tells: the API key it presents and the peer's IP address.
+struct CallOrigin {
+  std::string authorization;  // the Authorization value ("Bearer KEY"); empty for none
+  std::string address;        // the peer's IP address, without the port
+};
 
 // The config in force and its reloads, as convoy info shows them.
 struct ConfigStatus {
@@ -103,6 +110,10 @@ class GenerationHub {
   absl::Time start_time() const { return start_time_; }
   // OK when requests are taken now; UNAVAILABLE (loading, shutting down) otherwise.
   absl::Status Admission() const;
+  // Requests refused at admission, by reason: the front end's refusals (bad requests, before the
+  // engine saw them) and the scheduler's (a full queue, ...) together, as
+  // convoy_requests_rejected_total counts them. GetServerInfo reports these.
+  std::array<int64_t, kNumRejectReasons> rejections() const;
 
  private:
   friend class GenerationSession;
@@ -110,6 +121,10 @@ class GenerationHub {
   void SessionClosed();
   RequestId NextId() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
   void EngineHolds(RequestId id, std::shared_ptr<GenerationSession> session);
+  // Counts one more request in flight for `client`; RESOURCE_EXHAUSTED, naming the config field,
+  // when it has `limit` already (0: no limit). Release once for each success.
+  absl::Status AcquireClientSlot(const std::string& client, int32_t limit);
+  void ReleaseClientSlot(const std::string& client);
   void EngineReleased(RequestId id);
   // On the engine loop's thread: queues `event` for `session`, in order.
   void Post(std::shared_ptr<GenerationSession> session, const Event& event);
@@ -129,6 +144,8 @@ class GenerationHub {
   std::atomic<const ServingContext*> serving_{nullptr};
   std::atomic<bool> stopped_{false};
   std::atomic<RequestId> next_id_{1};
+  // The front end's own refusals, by RejectReason (the scheduler counts its own).
+  std::array<std::atomic<int64_t>, kNumRejectReasons> refusals_{};
 
   mutable absl::Mutex mu_;
   int64_t open_sessions_ ABSL_GUARDED_BY(mu_) = 0;
@@ -137,6 +154,7 @@ class GenerationHub {
   // Every context Start and UpdateLimits made, the last one in force: a session may still read
   // an earlier one, so none goes before the hub (reloads are few).
   std::vector<std::unique_ptr<const ServingContext>> contexts_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, int64_t> in_flight_by_client_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const ApiKeys> api_keys_ ABSL_GUARDED_BY(mu_);
   ConfigStatus config_status_ ABSL_GUARDED_BY(mu_);
 };
@@ -189,8 +207,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   // deadline (InfiniteFuture() for none); the earlier of it and the request's
   // timeout_microseconds applies. A refusal ends the session at once (Take returns the end; wake
   // is called). Called once.
-  void Begin(const v1::InferRequest& request, absl::Time call_deadline,
-             absl::string_view authorization);
+  void Begin(const v1::InferRequest& request, absl::Time call_deadline, const CallOrigin& origin);
 
   // Moves the output not taken yet into `*out` (appending to what it holds). Returns the end once
   // every output before it has been taken; nullopt while generation goes on.
@@ -212,7 +229,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   GenerationSession(GenerationHub* hub, WakeFn wake);
 
   absl::Status Submit(const v1::InferRequest& request, absl::Time call_deadline,
-                      absl::string_view authorization);
+                      const CallOrigin& origin);
   void OnEngineEvent(const Event& event);
   void OnToken(const Event& event);
   // The first call ends the session; later calls only drop output (with `client_gone`).
@@ -241,6 +258,10 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   int32_t prompt_tokens_ = 0;
   std::string client_request_id_;
   std::vector<std::string> stop_strings_;
+  // The client whose in-flight count this request holds (released when the session ends).
+  std::optional<std::string> client_slot_;
+  // Set when Submit refuses for a reason its status code does not tell (the client's limit).
+  std::optional<RejectReason> refused_as_;
 
   absl::Mutex mu_;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;

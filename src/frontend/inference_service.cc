@@ -60,7 +60,7 @@ class InferenceService::UnaryCall final : public grpc::ServerUnaryReactor {
             const v1::InferRequest& request, v1::InferResponse* response)
       : service_(service), response_(response) {
     session_ = GenerationSession::Create(&service->hub_, [this] { Pump(); });
-    session_->Begin(request, CallDeadline(*context), GrpcAuthorization(*context));
+    session_->Begin(request, CallDeadline(*context), GrpcCallOrigin(*context));
   }
 
   void OnCancel() override { session_->ClientGone(); }
@@ -109,7 +109,7 @@ class InferenceService::StreamCall final
   StreamCall(InferenceService* service, grpc::CallbackServerContext* context,
              const v1::InferRequest& request) {
     session_ = GenerationSession::Create(&service->hub_, [this] { Pump(); });
-    session_->Begin(request, CallDeadline(*context), GrpcAuthorization(*context));
+    session_->Begin(request, CallDeadline(*context), GrpcCallOrigin(*context));
   }
 
   void OnWriteDone(bool ok) override {
@@ -291,7 +291,7 @@ grpc::ServerUnaryReactor* InferenceService::GetServerInfo(
   response->set_requests_timed_out(outcome(Outcome::kTimedOut));
   response->set_requests_failed(outcome(Outcome::kFailed));
   int64_t rejected = 0;
-  for (int64_t n : stats.rejections) rejected += n;
+  for (int64_t n : hub_.rejections()) rejected += n;
   response->set_requests_rejected(rejected);
   response->set_preemptions(stats.preemptions);
   response->set_largest_step_rows_since_reload(stats.largest_step_rows_since_reconfigure);

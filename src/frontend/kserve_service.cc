@@ -109,7 +109,7 @@ class KServeService::UnaryCall final : public grpc::ServerUnaryReactor {
     }
     request_ = *std::move(parsed);
     session_ = GenerationSession::Create(hub_, [this] { Pump(); });
-    session_->Begin(request_.request, DeadlineOf(*context), GrpcAuthorization(*context));
+    session_->Begin(request_.request, DeadlineOf(*context), GrpcCallOrigin(*context));
   }
 
   void OnCancel() override {
@@ -170,8 +170,8 @@ class KServeService::StreamCall final
   StreamCall(KServeService* service, grpc::CallbackServerContext* context)
       : hub_(service->hub_),
         deadline_(DeadlineOf(*context)),
-        authorization_(GrpcAuthorization(*context)) {
-    if (absl::Status caller = hub_->Authenticate(authorization_).status(); !caller.ok()) {
+        origin_(GrpcCallOrigin(*context)) {
+    if (absl::Status caller = hub_->Authenticate(origin_.authorization).status(); !caller.ok()) {
       {
         absl::MutexLock lock(&mu_);
         finished_ = true;
@@ -235,7 +235,7 @@ class KServeService::StreamCall final
       active_.push_back(generation);
     }
     // Begin may wake it at once (a refusal).
-    generation->session->Begin(generation->request.request, deadline_, authorization_);
+    generation->session->Begin(generation->request.request, deadline_, origin_);
   }
 
   void Wake(Generation* generation) {
@@ -366,7 +366,7 @@ class KServeService::StreamCall final
 
   GenerationHub* const hub_;
   const absl::Time deadline_;
-  const std::string authorization_;  // the call's API key, for each of its requests
+  const CallOrigin origin_;  // the call's API key and peer, for each of its requests
   ModelInferRequest incoming_;       // the read in flight (touched only by OnReadDone)
   // The message of the write in flight (touched only by whoever set writing_).
   ModelStreamInferResponse writing_message_;

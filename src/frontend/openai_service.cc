@@ -69,7 +69,9 @@ class OpenAiCall : public std::enable_shared_from_this<OpenAiCall> {
     exchange_->OnClosed([weak] {
       if (std::shared_ptr<OpenAiCall> call = weak.lock()) call->session_->ClientGone();
     });
-    session_->Begin(request_.request, absl::InfiniteFuture(), Authorization(exchange_->request()));
+    const HttpRequest& http = exchange_->request();
+    session_->Begin(request_.request, absl::InfiniteFuture(),
+                    CallOrigin{std::string(Authorization(http)), http.remote_address});
   }
 
   // The responder, made once the session has its id (after Begin).

@@ -28,6 +28,8 @@ struct ServingLimits {
   int32_t max_top_logprobs = 20;
   // request_limits.max_stop_token_ids of the config.
   int32_t max_stop_token_ids = 256;
+  // request_limits.max_in_flight_per_client of the config; 0: no limit.
+  int32_t max_in_flight_per_client = 0;
   // Stop strings per request at most, and bytes per stop string.
   int32_t max_stop_strings = 16;
   int32_t max_stop_string_bytes = 1024;

@@ -48,7 +48,7 @@ Connection::Connection(std::shared_ptr<ServerCore> core, net::ip::tcp::socket so
     : core_(std::move(core)),
       options_(core_->options()),
       strand_(socket.get_executor()),
-      socket_(std::move(socket)),
+      transport_(std::move(socket), core_->tls_context()),
       read_timer_(strand_),
       write_timer_(strand_),
       queued_(std::make_shared<std::atomic<size_t>>(0)) {}
@@ -67,10 +67,28 @@ void Connection::PostFromOutside(Task&& task) {
 
 void Connection::Start() {
   error_code ignored;
-  socket_.set_option(net::ip::tcp::no_delay(true), ignored);  // a chunk goes out as written
+  transport_.socket().set_option(net::ip::tcp::no_delay(true), ignored);  // chunks go as written
   PostInside([self = shared_from_this()] {
-    if (!self->closed()) self->AwaitRequest(self->options_.request_timeout);
+    if (self->closed()) return;
+    if (!self->transport_.tls()) {
+      self->AwaitRequest(self->options_.request_timeout);
+      return;
+    }
+    // The handshake counts against the first request's time.
+    self->ArmReadTimer(self->options_.request_timeout, TimerPurpose::kIdle);
+    self->transport_.async_handshake([self](error_code error) { self->OnHandshake(error); });
   });
+}
+
+void Connection::OnHandshake(error_code error) {
+  if (closed()) return;
+  if (error) {
+    // Not TLS, a certificate the client CA did not sign, or none when one is required: no HTTP
+    // answer can reach such a client.
+    CloseNow();
+    return;
+  }
+  AwaitRequest(options_.request_timeout);
 }
 
 void Connection::Drain() {
@@ -105,7 +123,7 @@ void Connection::Abandon(uint64_t id, Outgoing item) {
 void Connection::SetOnClosed(uint64_t id, std::function<void()> callback) {
   PostFromOutside([self = shared_from_this(), id, callback = std::move(callback)]() mutable {
     if (id != self->exchange_id_ || !self->exchange_open_) return;
-    if (self->closed()) {
+    if (self->closed() || self->client_left()) {
       CallUser(callback);
     } else {
       self->on_closed_ = std::move(callback);
@@ -133,7 +151,7 @@ void Connection::AwaitRequest(absl::Duration idle_limit) {
     if (read_pending_) {
       parse_after_read_ = true;
       error_code ignored;
-      socket_.cancel(ignored);  // nothing else is in flight between two requests
+      transport_.socket().cancel(ignored);  // nothing else is in flight between two requests
     } else {
       StartParse();
     }
@@ -147,10 +165,10 @@ void Connection::ReadSome() {
   if (read_pending_ || closed()) return;
   if (phase_ != Phase::kClosing && buffer_.size() >= kMaxReadAhead) return;
   read_pending_ = true;
-  socket_.async_read_some(buffer_.prepare(kReadBytes),
-                          [self = shared_from_this()](error_code error, size_t bytes) {
-                            self->OnReadSome(error, bytes);
-                          });
+  transport_.async_read_some(buffer_.prepare(kReadBytes),
+                             [self = shared_from_this()](error_code error, size_t bytes) {
+                               self->OnReadSome(error, bytes);
+                             });
 }
 
 void Connection::OnReadSome(error_code error, size_t bytes) {
@@ -167,7 +185,9 @@ void Connection::OnReadSome(error_code error, size_t bytes) {
       }
       return;
     case Phase::kHandling:
-      if (error) {
+      if (Transport::IsEndOfInput(error)) {
+        OnClientLeft();
+      } else if (error) {
         CloseNow();  // the client went away before its response was written
       } else {
         ReadSome();
@@ -195,7 +215,7 @@ void Connection::StartParse() {
   parser_->body_limit(options_.max_body_bytes);
   ArmReadTimer(options_.request_timeout, TimerPurpose::kRequest);
   http::async_read_header(
-      socket_, buffer_, *parser_,
+      transport_, buffer_, *parser_,
       [self = shared_from_this()](error_code error, size_t) { self->OnHeader(error); });
 }
 
@@ -213,7 +233,7 @@ void Connection::OnHeader(error_code error) {
     Queue(std::move(go_on));
   }
   http::async_read(
-      socket_, buffer_, *parser_,
+      transport_, buffer_, *parser_,
       [self = shared_from_this()](error_code error, size_t) { self->OnRequest(error); });
 }
 
@@ -270,8 +290,10 @@ void Connection::Dispatch() {
     request.headers.emplace_back(Text(field.name_string()), Text(field.value()));
   }
   request.body = std::move(message.body());
+  error_code no_peer;
+  const net::ip::tcp::endpoint peer = transport_.socket().remote_endpoint(no_peer);
+  if (!no_peer) request.remote_address = peer.address().to_string();
 
-  ReadSome();  // notices a client that goes away while the handler works
   const HttpRouter::Match match = core_->router().Find(request.method, request.path);
   if (!match.path_known) {
     SendServerError(404, absl::StrCat("no route for ", request.method, " ", request.path),
@@ -296,6 +318,9 @@ void Connection::Dispatch() {
   } catch (...) {
     // The exchange went with the handler's arguments: when unanswered, it answers 500.
   }
+  // Notices a client that goes away while the handler works. Started after the handler, so that
+  // an answer it gave at once is queued before an end of input that came with the request.
+  ReadSome();
 }
 
 void Connection::SendServerError(int status, const std::string& message, const std::string& code,
@@ -335,13 +360,13 @@ void Connection::WriteNext() {
   auto done = [self = shared_from_this()](error_code error, size_t) { self->OnWrite(error); };
   switch (item.kind) {
     case Outgoing::Kind::kBytes:
-      net::async_write(socket_, net::buffer(item.bytes), std::move(done));
+      net::async_write(transport_, net::buffer(item.bytes), std::move(done));
       break;
     case Outgoing::Kind::kChunk:
-      net::async_write(socket_, http::make_chunk(net::buffer(item.bytes)), std::move(done));
+      net::async_write(transport_, http::make_chunk(net::buffer(item.bytes)), std::move(done));
       break;
     case Outgoing::Kind::kLastChunk:
-      net::async_write(socket_, http::make_chunk_last(), std::move(done));
+      net::async_write(transport_, http::make_chunk_last(), std::move(done));
       break;
     case Outgoing::Kind::kAbort:
       break;
@@ -364,6 +389,8 @@ void Connection::OnWrite(error_code error) {
   if (closed()) return;  // a callback may not close, but be safe
   if (item.ends_response) {
     OnResponseDone(item.close_after);
+  } else if (client_left() && queue_.empty()) {
+    CloseNow();  // what the handler sent before the client left is written
   } else {
     WriteNext();
   }
@@ -411,7 +438,7 @@ void Connection::OnReadTimer(uint64_t generation, TimerPurpose purpose) {
     // The read in flight ends with operation_aborted; OnParseError answers 408.
     request_timed_out_ = true;
     error_code ignored;
-    socket_.cancel(ignored);
+    transport_.socket().cancel(ignored);
   } else {
     CloseNow();  // idle past the keep-alive timeout, or lingered long enough
   }
@@ -433,11 +460,31 @@ void Connection::OnWriteTimer(uint64_t generation) {
 
 // Closing.
 
+void Connection::OnClientLeft() {
+  // EOF: the client closed, or only shut its sending side (a half-close); the two look the same
+  // here. Either way the handler's work is cancelled (OnClosed) and nothing more is accepted from
+  // it, but what it had queued before is still written (an answer given at once reaches a client
+  // that half-closed after its request); then the connection closes.
+  client_left_.store(true, std::memory_order_release);
+  keep_alive_ = false;
+  if (exchange_open_ && on_closed_ != nullptr) {
+    std::function<void()> callback = std::move(on_closed_);
+    on_closed_ = nullptr;
+    CallUser(callback);
+  }
+  if (!writing_ && queue_.empty()) CloseNow();
+}
+
 void Connection::LingeringClose() {
   phase_ = Phase::kClosing;
-  error_code ignored;
-  socket_.shutdown(net::ip::tcp::socket::shutdown_send, ignored);
   ArmReadTimer(kLingerTime, TimerPurpose::kLinger);
+  if (transport_.tls()) {
+    // A read may be pending: Asio's TLS stream lets the two share the connection.
+    transport_.async_shutdown([self = shared_from_this()](error_code) { self->CloseNow(); });
+    return;
+  }
+  error_code ignored;
+  transport_.socket().shutdown(net::ip::tcp::socket::shutdown_send, ignored);
   lingered_bytes_ = buffer_.size();
   buffer_.consume(buffer_.size());
   ReadSome();
@@ -448,8 +495,8 @@ void Connection::CloseNow() {
   closed_.store(true, std::memory_order_release);
   phase_ = Phase::kClosing;
   error_code ignored;
-  socket_.shutdown(net::ip::tcp::socket::shutdown_both, ignored);
-  socket_.close(ignored);
+  transport_.socket().shutdown(net::ip::tcp::socket::shutdown_both, ignored);
+  transport_.socket().close(ignored);
   ++read_timer_generation_;
   ++write_timer_generation_;
   read_timer_.cancel();

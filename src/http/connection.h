@@ -1,7 +1,8 @@
 // Internal to the HTTP server: one client connection. It reads a request (bounded in size and
 // time), hands it to its route's handler through an HttpExchange, writes what the exchange
 // queues in order, and then reads the next request (keep-alive) or closes. While a handler
-// works, a read stays pending so that a client that goes away is noticed (OnClosed).
+// works, a read stays pending so that a client that goes away is noticed (OnClosed); a client
+// that only half-closes still gets what its handler had answered by then.
 //
 // Apart from its constants and closed_, its state is touched only on the connection's strand; the
 // public methods below post there and may be called from any thread.
@@ -25,13 +26,15 @@
 #include "boost/beast/http/parser.hpp"
 #include "boost/beast/http/string_body.hpp"
 #include "http/server_core.h"
+#include "http/transport.h"
 #include "http/wire.h"
 
 namespace convoy::http_internal {
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  // `socket` is bound to a strand of the core's io_context.
+  // `socket` is bound to a strand of the core's io_context. With the core's TLS context, the
+  // connection begins with the TLS handshake.
   Connection(std::shared_ptr<ServerCore> core, boost::asio::ip::tcp::socket socket);
   ~Connection();
   Connection(const Connection&) = delete;
@@ -44,6 +47,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Closes now (a handler's OnClosed runs if its response was not written whole).
   void Close();
   bool closed() const { return closed_.load(std::memory_order_acquire); }
+  // The client closed its side (EOF) while a response was under way: nothing more is taken from
+  // the handler, what it queued before is written, then the connection closes.
+  bool client_left() const { return client_left_.load(std::memory_order_acquire); }
   bool stopping() const { return core_->stopping(); }
 
   // From the exchange numbered `id` (dropped when that is not the current one, or once closed).
@@ -67,6 +73,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   template <typename Task>
   void PostFromOutside(Task&& task);
 
+  void OnHandshake(boost::system::error_code error);
   void AwaitRequest(absl::Duration idle_limit);
   void ReadSome();
   void OnReadSome(boost::system::error_code error, size_t bytes);
@@ -93,9 +100,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Half-closes (the client reads the last response to its end) and reads until the client
   // closes, or the linger bound passes, before closing: closing with unread input would reset
-  // the connection and could destroy the response before the client read it.
+  // the connection and could destroy the response before the client read it. Over TLS: sends
+  // close_notify and waits (as long) for the client's.
   void LingeringClose();
   void CloseNow();
+  // The client shut its side (EOF) while a handler works.
+  void OnClientLeft();
 
   // Constant after construction.
   const std::shared_ptr<ServerCore> core_;
@@ -105,9 +115,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   const boost::asio::any_io_executor strand_;
 
   std::atomic<bool> closed_{false};
+  std::atomic<bool> client_left_{false};
 
   // Strand only.
-  boost::asio::ip::tcp::socket socket_;
+  Transport transport_;
   boost::asio::steady_timer read_timer_;
   boost::asio::steady_timer write_timer_;
   uint64_t read_timer_generation_ = 0;

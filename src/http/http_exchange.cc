@@ -55,7 +55,7 @@ absl::Status HttpExchange::CheckPhase(Phase expected) const {
         return absl::FailedPreconditionError("the response to this request was already sent");
     }
   }
-  if (connection_->closed()) return absl::CancelledError("the client has closed the connection");
+  if (client_gone()) return absl::CancelledError("the client has closed the connection");
   return absl::OkStatus();
 }
 
@@ -147,6 +147,8 @@ void HttpExchange::OnClosed(std::function<void()> callback) {
   connection_->SetOnClosed(id_, std::move(callback));
 }
 
-bool HttpExchange::client_gone() const { return connection_->closed(); }
+bool HttpExchange::client_gone() const {
+  return connection_->closed() || connection_->client_left();
+}
 
 }  // namespace convoy

@@ -22,6 +22,8 @@ struct HttpRequest {
   int version = 11;    // 10 for HTTP/1.0, 11 for HTTP/1.1
   HttpHeaders headers;
   std::string body;
+  // The client's IP address (a proxy's, when one is in front); empty when it cannot be read.
+  std::string remote_address;
 
   // The value of the first field called `name` (compared without case), or null.
   const std::string* FindHeader(absl::string_view name) const;

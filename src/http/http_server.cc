@@ -9,6 +9,7 @@
 #include "http/connection.h"
 #include "http/listener.h"
 #include "http/server_core.h"
+#include "http/tls_context.h"
 
 namespace convoy {
 namespace {
@@ -54,7 +55,15 @@ void RunIoThread(http_internal::ServerCore* core) {
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
                                                               HttpRouter router) {
   if (absl::Status valid = ValidateOptions(options); !valid.ok()) return valid;
-  auto core = std::make_shared<http_internal::ServerCore>(options, std::move(router));
+  std::unique_ptr<boost::asio::ssl::context> tls;
+  if (options.tls.has_value()) {
+    absl::StatusOr<std::unique_ptr<boost::asio::ssl::context>> made =
+        http_internal::MakeTlsContext(*options.tls);
+    if (!made.ok()) return made.status();
+    tls = *std::move(made);
+  }
+  auto core =
+      std::make_shared<http_internal::ServerCore>(options, std::move(router), std::move(tls));
   absl::StatusOr<std::unique_ptr<http_internal::Listener>> listener =
       http_internal::Listener::Bind(core, options.listen_address, options.port);
   if (!listener.ok()) return listener.status();

@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,6 +38,15 @@ namespace http_internal {
 class Listener;
 class ServerCore;
 }  // namespace http_internal
+
+// TLS for every connection, from PEM text (read by the caller).
+struct HttpTlsOptions {
+  std::string cert_chain;
+  std::string private_key;
+  // Not empty: mutual TLS. A client must present a certificate signed by one of these CAs, or
+  // its handshake fails (and with it the connection: no HTTP answer can reach it).
+  std::string client_ca;
+};
 
 struct HttpServerOptions {
   // An IPv4 or IPv6 address (brackets optional); 0.0.0.0 or :: for every interface.
@@ -62,12 +72,15 @@ struct HttpServerOptions {
   int max_connections = 10000;
   // Names the io threads ("<name>-io<N>", for top and debuggers); at most 8 characters are kept.
   std::string thread_name = "http";
+  // Unset: plain HTTP. Set: HTTPS only (TLS 1.2 or later); a plain request is not answered.
+  std::optional<HttpTlsOptions> tls;
 };
 
 class HttpServer {
  public:
-  // Binds and serves. INVALID_ARGUMENT for bad options or an address that is not an IP address;
-  // UNAVAILABLE when the address cannot be bound (e.g. the port is taken).
+  // Binds and serves. INVALID_ARGUMENT for bad options, an address that is not an IP address, or
+  // TLS material that does not load (naming which); UNAVAILABLE when the address cannot be bound
+  // (e.g. the port is taken).
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options,
                                                            HttpRouter router);
   // Stop(absl::ZeroDuration()) unless stopped already.

@@ -2,9 +2,11 @@
 
 namespace convoy::http_internal {
 
-ServerCore::ServerCore(const HttpServerOptions& options, HttpRouter router)
+ServerCore::ServerCore(const HttpServerOptions& options, HttpRouter router,
+                       std::unique_ptr<boost::asio::ssl::context> tls)
     : options_(options),
       router_(std::move(router)),
+      tls_(std::move(tls)),
       io_(options.io_threads),
       work_(std::make_unique<
             boost::asio::executor_work_guard<boost::asio::io_context::executor_type>>(

@@ -18,6 +18,7 @@
 #include "boost/asio/executor_work_guard.hpp"
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/post.hpp"
+#include "boost/asio/ssl/context.hpp"
 #include "http/http_router.h"
 #include "http/http_server.h"
 
@@ -27,11 +28,15 @@ class Connection;
 
 class ServerCore {
  public:
-  ServerCore(const HttpServerOptions& options, HttpRouter router);
+  // `tls` null: plain HTTP.
+  ServerCore(const HttpServerOptions& options, HttpRouter router,
+             std::unique_ptr<boost::asio::ssl::context> tls);
 
   boost::asio::io_context& io() { return io_; }
   const HttpServerOptions& options() const { return options_; }
   const HttpRouter& router() const { return router_; }
+  // Null for plain HTTP.
+  boost::asio::ssl::context* tls_context() const { return tls_.get(); }
   // Set once Stop begins: no new connection, no keep-alive after the current response.
   bool stopping() const { return stopping_.load(std::memory_order_acquire); }
 
@@ -61,6 +66,7 @@ class ServerCore {
  private:
   const HttpServerOptions options_;
   const HttpRouter router_;
+  const std::unique_ptr<boost::asio::ssl::context> tls_;
   boost::asio::io_context io_;
   std::atomic<bool> stopping_{false};
 

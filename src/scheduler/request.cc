@@ -30,6 +30,8 @@ const char* RejectReasonName(RejectReason reason) {
       return "invalid_argument";
     case RejectReason::kDuplicateId:
       return "duplicate_id";
+    case RejectReason::kClientLimit:
+      return "client_limit";
   }
   return "unknown";
 }

@@ -17,8 +17,9 @@ enum class RejectReason {
   kQueueFull,        // the priority's queue is at max_queue_size
   kInvalidArgument,  // bad priority, empty prompt, too long for the model or the cache, ...
   kDuplicateId,
+  kClientLimit,  // the client has request_limits.max_in_flight_per_client (the front end's)
 };
-inline constexpr int kNumRejectReasons = 3;
+inline constexpr int kNumRejectReasons = 4;
 const char* RejectReasonName(RejectReason reason);
 
 // What one planned step holds, and the state after planning it.

@@ -55,6 +55,7 @@ constexpr uint64_t kMaxKvBytes = uint64_t{1} << 40;       // 1 TiB
 constexpr uint64_t kMaxMessageBytes = uint64_t{1} << 30;  // gRPC takes an int
 constexpr uint64_t kMaxCpuThreads = 1024;
 constexpr uint64_t kMaxStopTokenIds = 65536;
+constexpr uint64_t kMaxInFlightPerClient = 1000000;
 
 absl::Status AtMost(const Locator& at, std::initializer_list<const char*> path, uint64_t value,
                     uint64_t max, int outer = -1) {
@@ -98,6 +99,9 @@ absl::Status CheckMaxima(const v1::ServerConfig& config, const Locator& at) {
                          config.request_defaults().max_tokens(), kMaxTokens));
   RETURN_IF_ERROR(AtMost(at, {"request_limits", "max_stop_token_ids"},
                          config.request_limits().max_stop_token_ids(), kMaxStopTokenIds));
+  RETURN_IF_ERROR(AtMost(at, {"request_limits", "max_in_flight_per_client"},
+                         config.request_limits().max_in_flight_per_client(),
+                         kMaxInFlightPerClient));
   RETURN_IF_ERROR(AtMost(at, {"frontend", "max_message_bytes"},
                          config.frontend().max_message_bytes(), kMaxMessageBytes));
   RETURN_IF_ERROR(AtMost(at, {"frontend", "drain_timeout_microseconds"},
@@ -107,13 +111,14 @@ absl::Status CheckMaxima(const v1::ServerConfig& config, const Locator& at) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateTls(const v1::TlsConfig& tls, const Locator& at) {
+// `field`: "tls" (gRPC) or "http_tls".
+absl::Status ValidateTls(const v1::TlsConfig& tls, const char* field, const Locator& at) {
   if (tls.cert_file().empty() != tls.key_file().empty()) {
-    return at.Error({"frontend", "tls", tls.cert_file().empty() ? "key_file" : "cert_file"}, -1,
+    return at.Error({"frontend", field, tls.cert_file().empty() ? "key_file" : "cert_file"}, -1,
                     "cert_file and key_file go together (TLS needs both)");
   }
   if (!tls.client_ca_file().empty() && tls.cert_file().empty()) {
-    return at.Error({"frontend", "tls", "client_ca_file"}, -1,
+    return at.Error({"frontend", field, "client_ca_file"}, -1,
                     "client_ca_file (mutual TLS) needs cert_file and key_file");
   }
   return absl::OkStatus();
@@ -219,7 +224,8 @@ absl::Status Validate(const v1::ServerConfig& config, const Locator& at) {
         {"metrics", "port"}, -1,
         absl::StrCat("port ", config.metrics().port(), " is outside 0..65535 (0: any free port)"));
   }
-  RETURN_IF_ERROR(ValidateTls(f.tls(), at));
+  RETURN_IF_ERROR(ValidateTls(f.tls(), "tls", at));
+  RETURN_IF_ERROR(ValidateTls(f.http_tls(), "http_tls", at));
   for (int i = 0; i < f.api_key_size(); ++i) {
     RETURN_IF_ERROR(ValidateApiKey(f.api_key(), i, s.priority_levels(),
                                    [&](const char* field, absl::string_view reason) {
@@ -296,6 +302,7 @@ void FillServerConfigDefaults(v1::ServerConfig* config) {
   if (!defaults->has_max_tokens()) defaults->set_max_tokens(256);
   v1::RequestLimits* limits = config->mutable_request_limits();
   if (!limits->has_max_stop_token_ids()) limits->set_max_stop_token_ids(256);
+  if (!limits->has_max_in_flight_per_client()) limits->set_max_in_flight_per_client(0);
   v1::FrontendConfig* f = config->mutable_frontend();
   if (!f->has_listen_address()) f->set_listen_address("127.0.0.1");
   if (!f->has_port()) f->set_port(50051);

@@ -1,7 +1,10 @@
 // convoyd's /metrics, scraped over HTTP while the daemon serves: a served request and a refused
 // one move the counters and histograms they should.
+#include <optional>
 #include <regex>
 #include <string>
+
+#include "absl/strings/str_cat.h"
 
 #include "daemon_harness.h"
 #include "grpcpp/client_context.h"
@@ -73,6 +76,61 @@ TEST(DaemonMetricsTest, ServedAndRefusedRequestsMoveTheMetrics) {
   EXPECT_EQ(moved("convoy_request_generation_tokens_sum"), 5) << a;
   EXPECT_GE(moved("convoy_generation_tokens_total"), 5) << a;
   EXPECT_GT(Sample(a, "convoy_kv_cache_blocks_free"), 0) << a;
+}
+
+// GetServerInfo's counters and /metrics count the same requests: here refusals by the front end
+// (bad requests) and by the scheduler (a queue of one, full while one request runs and one waits).
+TEST(DaemonMetricsTest, ServerInfoAndMetricsAgreeOnRejections) {
+  ModelConfig long_context = TinyModelConfig();
+  long_context.max_position_embeddings = 8192;
+  auto daemon = DaemonProcess::Start(
+      WriteTestModel("metrics_agree", long_context),
+      DefaultTestConfig("", "max_batch_size: 1 max_num_batched_tokens: 64 max_queue_size: 1"));
+  ASSERT_NE(daemon, nullptr);
+  const int port = MetricsPort(*daemon);
+  ASSERT_GT(port, 0) << daemon->Log();
+  auto stub = daemon->inference();
+  v1::InferResponse response;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(CallInfer(*stub, v1::InferRequest(), &response).error_code(),  // empty prompt
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  grpc::ClientContext running_context, waiting_context;
+  auto running = stub->InferStream(&running_context, MakeRequest({1, 2, 3}, 8000));
+  v1::InferStreamResponse message;
+  ASSERT_TRUE(running->Read(&message));
+  auto waiting = stub->InferStream(&waiting_context, MakeRequest({4, 5, 6}, 8000));
+  const absl::Time give_up = absl::Now() + kLiveness;
+  while (absl::Now() < give_up) {
+    const std::optional<v1::ServerInfo> info = GetServerInfo(*stub);
+    if (info && info->num_waiting() == 1) break;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(CallInfer(*stub, MakeRequest({7, 8}, 2), &response).error_code(),
+              grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  running_context.TryCancel();
+  waiting_context.TryCancel();
+  while (running->Read(&message)) {
+  }
+  while (waiting->Read(&message)) {
+  }
+  running->Finish();
+  waiting->Finish();
+
+  auto metrics = HttpGet(port, "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  double rejected_metric = 0;
+  for (const char* reason : {"queue_full", "invalid_argument", "duplicate_id", "client_limit"}) {
+    const double n = Sample(metrics->body, absl::StrCat("convoy_requests_rejected_total{reason=\"",
+                                                        reason, "\"}"));
+    if (n > 0) rejected_metric += n;
+  }
+  const std::optional<v1::ServerInfo> info = GetServerInfo(*stub);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->requests_rejected(), 5);
+  EXPECT_EQ(static_cast<double>(info->requests_rejected()), rejected_metric) << metrics->body;
 }
 
 }  // namespace

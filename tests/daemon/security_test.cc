@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -12,66 +11,20 @@
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
+#include "http/https_test_client.h"
 #include "gtest/gtest.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "metrics/http_get.h"
 #include "nlohmann/json.hpp"
 #include "subprocess.h"
+#include "test_pki.h"
 
 namespace convoy::testing {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// A throwaway PKI: two CAs, a server certificate for 127.0.0.1 from the first, a client
-// certificate from the first.
-struct Pki {
-  std::string dir;
-  std::string ca_cert, ca_key, other_ca_cert;
-  std::string server_cert, server_key, client_cert, client_key;
-};
-
-Pki MakePki(const std::string& dir) {
-  std::filesystem::create_directories(dir);
-  Pki pki{dir,
-          dir + "/ca.pem",
-          dir + "/ca.key",
-          dir + "/other_ca.pem",
-          dir + "/server.pem",
-          dir + "/server.key",
-          dir + "/client.pem",
-          dir + "/client.key"};
-  auto run = [](const std::string& command) {
-    const ProcessResult result = Execute(command);
-    EXPECT_EQ(result.exit_code, 0) << command << "\n" << result.out;
-  };
-  const std::string req = "openssl req -batch -newkey rsa:2048 -nodes";
-  run(absl::StrCat(req, " -x509 -days 2 -subj /CN=convoy-test-ca -keyout ", pki.ca_key, " -out ",
-                   pki.ca_cert));
-  run(absl::StrCat(req, " -x509 -days 2 -subj /CN=convoy-other-ca -keyout ", dir,
-                   "/other_ca.key -out ", pki.other_ca_cert));
-  auto issue = [&](const std::string& name, const std::string& subject, const std::string& ext,
-                   const std::string& cert, const std::string& key) {
-    const std::string csr = dir + "/" + name + ".csr";
-    const std::string ext_file = dir + "/" + name + ".ext";
-    std::ofstream(ext_file) << ext << "\n";
-    run(absl::StrCat(req, " -subj ", subject, " -keyout ", key, " -out ", csr));
-    run(absl::StrCat("openssl x509 -req -days 2 -in ", csr, " -CA ", pki.ca_cert, " -CAkey ",
-                     pki.ca_key, " -CAcreateserial -extfile ", ext_file, " -out ", cert));
-  };
-  issue("server", "/CN=127.0.0.1", "subjectAltName=IP:127.0.0.1,DNS:localhost", pki.server_cert,
-        pki.server_key);
-  issue("client", "/CN=convoy-test-client", "extendedKeyUsage=clientAuth", pki.client_cert,
-        pki.client_key);
-  return pki;
-}
+using ::convoy::testing::HttpsResponse;
+using ::convoy::testing::HttpsTestClient;
 
 std::shared_ptr<grpc::ChannelCredentials> TlsCredentials(const std::string& ca,
                                                          const std::string& cert = "",
@@ -143,7 +96,7 @@ TEST(DaemonTlsTest, MutualTlsRequiresAClientCertificateFromTheCa) {
   EXPECT_EQ(no_cert.error_code(), grpc::StatusCode::UNAVAILABLE) << no_cert.error_message();
   // A certificate the server's client CA did not sign: the other CA's own, with its key.
   const grpc::Status foreign = HealthOver(
-      *daemon, TlsCredentials(pki.ca_cert, pki.other_ca_cert, pki.dir + "/other_ca.key"));
+      *daemon, TlsCredentials(pki.ca_cert, pki.other_ca_cert, pki.other_ca_key));
   EXPECT_EQ(foreign.error_code(), grpc::StatusCode::UNAVAILABLE) << foreign.error_message();
 }
 
@@ -161,6 +114,60 @@ TEST(DaemonTlsTest, UnreadableTlsFilesStopTheStartNamingTheField) {
   EXPECT_EQ(result.exit_code, 1) << result.out;
   EXPECT_THAT(result.out,
               HasSubstr(absl::StrCat("frontend.tls.cert_file: cannot read '", missing)));
+}
+
+// frontend.http_tls: the OpenAI API and health over HTTPS (mutual TLS here), beside plain gRPC.
+TEST(DaemonTlsTest, HttpsServesTheHttpApiToClientsWithACertificateFromTheCa) {
+  const Pki pki = MakePki(TestDir("https"));
+  const std::string model_dir = WriteTestModel("https", TinyModelConfig());
+  auto daemon = DaemonProcess::Start(
+      model_dir, DefaultTestConfig(absl::StrCat(
+                     "http_tls { cert_file: \"", pki.server_cert, "\" key_file: \"",
+                     pki.server_key, "\" client_ca_file: \"", pki.ca_cert, "\" }")));
+  ASSERT_NE(daemon, nullptr);
+  EXPECT_THAT(daemon->Log(), HasSubstr("HTTP at https://"));
+  absl::StatusOr<std::unique_ptr<HttpsTestClient>> client = HttpsTestClient::Connect(
+      daemon->http_port(), pki.ca_cert, pki.client_cert, pki.client_key);
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::StatusOr<HttpsResponse> ready = (*client)->Request("GET", "/ready");
+  ASSERT_TRUE(ready.ok()) << ready.status();
+  EXPECT_EQ(ready->status, 200);
+  absl::StatusOr<HttpsResponse> models = (*client)->Request("GET", "/v1/models");
+  ASSERT_TRUE(models.ok()) << models.status();
+  const nlohmann::json listed = nlohmann::json::parse(models->body);
+  const std::string model = listed["data"][0]["id"].get<std::string>();
+  absl::StatusOr<HttpsResponse> completion = (*client)->Request(
+      "POST", "/v1/completions",
+      nlohmann::json{{"model", model}, {"prompt", {1, 2, 3}}, {"max_tokens", 4}}.dump());
+  ASSERT_TRUE(completion.ok()) << completion.status();
+  EXPECT_EQ(completion->status, 200) << completion->body;
+  EXPECT_EQ(nlohmann::json::parse(completion->body)["usage"]["completion_tokens"], 4);
+
+  // No client certificate: refused (at the handshake, or at the latest on the request).
+  absl::StatusOr<std::unique_ptr<HttpsTestClient>> anonymous =
+      HttpsTestClient::Connect(daemon->http_port(), pki.ca_cert);
+  if (anonymous.ok()) {
+    EXPECT_FALSE((*anonymous)->Request("GET", "/ready").ok());
+  }
+  // Plain HTTP gets no answer; gRPC (no TLS configured for it) still serves.
+  EXPECT_FALSE(HttpGet(daemon->http_port(), "/ready").ok());
+  v1::InferResponse response;
+  EXPECT_TRUE(CallInfer(*daemon->inference(), MakeRequest({1, 2, 3}, 2), &response).ok());
+}
+
+TEST(DaemonTlsTest, AnHttpsKeyWithoutItsCertificateIsRefusedNamingTheField) {
+  const std::string model_dir = WriteTestModel("https", TinyModelConfig());
+  const std::string dir = TestDir("https_half");
+  std::filesystem::create_directories(dir);
+  const std::string config = dir + "/config.pbtxt";
+  std::ofstream(config) << DefaultTestConfig("http_tls { key_file: \"/nonexistent.key\" }");
+  const ProcessResult result =
+      Execute(absl::StrCat(CONVOYD_PATH, " --model ", model_dir, " --config ", config,
+                           " --port 0 --http-port 0 --metrics-port 0"));
+  // A config that does not validate is a usage error (exit 2), named at the line of the field set.
+  EXPECT_EQ(result.exit_code, 2) << result.out;
+  EXPECT_THAT(result.out, HasSubstr("config.pbtxt:4: frontend.http_tls.key_file: cert_file and "
+                                    "key_file go together"));
 }
 
 // API keys: "full" may claim any of the two levels, "background" only level 2.

@@ -10,6 +10,7 @@
 #include "absl/synchronization/notification.h"
 #include "engine/engine_loop.h"
 #include "executor/cpu/cpu_executor.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "metrics/logging.h"
 #include "spdlog/sinks/base_sink.h"
@@ -81,12 +82,12 @@ TEST_F(GenerationHubTest, TheEngineKeepsSteppingWhileAProtocolIsStuckOnItsOutput
     }
   });
   std::shared_ptr<GenerationSession> other = GenerationSession::Create(hub_.get(), [] {});
-  stuck->Begin(Request(4), absl::InfiniteFuture(), /*authorization=*/"");
+  stuck->Begin(Request(4), absl::InfiniteFuture(), CallOrigin());
   ASSERT_TRUE(blocked.WaitForNotificationWithTimeout(kLiveness));
 
   // While it is stuck, another request runs its 200 steps to the end in the engine.
   const int64_t steps_before = loop_->stats().steps;
-  other->Begin(Request(200), absl::InfiniteFuture(), /*authorization=*/"");
+  other->Begin(Request(200), absl::InfiniteFuture(), CallOrigin());
   const absl::Time deadline = absl::Now() + kLiveness;
   while (loop_->stats().steps < steps_before + 200 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(5));
@@ -109,6 +110,44 @@ TEST_F(GenerationHubTest, TheEngineKeepsSteppingWhileAProtocolIsStuckOnItsOutput
   EXPECT_EQ(other_end->completion_tokens, 200);
   stuck->Detach();
   other->Detach();
+}
+
+// request_limits.max_in_flight_per_client: a client (here, an address) with that many requests
+// unfinished is refused another, naming the limit; other clients are not; a slot frees when one of
+// its requests ends.
+TEST_F(GenerationHubTest, OneClientCannotHoldMoreRequestsInFlightThanItsLimit) {
+  hub_->UpdateLimits([](ServingLimits* limits) { limits->max_in_flight_per_client = 2; });
+  const CallOrigin a{"", "10.0.0.1"}, b{"", "10.0.0.2"};
+  auto begin = [&](const CallOrigin& origin, int32_t max_tokens) {
+    std::shared_ptr<GenerationSession> session = GenerationSession::Create(hub_.get(), [] {});
+    session->Begin(Request(max_tokens), absl::InfiniteFuture(), origin);
+    return session;
+  };
+  std::shared_ptr<GenerationSession> a1 = begin(a, 250), a2 = begin(a, 250);
+  std::shared_ptr<GenerationSession> a3 = begin(a, 4);
+  SessionOutput out;
+  std::optional<SessionEnd> refused = a3->Take(&out);
+  ASSERT_TRUE(refused.has_value()) << "the third request of one client was admitted";
+  EXPECT_EQ(refused->status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(refused->status.message()),
+              ::testing::AllOf(::testing::HasSubstr("10.0.0.1"),
+                               ::testing::HasSubstr("request_limits.max_in_flight_per_client")));
+  EXPECT_EQ(hub_->rejections()[static_cast<int>(RejectReason::kClientLimit)], 1);
+
+  std::shared_ptr<GenerationSession> b1 = begin(b, 4);  // another client: admitted
+  std::optional<SessionEnd> b1_end = WaitForEnd(*b1, &out);
+  ASSERT_TRUE(b1_end.has_value());
+  EXPECT_TRUE(b1_end->status.ok()) << b1_end->status;
+
+  a1->ClientGone();  // ends a1, and with it one of a's two slots
+  ASSERT_TRUE(WaitForEnd(*a1, &out).has_value());
+  std::shared_ptr<GenerationSession> a4 = begin(a, 4);
+  std::optional<SessionEnd> a4_end = WaitForEnd(*a4, &out);
+  ASSERT_TRUE(a4_end.has_value());
+  EXPECT_TRUE(a4_end->status.ok()) << a4_end->status;
+  a2->ClientGone();
+  ASSERT_TRUE(WaitForEnd(*a2, &out).has_value());
+  for (auto* session : {&a1, &a2, &a3, &a4, &b1}) (*session)->Detach();
 }
 
 // A sink that blocks every write until released.

@@ -202,6 +202,21 @@ TEST_F(HttpExchangeTest, OnClosedRunsWhenTheClientLeavesWhileTheHandlerWorks) {
   EXPECT_EQ(closed.calls(), 1);
 }
 
+// A client that only shuts its sending side looks like one that left: the work is cancelled and
+// the connection closes (an answer given at once still reaches it: HttpServerTest).
+TEST_F(HttpExchangeTest, AHalfClosedConnectionWhoseHandlerHasNotAnsweredIsClosed) {
+  auto [client, exchange] = Park();
+  ASSERT_NE(exchange, nullptr);
+  CallCounter closed;
+  exchange->OnClosed(closed.Callback());
+  client->HalfClose();
+  ASSERT_TRUE(closed.AwaitCalls(1));
+  EXPECT_TRUE(exchange->client_gone());
+  EXPECT_THAT(exchange->Respond(200, "text/plain", "too late"),
+              StatusIs(absl::StatusCode::kCancelled, HasSubstr("client")));
+  EXPECT_TRUE(client->WaitForClose());
+}
+
 TEST_F(HttpExchangeTest, OnClosedDoesNotRunAfterTheResponse) {
   auto [client, exchange] = Park("Connection: close\r\n");
   ASSERT_NE(exchange, nullptr);

@@ -173,6 +173,27 @@ TEST(HttpServerTest, AnHttp10RequestGetsItsAnswerAndTheConnectionCloses) {
   EXPECT_TRUE(client->WaitForClose());
 }
 
+// A client that sends its request and shuts its sending side at once (as `nc -N` does) still
+// gets the answer its handler gave at once (a handler that answers later finds it gone:
+// HttpExchangeTest), many times over.
+TEST(HttpServerTest, AClientThatHalfClosesAfterItsRequestGetsTheImmediateAnswer) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  for (int round = 0; round < 50; ++round) {
+    auto client = TestClient::Connect(server->port());
+    ASSERT_NE(client, nullptr);
+    ASSERT_TRUE(client->SendRequest("POST", "/echo", "{not json", "Connection: close\r\n"));
+    client->HalfClose();
+    std::string error;
+    std::optional<TestResponse> response = client->ReadResponse(false, &error);
+    ASSERT_TRUE(response.has_value()) << "round " << round << ": " << error;
+    EXPECT_EQ(response->status, 200);
+    EXPECT_EQ(response->body, "{not json");
+    EXPECT_TRUE(client->WaitForClose());
+  }
+  ExpectServing(*server);
+}
+
 TEST(HttpServerTest, ABodyOverTheLimitIs413AndTheServerServesOn) {
   HttpServerOptions options;
   options.max_body_bytes = 1000;

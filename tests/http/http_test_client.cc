@@ -117,6 +117,10 @@ void TestClient::Close() {
   fd_ = -1;
 }
 
+void TestClient::HalfClose() {
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
+}
+
 bool TestClient::Send(absl::string_view bytes) {
   while (!bytes.empty()) {
     const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);

@@ -63,6 +63,8 @@ class TestClient {
   bool WaitForClose(std::string* received = nullptr);
   // Closes the socket (a client going away).
   void Close();
+  // Shuts the sending side only (the client has said all it will, and still reads).
+  void HalfClose();
 
  private:
   class Reader;
