@@ -256,8 +256,7 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, const char* section
 
 // The PEM files of frontend.<section>, read; nullopt when it names none (no TLS).
 template <typename Options>
-absl::StatusOr<std::optional<Options>> ReadTlsFiles(const v1::TlsConfig& tls,
-                                                    const char* section) {
+absl::StatusOr<std::optional<Options>> ReadTlsFiles(const v1::TlsConfig& tls, const char* section) {
   if (tls.cert_file().empty()) return std::nullopt;
   Options files;
   ASSIGN_OR_RETURN(files.cert_chain, ReadPem(tls.cert_file(), section, "cert_file"));
@@ -463,7 +462,7 @@ int RunDaemon(const DaemonOptions& options) {
       static_cast<int32_t>(config.request_limits().max_stop_token_ids());
   serving.limits.max_in_flight_per_client =
       static_cast<int32_t>(config.request_limits().max_in_flight_per_client());
-  serving.limits.max_top_logprobs = static_cast<int32_t>(std::min<int64_t>(20, model.vocab_size));
+  serving.limits.max_top_logprobs = engine->executor->limits().max_top_logprobs;
   serving.limits.tokenizer = engine->tokenizer.get();
   if (engine->chat_template) serving.limits.chat_template = &*engine->chat_template;
   serving.limits.no_chat_template_reason = engine->no_chat_template_reason;

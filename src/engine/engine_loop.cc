@@ -17,7 +17,8 @@ absl::StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::Create(Executor* executo
                                                    " differs from the executor's KV cache (",
                                                    kv.block_size, ")"));
   }
-  const SchedulerOptions scheduler_options = WithExecutorLimits(*executor, options.scheduler);
+  ASSIGN_OR_RETURN(const SchedulerOptions scheduler_options,
+                   WithExecutorLimits(*executor, options.scheduler));
   ASSIGN_OR_RETURN(std::unique_ptr<Scheduler> scheduler,
                    Scheduler::Create(scheduler_options, options.observer));
   std::unique_ptr<EngineLoop> loop(new EngineLoop(executor, options, std::move(scheduler)));
@@ -36,10 +37,24 @@ EngineLoop::EngineLoop(Executor* executor, const EngineLoopOptions& options,
 
 EngineLoop::~EngineLoop() { Shutdown(/*drain=*/false); }
 
-SchedulerOptions EngineLoop::WithExecutorLimits(const Executor& executor,
-                                                SchedulerOptions options) {
+absl::StatusOr<SchedulerOptions> EngineLoop::WithExecutorLimits(const Executor& executor,
+                                                                SchedulerOptions options) {
+  const ExecutorLimits limits = executor.limits();
+  // A step holds at most max_batch_size rows and max_num_batched_tokens token slots (padding
+  // included when it is computed; packed tokens never exceed that): both must fit the executor.
+  if (limits.max_rows_per_step > 0 && options.max_batch_size > limits.max_rows_per_step) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "scheduler.max_batch_size is ", options.max_batch_size, "; the executor runs at most ",
+        limits.max_rows_per_step, " sequences a step"));
+  }
+  if (limits.max_tokens_per_step > 0 &&
+      options.max_num_batched_tokens > limits.max_tokens_per_step) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scheduler.max_num_batched_tokens is ", options.max_num_batched_tokens,
+                     "; the executor runs at most ", limits.max_tokens_per_step, " tokens a step"));
+  }
   options.num_blocks = executor.kv_spec().num_blocks;
-  options.budget_counts_padding = executor.computes_padding();
+  options.budget_counts_padding = limits.computes_padding;
   const int64_t model_len = executor.model_config().max_position_embeddings;
   if (model_len > 0 && (options.max_model_len == 0 || options.max_model_len > model_len)) {
     options.max_model_len = model_len;
@@ -48,7 +63,7 @@ SchedulerOptions EngineLoop::WithExecutorLimits(const Executor& executor,
 }
 
 absl::Status EngineLoop::Reconfigure(const SchedulerOptions& options) {
-  const SchedulerOptions next = WithExecutorLimits(*executor_, options);
+  ASSIGN_OR_RETURN(const SchedulerOptions next, WithExecutorLimits(*executor_, options));
   RETURN_IF_ERROR(next.Validate());
   absl::MutexLock serial(&reconfigure_mu_);
   absl::MutexLock lock(&mu_);

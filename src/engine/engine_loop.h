@@ -90,8 +90,12 @@ class EngineLoop {
  private:
   EngineLoop(Executor* executor, const EngineLoopOptions& options,
              std::unique_ptr<Scheduler> scheduler);
-  // `options` with what the executor decides filled in.
-  static SchedulerOptions WithExecutorLimits(const Executor& executor, SchedulerOptions options);
+  // `options` with what the executor decides filled in (KV blocks, whether padding counts, the
+  // model's context). INVALID_ARGUMENT, naming the scheduler's config field, when the options
+  // would plan steps beyond the executor's limits (ExecutorLimits): more rows or token slots than
+  // it can hold.
+  static absl::StatusOr<SchedulerOptions> WithExecutorLimits(const Executor& executor,
+                                                             SchedulerOptions options);
   void Run();
   // On the loop thread, between steps: applies the knobs Reconfigure handed over, if any.
   void ApplyPendingOptions();

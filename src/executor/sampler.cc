@@ -28,10 +28,10 @@ absl::Status ValidateSamplingParams(const SamplingParams& p, int32_t vocab_size)
   if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) {
     return absl::InvalidArgumentError(absl::StrFormat("top_p must be in (0, 1], got %g", p.top_p));
   }
-  if (p.num_top_logprobs < 0 || p.num_top_logprobs > std::min(vocab_size, 100)) {
+  const int32_t max_top = std::min(vocab_size, kMaxTopLogprobs);
+  if (p.num_top_logprobs < 0 || p.num_top_logprobs > max_top) {
     return absl::InvalidArgumentError(absl::StrFormat("num_top_logprobs must be in [0, %d], got %d",
-                                                      std::min(vocab_size, 100),
-                                                      p.num_top_logprobs));
+                                                      max_top, p.num_top_logprobs));
   }
   return absl::OkStatus();
 }

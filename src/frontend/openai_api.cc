@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
+#include "step/step.h"
 
 namespace convoy {
 namespace {
@@ -500,7 +501,7 @@ ParsedOpenAiRequest ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view
   }
   if (chat) {
     out.logprobs = fields.Bool("logprobs").value_or(false);
-    if (std::optional<int64_t> top = fields.Int("top_logprobs", 0, 20)) {
+    if (std::optional<int64_t> top = fields.Int("top_logprobs", 0, kMaxTopLogprobs)) {
       if (!out.logprobs && *top > 0) {
         fields.Fail("top_logprobs", "needs logprobs: true");
       }

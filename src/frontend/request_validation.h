@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "convoy/v1/inference.pb.h"
 #include "scheduler/request.h"
+#include "step/step.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
@@ -25,7 +26,7 @@ struct ServingLimits {
   int32_t priority_levels = 1;
   // The level of a request that names none (scheduler.default_priority_level).
   int32_t default_priority_level = 1;
-  int32_t max_top_logprobs = 20;
+  int32_t max_top_logprobs = kMaxTopLogprobs;  // the executor's ExecutorLimits in convoyd
   // request_limits.max_stop_token_ids of the config.
   int32_t max_stop_token_ids = 256;
   // request_limits.max_in_flight_per_client of the config; 0: no limit.

@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "convoy/sampling_params.h"
-#include "executor/executor.h"
+#include "step/step.h"
 
 namespace convoy {
 

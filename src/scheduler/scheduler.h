@@ -50,7 +50,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "executor/executor.h"
+#include "step/step.h"
 #include "kv/block_allocator.h"
 #include "scheduler/request.h"
 #include "scheduler/scheduler_metrics.h"

@@ -6,6 +6,8 @@
 #ifndef CONVOY_TESTS_SCHEDULER_FAKE_EXECUTOR_H_
 #define CONVOY_TESTS_SCHEDULER_FAKE_EXECUTOR_H_
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -48,6 +50,10 @@ class FakeExecutor final : public Executor {
 
   absl::StatusOr<StepResult> Step(const StepPlan& plan) override {
     plans_.push_back(plan);
+    if (absl::Status within = WithinLimits(plan); !within.ok()) {
+      ++steps_beyond_limits_;
+      return within;
+    }
     if (fail_next_) {
       fail_next_ = false;
       return absl::InternalError("injected failure");
@@ -91,6 +97,10 @@ class FakeExecutor final : public Executor {
   }
   const ModelConfig& model_config() const override { return model_; }
   const KvCacheSpec& kv_spec() const override { return kv_; }
+  ExecutorLimits limits() const override { return limits_; }
+  // The limits this fake states and enforces: a step beyond them fails (INTERNAL) and counts.
+  void set_limits(const ExecutorLimits& limits) { limits_ = limits; }
+  int64_t steps_beyond_limits() const { return steps_beyond_limits_; }
 
   const std::vector<StepPlan>& plans() const { return plans_; }
   void FailNextStep() { fail_next_ = true; }
@@ -101,6 +111,27 @@ class FakeExecutor final : public Executor {
     return static_cast<size_t>(row.block_table[pos / bs]) * bs + pos % bs;
   }
 
+  absl::Status WithinLimits(const StepPlan& plan) const {
+    const int64_t rows = static_cast<int64_t>(plan.rows.size());
+    int64_t longest = 0, packed = 0;
+    for (const StepRow& row : plan.rows) {
+      longest = std::max<int64_t>(longest, static_cast<int64_t>(row.token_ids.size()));
+      packed += static_cast<int64_t>(row.token_ids.size());
+    }
+    const int64_t slots = limits_.computes_padding ? rows * longest : packed;
+    if (limits_.max_rows_per_step > 0 && rows > limits_.max_rows_per_step) {
+      return absl::InternalError(
+          absl::StrCat("a step of ", rows, " rows; the limit is ", limits_.max_rows_per_step));
+    }
+    if (limits_.max_tokens_per_step > 0 && slots > limits_.max_tokens_per_step) {
+      return absl::InternalError(absl::StrCat("a step of ", slots, " token slots; the limit is ",
+                                              limits_.max_tokens_per_step));
+    }
+    return absl::OkStatus();
+  }
+
+  ExecutorLimits limits_;
+  std::atomic<int64_t> steps_beyond_limits_{0};
   ModelConfig model_;
   KvCacheSpec kv_;
   std::vector<int32_t> cache_;

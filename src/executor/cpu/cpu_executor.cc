@@ -58,7 +58,13 @@ CpuExecutor::CpuExecutor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CpuExecutor::~CpuExecutor() = default;
 const ModelConfig& CpuExecutor::model_config() const { return impl_->config; }
 const KvCacheSpec& CpuExecutor::kv_spec() const { return impl_->kv_spec; }
-bool CpuExecutor::computes_padding() const { return !impl_->skip_padding; }
+ExecutorLimits CpuExecutor::limits() const {
+  ExecutorLimits limits;
+  limits.max_top_logprobs =
+      static_cast<int32_t>(std::min<int64_t>(kMaxTopLogprobs, impl_->config.vocab_size));
+  limits.computes_padding = !impl_->skip_padding;
+  return limits;
+}
 CpuWeightFormat CpuExecutor::weight_format() const {
   bool bf16 = impl_->lm_head->format() == LinearFormat::kBF16;
   for (const Layer& layer : impl_->layers) {

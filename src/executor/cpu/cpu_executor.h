@@ -42,7 +42,8 @@ class CpuExecutor final : public Executor {
   absl::StatusOr<StepResult> Step(const StepPlan& plan) override;
   const ModelConfig& model_config() const override;
   const KvCacheSpec& kv_spec() const override;
-  bool computes_padding() const override;
+  // No step limit but memory; padding computed unless skip_padding.
+  ExecutorLimits limits() const override;
   // The format the linear layers' weights are in: kBF16 only when every layer has bf16 weights
   // (bf16 was asked for, or kAuto on a bf16 checkpoint, and oneDNN has a bf16 product on this
   // CPU); kF32 otherwise. Never kAuto.

@@ -512,6 +512,15 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::CreateRandom(
 absl::StatusOr<StepResult> CudaExecutor::Step(const StepPlan& plan) { return impl_->Step(plan); }
 const ModelConfig& CudaExecutor::model_config() const { return impl_->model->config(); }
 const KvCacheSpec& CudaExecutor::kv_spec() const { return impl_->spec; }
+ExecutorLimits CudaExecutor::limits() const {
+  ExecutorLimits limits;
+  limits.max_tokens_per_step = impl_->options.max_tokens_per_step;
+  limits.max_rows_per_step = impl_->options.max_rows_per_step;
+  limits.max_top_logprobs = static_cast<int32_t>(std::min<int64_t>(
+      {kMaxTopLogprobs, kernels::kMaxTopLogprobs, impl_->model->config().vocab_size}));
+  limits.computes_padding = false;  // tokens are packed row after row
+  return limits;
+}
 int64_t CudaExecutor::weight_bytes() const { return impl_->model->weight_bytes(); }
 
 }  // namespace convoy

@@ -68,8 +68,8 @@ class CudaExecutor final : public Executor {
   absl::StatusOr<StepResult> Step(const StepPlan& plan) override;
   const ModelConfig& model_config() const override;
   const KvCacheSpec& kv_spec() const override;
-  // Tokens are packed row after row: padding is never computed.
-  bool computes_padding() const override { return false; }
+  // The step capacities of the options; padding is never computed (tokens are packed).
+  ExecutorLimits limits() const override;
 
   // Bytes of weights on the device (for bandwidth figures).
   int64_t weight_bytes() const;

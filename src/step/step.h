@@ -1,0 +1,87 @@
+// What one engine step is, as plain data shared by the scheduler (which plans it) and the
+// executors (which run it): the plan, the result, and the limits an executor states for one step.
+// No executor, CUDA or gRPC header here: the scheduler includes this and nothing of executor/.
+#ifndef CONVOY_STEP_STEP_H_
+#define CONVOY_STEP_STEP_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "convoy/sampling_params.h"
+#include "kv/block_allocator.h"
+
+namespace convoy {
+
+// The most top logprobs any request may ask for, whatever the protocol or executor (OpenAI's API
+// allows 20 too). An executor may state fewer (ExecutorLimits::max_top_logprobs).
+inline constexpr int32_t kMaxTopLogprobs = 20;
+
+// One sequence's part of a step: a chunk of its prompt (prefill) or its newest token (decode).
+struct StepRow {
+  int64_t seq_id = 0;
+  // The tokens at positions [start_pos, start_pos + token_ids.size()); at least one.
+  std::vector<int32_t> token_ids;
+  // Tokens of this sequence already in the KV cache (positions [0, start_pos)).
+  int32_t start_pos = 0;
+  // Blocks covering positions [0, start_pos + token_ids.size()); the step writes K and V of
+  // token_ids into them.
+  std::vector<BlockId> block_table;
+  // Sample a token after the row's last position (false for a prompt chunk that is not the last).
+  bool sample = true;
+  SamplingParams sampling;
+  // Index of the token being generated (0 for the first); with the seed it fixes the random draw,
+  // so a request's tokens do not depend on what else shares its steps.
+  int64_t sample_index = 0;
+  // Return the logits at every position of the row (tests and debugging).
+  bool return_logits = false;
+};
+
+struct StepPlan {
+  std::vector<StepRow> rows;
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+};
+
+struct RowResult {
+  int64_t seq_id = 0;
+  // Set when the row asked to sample.
+  int32_t token = -1;
+  // log softmax of the model's logits at the chosen token (before temperature, top-k, top-p).
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top_logprobs;  // most likely first
+  // [token_ids.size() x vocab_size], when the row asked for them.
+  std::vector<float> logits;
+};
+
+struct StepResult {
+  std::vector<RowResult> rows;  // in the plan's order
+  int32_t padded_length = 0;    // the longest row: every row is padded to it
+  int64_t real_tokens = 0;
+  int64_t padded_tokens = 0;  // rows x padded_length - real_tokens
+  // Token slots the dense layers computed: real plus padded, or only real when the executor
+  // skips padding.
+  int64_t computed_tokens = 0;
+};
+
+// What an executor can run in one step. The engine reconciles these with the scheduler's options
+// at start and at every reload (EngineLoop): a config asking for more is refused naming its field,
+// so that no step ever exceeds them.
+struct ExecutorLimits {
+  // Token slots one step may hold: packed tokens, or rows x the longest row when padding is
+  // computed. 0: no limit but memory.
+  int64_t max_tokens_per_step = 0;
+  // Rows (sequences) one step may hold. 0: no limit.
+  int32_t max_rows_per_step = 0;
+  // Top logprobs a sampled row may ask for, at most kMaxTopLogprobs (and the vocabulary).
+  int32_t max_top_logprobs = kMaxTopLogprobs;
+  // Whether padding slots cost compute: rows padded to the longest and masked. When false the
+  // scheduler's token budget counts real tokens only.
+  bool computes_padding = true;
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_STEP_STEP_H_
