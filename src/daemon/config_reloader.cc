@@ -14,6 +14,17 @@
 
 namespace convoy {
 
+void SetReloadableLimits(const v1::ServerConfig& config, ServingLimits* limits) {
+  limits->max_stop_token_ids = static_cast<int32_t>(config.request_limits().max_stop_token_ids());
+  limits->max_in_flight_per_client =
+      static_cast<int32_t>(config.request_limits().max_in_flight_per_client());
+  limits->default_priority_level =
+      static_cast<int32_t>(config.scheduler().default_priority_level());
+  const uint64_t slow = config.frontend().slow_client_timeout_microseconds();
+  limits->slow_client_timeout =
+      slow == 0 ? absl::InfiniteDuration() : absl::Microseconds(static_cast<int64_t>(slow));
+}
+
 ConfigReloader::ConfigReloader(v1::ServerConfig current, LoadFn load, EngineLoop* engine,
                                GenerationHub* hub, Metrics* metrics)
     : load_(std::move(load)), engine_(engine), hub_(hub), metrics_(metrics) {
@@ -60,13 +71,7 @@ absl::Status ConfigReloader::Apply(const v1::ServerConfig& next) {
   ASSIGN_OR_RETURN(std::shared_ptr<const ApiKeys> keys,
                    ApiKeys::FromConfig(next.frontend(), next.scheduler().priority_levels()));
   RETURN_IF_ERROR(engine_->Reconfigure(SchedulerOptionsFromConfig(next)));
-  hub_->UpdateLimits([&next](ServingLimits* limits) {
-    limits->max_stop_token_ids = static_cast<int32_t>(next.request_limits().max_stop_token_ids());
-    limits->max_in_flight_per_client =
-        static_cast<int32_t>(next.request_limits().max_in_flight_per_client());
-    limits->default_priority_level =
-        static_cast<int32_t>(next.scheduler().default_priority_level());
-  });
+  hub_->UpdateLimits([&next](ServingLimits* limits) { SetReloadableLimits(next, limits); });
   hub_->SetApiKeys(std::move(keys));
   return absl::OkStatus();
 }

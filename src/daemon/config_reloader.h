@@ -27,6 +27,10 @@
 
 namespace convoy {
 
+// The front end's limits that a reload may change, from `config` (defaults filled): the one
+// mapping from config fields to ServingLimits, at start and at every reload.
+void SetReloadableLimits(const v1::ServerConfig& config, ServingLimits* limits);
+
 class ConfigReloader {
  public:
   // Reads the config file and applies the command line's overrides to it.

@@ -456,12 +456,7 @@ int RunDaemon(const DaemonOptions& options) {
   serving.limits.vocab_size = model.vocab_size;
   serving.limits.max_context_length = model.max_position_embeddings;
   serving.limits.priority_levels = static_cast<int32_t>(config.scheduler().priority_levels());
-  serving.limits.default_priority_level =
-      static_cast<int32_t>(config.scheduler().default_priority_level());
-  serving.limits.max_stop_token_ids =
-      static_cast<int32_t>(config.request_limits().max_stop_token_ids());
-  serving.limits.max_in_flight_per_client =
-      static_cast<int32_t>(config.request_limits().max_in_flight_per_client());
+  SetReloadableLimits(config, &serving.limits);
   serving.limits.max_top_logprobs = engine->executor->limits().max_top_logprobs;
   serving.limits.tokenizer = engine->tokenizer.get();
   if (engine->chat_template) serving.limits.chat_template = &*engine->chat_template;

@@ -40,18 +40,49 @@ void GenerationHub::Post(std::shared_ptr<GenerationSession> session, const Event
 
 void GenerationHub::Dispatch() {
   std::vector<Queued> batch;
+  absl::Time next_scan = absl::Now() + ScanInterval();
   while (true) {
     {
       absl::MutexLock lock(&queue_mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
         return !queue_.empty() || stopping_;
       };
-      queue_mu_.Await(absl::Condition(&ready));
-      if (queue_.empty()) return;  // stopping, and everything has run
+      queue_mu_.AwaitWithDeadline(absl::Condition(&ready), next_scan);
+      if (queue_.empty() && stopping_) return;  // everything has run
       batch.swap(queue_);
     }
     for (Queued& queued : batch) queued.session->OnEngineEvent(queued.event);
     batch.clear();  // the sessions' references go here, off the queue's lock
+    // On this thread, as every engine event: a session's tokens and its end never race.
+    if (const absl::Time now = absl::Now(); now >= next_scan) {
+      EndSlowClients(now);
+      next_scan = now + ScanInterval();
+    }
+  }
+}
+
+absl::Duration GenerationHub::ScanInterval() const {
+  const ServingContext* serving = this->serving();
+  if (serving == nullptr || serving->limits.slow_client_timeout == absl::InfiniteDuration()) {
+    return absl::Seconds(1);
+  }
+  return std::clamp(serving->limits.slow_client_timeout / 4, absl::Milliseconds(10),
+                    absl::Seconds(1));
+}
+
+void GenerationHub::EndSlowClients(absl::Time now) {
+  const ServingContext* serving = this->serving();
+  if (serving == nullptr || serving->limits.slow_client_timeout == absl::InfiniteDuration()) return;
+  std::vector<std::shared_ptr<GenerationSession>> sessions;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, weak] : in_engine_) {
+      if (std::shared_ptr<GenerationSession> session = weak.lock()) sessions.push_back(session);
+    }
+  }
+  for (const std::shared_ptr<GenerationSession>& session : sessions) {
+    if (!session->EndIfSlowClient(now, serving->limits.slow_client_timeout)) continue;
+    if (serving->metrics != nullptr) serving->metrics->OnSlowClient();
   }
 }
 
@@ -143,7 +174,8 @@ absl::Status GenerationHub::AcquireClientSlot(const std::string& client, int32_t
   if (limit > 0 && count >= limit) {
     if (count == 0) in_flight_by_client_.erase(client);
     return absl::ResourceExhaustedError(
-        absl::StrCat(client, " has ", count, " requests in flight, the most one client may have "
+        absl::StrCat(client, " has ", count,
+                     " requests in flight, the most one client may have "
                      "(request_limits.max_in_flight_per_client); retry when one has finished"));
   }
   ++count;
@@ -331,6 +363,7 @@ void GenerationSession::OnToken(const Event& event) {
       if (!first_token_) first_token_ = now;
       ++num_tokens_;
       if (pending_.token_ids.empty()) pending_.first_token_index = event.token_index;
+      if (pending_since_ == absl::InfiniteFuture()) pending_since_ = now;
       pending_.token_ids.push_back(event.token);
       if (return_logprobs_) pending_.logprobs.push_back(event.logprob);
       if (top_logprobs_) pending_.top_logprobs.push_back(event.top_logprobs);
@@ -406,6 +439,7 @@ std::optional<SessionEnd> GenerationSession::Take(SessionOutput* out) {
   }
   out->text.append(pending_.text);
   pending_ = SessionOutput();
+  pending_since_ = absl::InfiniteFuture();
   if (!ended_) return std::nullopt;
   return end_;
 }
@@ -416,6 +450,24 @@ void GenerationSession::ClientGone() {
                : absl::CancelledError("the client cancelled the call"),
       deadline ? v1::FINISH_REASON_TIMEOUT : v1::FINISH_REASON_CANCELLED,
       /*cancel_in_engine=*/true, /*client_gone=*/true);
+}
+
+bool GenerationSession::EndIfSlowClient(absl::Time now, absl::Duration timeout) {
+  absl::Duration waited;
+  {
+    absl::MutexLock lock(&mu_);
+    if (ended_ || pending_since_ == absl::InfiniteFuture()) return false;
+    waited = now - pending_since_;
+    if (waited < timeout) return false;
+  }
+  slow_client_.store(true, std::memory_order_release);
+  spdlog::warn("request {}: its client left the output unread for {}; cancelled", id_,
+               absl::FormatDuration(waited));
+  End(absl::ResourceExhaustedError(absl::StrCat(
+          "the client read none of the output for ", absl::FormatDuration(waited),
+          " (frontend.slow_client_timeout_microseconds); request ", id_, " was cancelled")),
+      v1::FINISH_REASON_CANCELLED, /*cancel_in_engine=*/true, /*client_gone=*/true);
+  return true;
 }
 
 void GenerationSession::Abort() {

@@ -126,6 +126,11 @@ class GenerationHub {
   absl::Status AcquireClientSlot(const std::string& client, int32_t limit);
   void ReleaseClientSlot(const std::string& client);
   void EngineReleased(RequestId id);
+  // On the dispatcher thread, every ScanInterval: ends the sessions whose output has waited
+  // untaken for longer than the serving limits' slow_client_timeout (their clients stopped
+  // reading), cancelling their requests in the engine.
+  void EndSlowClients(absl::Time now);
+  absl::Duration ScanInterval() const;
   // On the engine loop's thread: queues `event` for `session`, in order.
   void Post(std::shared_ptr<GenerationSession> session, const Event& event);
   // The dispatcher thread: runs the queued events in the order they came.
@@ -210,8 +215,14 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   void Begin(const v1::InferRequest& request, absl::Time call_deadline, const CallOrigin& origin);
 
   // Moves the output not taken yet into `*out` (appending to what it holds). Returns the end once
-  // every output before it has been taken; nullopt while generation goes on.
+  // every output before it has been taken; nullopt while generation goes on. A front end that
+  // cannot pass output on (its client does not read) stops taking: after the serving limits'
+  // slow_client_timeout with output waiting, the hub ends the session (RESOURCE_EXHAUSTED,
+  // slow_client() true), cancels its request and drops the output; the front end then ends the
+  // call without waiting for its stuck write.
   std::optional<SessionEnd> Take(SessionOutput* out);
+  // Whether the session was ended because its output waited untaken too long.
+  bool slow_client() const { return slow_client_.load(std::memory_order_acquire); }
 
   // The client cancelled or went away (or its protocol's deadline passed): ends the session,
   // cancels the request in the engine (freeing its KV blocks) and drops output not taken yet.
@@ -232,6 +243,8 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
                       const CallOrigin& origin);
   void OnEngineEvent(const Event& event);
   void OnToken(const Event& event);
+  // Ends the session when output has waited untaken since before now - timeout. True if it did.
+  bool EndIfSlowClient(absl::Time now, absl::Duration timeout);
   // The first call ends the session; later calls only drop output (with `client_gone`).
   void End(absl::Status status, v1::FinishReason reason, bool cancel_in_engine,
            bool client_gone = false);
@@ -258,6 +271,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   int32_t prompt_tokens_ = 0;
   std::string client_request_id_;
   std::vector<std::string> stop_strings_;
+  std::atomic<bool> slow_client_{false};
   // The client whose in-flight count this request holds (released when the session ends).
   std::optional<std::string> client_slot_;
   // Set when Submit refuses for a reason its status code does not tell (the client's limit).
@@ -268,6 +282,8 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   // Set with ended_, handed out by Take once the output before it is taken.
   SessionEnd end_ ABSL_GUARDED_BY(mu_);
   SessionOutput pending_ ABSL_GUARDED_BY(mu_);
+  // When output first waited in pending_ since the last Take; InfiniteFuture() while none waits.
+  absl::Time pending_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   int64_t num_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<absl::Time> first_token_ ABSL_GUARDED_BY(mu_);
   absl::Duration queue_time_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();

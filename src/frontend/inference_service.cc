@@ -107,7 +107,8 @@ class InferenceService::StreamCall final
     : public grpc::ServerWriteReactor<v1::InferStreamResponse> {
  public:
   StreamCall(InferenceService* service, grpc::CallbackServerContext* context,
-             const v1::InferRequest& request) {
+             const v1::InferRequest& request)
+      : context_(context) {
     session_ = GenerationSession::Create(&service->hub_, [this] { Pump(); });
     session_->Begin(request, CallDeadline(*context), GrpcCallOrigin(*context));
   }
@@ -118,10 +119,9 @@ class InferenceService::StreamCall final
       writing_ = false;
       if (!ok) client_gone_ = true;
     }
-    if (!ok) {
-      session_->ClientGone();  // the stream broke; OnCancel may follow and then does nothing
-      return;
-    }
+    // The stream broke; OnCancel may follow and then does nothing. The session may have ended
+    // while this write was stuck (a slow client): Pump finishes the call then.
+    if (!ok) session_->ClientGone();
     Pump();
   }
   void OnCancel() override {
@@ -140,6 +140,22 @@ class InferenceService::StreamCall final
   void Pump() {
     enum class Action { kNone, kWrite, kWriteAndFinish, kFinish } action = Action::kNone;
     grpc::Status status;
+    bool cancel = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_) return;
+      if (writing_) {
+        // A write stuck on a client that does not read, and the hub gave up on it: cancel the
+        // call, so that the write fails (OnWriteDone) and the call finishes.
+        if (!session_->slow_client() || cancelling_) return;
+        cancelling_ = true;
+        cancel = true;
+      }
+    }
+    if (cancel) {
+      context_->TryCancel();
+      return;
+    }
     {
       absl::MutexLock lock(&mu_);
       if (finished_ || writing_) return;
@@ -196,6 +212,7 @@ class InferenceService::StreamCall final
     }
   }
 
+  grpc::CallbackServerContext* const context_;
   std::shared_ptr<GenerationSession> session_;
   absl::Mutex mu_;
   // The message of the write in flight (touched only by whoever set writing_).
@@ -203,6 +220,7 @@ class InferenceService::StreamCall final
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool client_gone_ ABSL_GUARDED_BY(mu_) = false;
   bool final_written_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelling_ ABSL_GUARDED_BY(mu_) = false;  // TryCancel called for a slow client
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 

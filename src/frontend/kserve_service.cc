@@ -169,6 +169,7 @@ class KServeService::StreamCall final
  public:
   StreamCall(KServeService* service, grpc::CallbackServerContext* context)
       : hub_(service->hub_),
+        context_(context),
         deadline_(DeadlineOf(*context)),
         origin_(GrpcCallOrigin(*context)) {
     if (absl::Status caller = hub_->Authenticate(origin_.authorization).status(); !caller.ok()) {
@@ -239,11 +240,22 @@ class KServeService::StreamCall final
   }
 
   void Wake(Generation* generation) {
+    bool cancel = false;
     {
       absl::MutexLock lock(&mu_);
       if (generation->finished || generation->queued) return;
       generation->queued = true;
       ready_.push_back(generation);
+      // A write stuck on a client that does not read, and the hub gave up on this request: the
+      // call is cancelled (its write fails, every request of it ends, the call finishes).
+      if (writing_ && generation->session->slow_client() && !cancelling_) {
+        cancelling_ = true;
+        cancel = true;
+      }
+    }
+    if (cancel) {
+      context_->TryCancel();
+      return;
     }
     // Inside the session's wake: its generation cannot be detached here.
     Pump(/*may_detach=*/false);
@@ -365,9 +377,10 @@ class KServeService::StreamCall final
   }
 
   GenerationHub* const hub_;
+  grpc::CallbackServerContext* const context_;
   const absl::Time deadline_;
-  const CallOrigin origin_;  // the call's API key and peer, for each of its requests
-  ModelInferRequest incoming_;       // the read in flight (touched only by OnReadDone)
+  const CallOrigin origin_;     // the call's API key and peer, for each of its requests
+  ModelInferRequest incoming_;  // the read in flight (touched only by OnReadDone)
   // The message of the write in flight (touched only by whoever set writing_).
   ModelStreamInferResponse writing_message_;
 
@@ -383,6 +396,7 @@ class KServeService::StreamCall final
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool client_gone_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelling_ ABSL_GUARDED_BY(mu_) = false;  // TryCancel called for a slow client
 };
 
 KServeService::KServeService(GenerationHub* hub, std::string version)

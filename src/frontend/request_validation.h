@@ -34,6 +34,9 @@ struct ServingLimits {
   // Stop strings per request at most, and bytes per stop string.
   int32_t max_stop_strings = 16;
   int32_t max_stop_string_bytes = 1024;
+  // frontend.slow_client_timeout_microseconds: how long a session's output may wait untaken
+  // (its client not reading) before the request is cancelled. InfiniteDuration(): no limit.
+  absl::Duration slow_client_timeout = absl::Seconds(60);
   // The model's tokenizer, for prompts as text; null when the model has none. Not owned.
   const Tokenizer* tokenizer = nullptr;
   // The model's chat template, for prompts as messages; null when there is none (then

@@ -213,6 +213,14 @@ Metrics::Metrics(std::shared_ptr<prometheus::Registry> registry) : registry_(std
                       .Register(r)
                       .Add({}, PowersOfTwo(65536));
 
+  slow_clients_ = &BuildCounter()
+                       .Name("convoy_slow_clients_total")
+                       .Help(
+                           "Requests cancelled because their client left the output unread "
+                           "for longer than frontend.slow_client_timeout_microseconds.")
+                       .Register(r)
+                       .Add({});
+
   // Config reloads.
   auto& reloads = BuildCounter()
                       .Name("convoy_config_reloads_total")
@@ -327,6 +335,8 @@ absl::Status Metrics::AddHttpRoute(const std::string& path, HttpRouter* router) 
     x->Respond(200, "text/plain; version=0.0.4; charset=utf-8", Serialize()).IgnoreError();
   });
 }
+
+void Metrics::OnSlowClient() { slow_clients_->Increment(); }
 
 void Metrics::OnConfigReload(bool applied) {
   (applied ? reloads_applied_ : reloads_refused_)->Increment();

@@ -92,6 +92,9 @@ class Metrics : public SchedulerObserver {
                      absl::Duration e2e_latency);
   void OnRequestDone(const RequestSummary& summary);
 
+  // A request ended because its client left its output unread for longer than
+  // frontend.slow_client_timeout_microseconds (convoy_slow_clients_total).
+  void OnSlowClient();
   // convoyd's config reloads: one more applied or refused (convoy_config_reloads_total).
   void OnConfigReload(bool applied);
   // The config in force: convoy_config_info{hash="..."} is 1 for it (and only it).
@@ -147,6 +150,7 @@ class Metrics : public SchedulerObserver {
   prometheus::Counter* nv_exec_count_ = nullptr;
   prometheus::Counter* nv_queue_duration_us_ = nullptr;
 
+  prometheus::Counter* slow_clients_ = nullptr;
   prometheus::Counter* reloads_applied_ = nullptr;
   prometheus::Counter* reloads_refused_ = nullptr;
   prometheus::Family<prometheus::Gauge>* config_info_family_ = nullptr;

@@ -76,7 +76,8 @@ std::vector<std::string> FieldsNeedingRestart(const v1::ServerConfig& current,
   differencer.IgnoreField(Field(server, "request_defaults"));
   differencer.IgnoreField(Field(server, "request_limits"));
   const google::protobuf::Descriptor* frontend = v1::FrontendConfig::descriptor();
-  for (const char* name : {"drain_timeout_microseconds", "api_key", "api_key_file"}) {
+  for (const char* name : {"drain_timeout_microseconds", "slow_client_timeout_microseconds",
+                           "api_key", "api_key_file"}) {
     differencer.IgnoreField(Field(frontend, name));
   }
   std::vector<std::string> paths;

@@ -50,6 +50,7 @@ constexpr uint64_t kMaxQueueSize = 1000000;
 constexpr uint64_t kMaxDelayMicros = uint64_t{60} * 1000000;           // a minute
 constexpr uint64_t kMaxTimeoutMicros = uint64_t{24} * 3600 * 1000000;  // a day
 constexpr uint64_t kMaxDrainMicros = uint64_t{3600} * 1000000;         // an hour
+constexpr uint64_t kMaxSlowClientMicros = uint64_t{3600} * 1000000;    // an hour
 constexpr uint64_t kMaxBlockSize = 1024;
 constexpr uint64_t kMaxKvBytes = uint64_t{1} << 40;       // 1 TiB
 constexpr uint64_t kMaxMessageBytes = uint64_t{1} << 30;  // gRPC takes an int
@@ -106,6 +107,9 @@ absl::Status CheckMaxima(const v1::ServerConfig& config, const Locator& at) {
                          config.frontend().max_message_bytes(), kMaxMessageBytes));
   RETURN_IF_ERROR(AtMost(at, {"frontend", "drain_timeout_microseconds"},
                          config.frontend().drain_timeout_microseconds(), kMaxDrainMicros));
+  RETURN_IF_ERROR(AtMost(at, {"frontend", "slow_client_timeout_microseconds"},
+                         config.frontend().slow_client_timeout_microseconds(),
+                         kMaxSlowClientMicros));
   RETURN_IF_ERROR(
       AtMost(at, {"executor", "cpu_threads"}, config.executor().cpu_threads(), kMaxCpuThreads));
   return absl::OkStatus();
@@ -308,6 +312,7 @@ void FillServerConfigDefaults(v1::ServerConfig* config) {
   if (!f->has_port()) f->set_port(50051);
   if (!f->has_max_message_bytes()) f->set_max_message_bytes(64u << 20);
   if (!f->has_drain_timeout_microseconds()) f->set_drain_timeout_microseconds(30000000);
+  if (!f->has_slow_client_timeout_microseconds()) f->set_slow_client_timeout_microseconds(60000000);
   if (!f->has_http_port()) f->set_http_port(8000);
   if (!f->has_http_listen_address()) f->set_http_listen_address("127.0.0.1");
   if (!f->has_reflection()) f->set_reflection(false);

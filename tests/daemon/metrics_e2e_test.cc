@@ -5,9 +5,11 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-
 #include "daemon_harness.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
 #include "gtest/gtest.h"
 #include "metrics/http_get.h"
 
@@ -123,14 +125,79 @@ TEST(DaemonMetricsTest, ServerInfoAndMetricsAgreeOnRejections) {
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   double rejected_metric = 0;
   for (const char* reason : {"queue_full", "invalid_argument", "duplicate_id", "client_limit"}) {
-    const double n = Sample(metrics->body, absl::StrCat("convoy_requests_rejected_total{reason=\"",
-                                                        reason, "\"}"));
+    const double n = Sample(
+        metrics->body, absl::StrCat("convoy_requests_rejected_total{reason=\"", reason, "\"}"));
     if (n > 0) rejected_metric += n;
   }
   const std::optional<v1::ServerInfo> info = GetServerInfo(*stub);
   ASSERT_TRUE(info.has_value());
   EXPECT_EQ(info->requests_rejected(), 5);
   EXPECT_EQ(static_cast<double>(info->requests_rejected()), rejected_metric) << metrics->body;
+}
+
+// frontend.slow_client_timeout_microseconds: a stream whose client never reads is cancelled once
+// its output has waited that long; its KV blocks are freed, the call ends, it is counted, and
+// the server serves on.
+TEST(DaemonMetricsTest, AStreamWhoseClientNeverReadsIsCancelledAndCounted) {
+  ModelConfig long_context = TinyModelConfig();
+  long_context.max_position_embeddings = 8192;
+  auto daemon = DaemonProcess::Start(WriteTestModel("slow_client", long_context),
+                                     DefaultTestConfig("slow_client_timeout_microseconds: 300000"));
+  ASSERT_NE(daemon, nullptr);
+  const int port = MetricsPort(*daemon);
+  ASSERT_GT(port, 0) << daemon->Log();
+  auto stub = daemon->inference();
+  // This client's own channel announces a small flow-control window and never grows it (no BDP
+  // probing), so that its transport does not take in megabytes on the application's behalf.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 * 1024);
+  args.SetMaxReceiveMessageSize(64 << 20);
+  auto slow_stub = v1::Inference::NewStub(
+      grpc::CreateCustomChannel(daemon->address(), grpc::InsecureChannelCredentials(), args));
+
+  // Big messages (20 top logprobs a token) that this client never reads: the server's writes stop
+  // completing once the stream's flow-control window is full.
+  v1::InferRequest request = MakeRequest({1, 2, 3}, 8000);
+  request.set_return_logprobs(true);
+  request.set_top_logprobs(20);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kLiveness));
+  auto stream = slow_stub->InferStream(&context, request);
+
+  const absl::Time give_up = absl::Now() + kLiveness;
+  double slow = -1;
+  while (absl::Now() < give_up) {
+    auto metrics = HttpGet(port, "/metrics");
+    if (metrics.ok()) slow = Sample(metrics->body, "convoy_slow_clients_total");
+    if (slow >= 1) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(slow, 1) << daemon->Log();
+  // The call ends (cancelled by the server) without the client reading anything first...
+  v1::InferStreamResponse message;
+  int read = 0;
+  while (stream->Read(&message)) ++read;
+  EXPECT_FALSE(stream->Finish().ok());
+  EXPECT_LT(read, 8000);
+  // ... and nothing of it is left: no open call, every KV block free.
+  std::optional<v1::ServerInfo> info;
+  const absl::Time give_up_info = absl::Now() + kLiveness;
+  while (absl::Now() < give_up_info) {
+    info = GetServerInfo(*stub);
+    if (info && info->active_calls() <= 1 && info->kv_blocks_free() == info->kv_blocks_total()) {
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_TRUE(info.has_value());
+  EXPECT_LE(info->active_calls(), 1);  // GetServerInfo's own
+  EXPECT_EQ(info->kv_blocks_free(), info->kv_blocks_total());
+  EXPECT_NE(daemon->Log().find("left the output unread"), std::string::npos) << daemon->Log();
+  // Another client is served as before.
+  v1::InferResponse response;
+  EXPECT_TRUE(CallInfer(*stub, MakeRequest({4, 5}, 4), &response).ok());
+  EXPECT_EQ(response.token_ids_size(), 4);
 }
 
 }  // namespace

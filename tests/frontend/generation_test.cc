@@ -3,6 +3,7 @@
 // output, and every session ends exactly once.
 #include "frontend/generation.h"
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,7 +25,12 @@ constexpr absl::Duration kLiveness = absl::Seconds(120);
 class GenerationHubTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    weights_ = testing::LoadRandomModel("generation_hub", testing::TinyModelConfig());
+    StartHub("generation_hub", testing::TinyModelConfig(), absl::Seconds(60));
+  }
+
+  void StartHub(const std::string& name, const ModelConfig& model,
+                absl::Duration slow_client_timeout) {
+    weights_ = testing::LoadRandomModel(name, model);
     ASSERT_NE(weights_, nullptr);
     CpuExecutorOptions options;
     options.num_threads = 1;
@@ -40,6 +46,7 @@ class GenerationHubTest : public ::testing::Test {
     context.limits.model_name = "tiny";
     context.limits.vocab_size = weights_->config().vocab_size;
     context.limits.max_context_length = weights_->config().max_position_embeddings;
+    context.limits.slow_client_timeout = slow_client_timeout;
     hub_ = std::make_unique<GenerationHub>();
     hub_->Start(std::move(context));
   }
@@ -110,6 +117,48 @@ TEST_F(GenerationHubTest, TheEngineKeepsSteppingWhileAProtocolIsStuckOnItsOutput
   EXPECT_EQ(other_end->completion_tokens, 200);
   stuck->Detach();
   other->Detach();
+}
+
+// frontend.slow_client_timeout_microseconds: a front end whose client does not read stops taking
+// output; once output has waited longer than the timeout the hub ends the session, cancels the
+// request and frees its blocks.
+class SlowClientTest : public GenerationHubTest {
+ protected:
+  void SetUp() override {
+    ModelConfig long_context = testing::TinyModelConfig();
+    long_context.max_position_embeddings = 8192;  // a generation far longer than the timeout
+    StartHub("slow_client", long_context, absl::Milliseconds(20));
+  }
+};
+
+TEST_F(SlowClientTest, AClientThatTakesNothingIsEndedAndItsRequestCancelled) {
+  std::atomic<int> wakes{0};
+  // A front end whose client stopped reading: woken, it takes nothing.
+  std::shared_ptr<GenerationSession> slow =
+      GenerationSession::Create(hub_.get(), [&] { wakes.fetch_add(1); });
+  slow->Begin(Request(8000), absl::InfiniteFuture(), CallOrigin());
+  const absl::Time deadline = absl::Now() + kLiveness;
+  while (!slow->slow_client() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_TRUE(slow->slow_client());
+
+  SessionOutput out;
+  std::optional<SessionEnd> end = WaitForEnd(*slow, &out);
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->status.code(), absl::StatusCode::kResourceExhausted) << end->status;
+  EXPECT_THAT(std::string(end->status.message()),
+              ::testing::HasSubstr("frontend.slow_client_timeout_microseconds"));
+  EXPECT_EQ(end->finish_reason, v1::FINISH_REASON_CANCELLED);
+  EXPECT_TRUE(out.token_ids.empty()) << "the output waiting was dropped";
+  EXPECT_LT(end->completion_tokens, 8000);
+  EXPECT_GT(wakes.load(), 0);
+  // The engine lets go of the request: every KV block is free again.
+  while (loop_->snapshot().kv_blocks_free != loop_->snapshot().kv_blocks_total &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(loop_->snapshot().kv_blocks_free, loop_->snapshot().kv_blocks_total);
+  EXPECT_EQ(loop_->snapshot().num_running, 0);
+  slow->Detach();
 }
 
 // request_limits.max_in_flight_per_client: a client (here, an address) with that many requests
