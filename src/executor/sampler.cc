@@ -18,20 +18,9 @@ bool ByLogitDesc(const std::pair<float, int32_t>& a, const std::pair<float, int3
 }  // namespace
 
 absl::Status ValidateSamplingParams(const SamplingParams& p, int32_t vocab_size) {
-  if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("temperature must be a finite number >= 0, got %g", p.temperature));
-  }
-  if (p.top_k < 0) {
-    return absl::InvalidArgumentError(absl::StrFormat("top_k must be >= 0, got %d", p.top_k));
-  }
-  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) {
-    return absl::InvalidArgumentError(absl::StrFormat("top_p must be in (0, 1], got %g", p.top_p));
-  }
-  const int32_t max_top = std::min(vocab_size, kMaxTopLogprobs);
-  if (p.num_top_logprobs < 0 || p.num_top_logprobs > max_top) {
-    return absl::InvalidArgumentError(absl::StrFormat("num_top_logprobs must be in [0, %d], got %d",
-                                                      max_top, p.num_top_logprobs));
+  if (std::optional<SamplingParamError> error =
+          CheckSamplingParams(p, std::min(vocab_size, kMaxTopLogprobs))) {
+    return absl::InvalidArgumentError(absl::StrCat(error->field, " ", error->reason));
   }
   return absl::OkStatus();
 }

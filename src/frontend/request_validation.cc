@@ -143,26 +143,19 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::InferRequest& request,
     }
     out.max_tokens = s.max_tokens();
   }
-  if (s.has_temperature()) {
-    if (!(s.temperature() >= 0.0f) || !std::isfinite(s.temperature())) {
-      return Invalid("sampling.temperature",
-                     absl::StrFormat("must be a finite number >= 0, got %g", s.temperature()));
-    }
-    out.sampling.temperature = s.temperature();
-  }
-  if (s.has_top_k()) {
-    if (s.top_k() < 0) {
-      return Invalid("sampling.top_k", absl::StrCat("must be >= 0 (0 keeps all), got ", s.top_k()));
-    }
-    out.sampling.top_k = s.top_k();
-  }
-  if (s.has_top_p()) {
-    if (!(s.top_p() > 0.0f && s.top_p() <= 1.0f)) {
-      return Invalid("sampling.top_p", absl::StrFormat("must be in (0, 1], got %g", s.top_p()));
-    }
-    out.sampling.top_p = s.top_p();
-  }
+  if (s.has_temperature()) out.sampling.temperature = s.temperature();
+  if (s.has_top_k()) out.sampling.top_k = s.top_k();
+  if (s.has_top_p()) out.sampling.top_p = s.top_p();
   if (s.has_seed()) out.sampling.seed = s.seed();
+  out.sampling.num_top_logprobs = request.top_logprobs();
+  // The ranges are CheckSamplingParams' (the samplers check the same); here they name the field.
+  if (std::optional<SamplingParamError> error =
+          CheckSamplingParams(out.sampling, limits.max_top_logprobs)) {
+    const std::string field = std::string(error->field) == "num_top_logprobs"
+                                  ? std::string("top_logprobs")
+                                  : absl::StrCat("sampling.", error->field);
+    return Invalid(field, error->reason);
+  }
   if (s.stop_token_ids_size() > limits.max_stop_token_ids) {
     return Invalid("sampling.stop_token_ids",
                    absl::StrFormat("%d ids; at most %d are allowed (request_limits."
@@ -200,13 +193,6 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::InferRequest& request,
   // A text prompt ends at the tokenizer's end-of-sequence token, as text APIs do; a prompt of ids
   // stops only where the request says.
   if (text && limits.tokenizer->eos_id()) out.stop_token_ids.push_back(*limits.tokenizer->eos_id());
-
-  if (request.top_logprobs() < 0 || request.top_logprobs() > limits.max_top_logprobs) {
-    return Invalid("top_logprobs",
-                   absl::StrFormat("must be in [0, %d], got %d", limits.max_top_logprobs,
-                                   request.top_logprobs()));
-  }
-  out.sampling.num_top_logprobs = request.top_logprobs();
 
   if (request.priority() < 0 || request.priority() > limits.priority_levels) {
     return Invalid("priority",
