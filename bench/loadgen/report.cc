@@ -154,6 +154,8 @@ nlohmann::json RunToJson(const RunResult& run) {
                        {"sent", c.sent},
                        {"completed", c.completed},
                        {"failed", c.failed},
+                       {"refused", c.refused},
+                       {"refusal_s", SummaryJson(c.refusal_s)},
                        {"met_slo", c.met_slo},
                        {"prompt_tokens", c.prompt_tokens},
                        {"output_tokens", c.output_tokens},

@@ -44,19 +44,28 @@ bool MeetsSlo(const RequestRecord& record, const SloTargets& slo) {
   return true;
 }
 
+bool RefusedForLoad(const RequestRecord& record) {
+  return !record.completed &&
+         (record.error.rfind("grpc 8:", 0) == 0 || record.error.rfind("http 429", 0) == 0);
+}
+
 namespace {
 
 ClassStats Compute(const std::string& name, const std::vector<const RequestRecord*>& records,
                    double elapsed_s, const SloTargets& slo) {
   ClassStats s;
   s.name = name;
-  std::vector<double> ttft, itl, e2e, queue, server_ttft;
+  std::vector<double> ttft, itl, e2e, queue, server_ttft, refusal;
   for (const RequestRecord* r : records) {
     ++s.sent;
     s.output_tokens += r->output_tokens;
     s.output_messages += r->output_messages;
     if (!r->completed) {
       ++s.failed;
+      if (RefusedForLoad(*r)) {
+        ++s.refused;
+        refusal.push_back(r->e2e_s());
+      }
       continue;
     }
     ++s.completed;
@@ -75,6 +84,7 @@ ClassStats Compute(const std::string& name, const std::vector<const RequestRecor
   s.e2e_s = Summarize(e2e);
   s.server_queue_s = Summarize(queue);
   s.server_ttft_s = Summarize(server_ttft);
+  s.refusal_s = Summarize(refusal);
   if (elapsed_s > 0) {
     s.requests_per_s = static_cast<double>(s.completed) / elapsed_s;
     s.output_tokens_per_s = static_cast<double>(s.output_tokens) / elapsed_s;

@@ -59,6 +59,10 @@ struct SloTargets {
   double itl_s = 0;
 };
 
+// Whether a request that did not complete was refused for load: RESOURCE_EXHAUSTED over gRPC
+// (convoy's API, KServe) or 429 over HTTP.
+bool RefusedForLoad(const RequestRecord& record);
+
 // A completed request whose TTFT is within ttft_s and whose mean inter-token latency is within
 // itl_s.
 bool MeetsSlo(const RequestRecord& record, const SloTargets& slo);
@@ -68,6 +72,10 @@ struct ClassStats {
   int64_t sent = 0;
   int64_t completed = 0;
   int64_t failed = 0;  // not completed: errors, cancellations, timeouts
+  // Of the failed: refused at admission for load (gRPC RESOURCE_EXHAUSTED, HTTP 429), and how long
+  // each refusal took from send to answer.
+  int64_t refused = 0;
+  LatencySummary refusal_s;
   int64_t met_slo = 0;
   int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;

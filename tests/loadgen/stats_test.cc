@@ -118,3 +118,37 @@ TEST(StatsTest, EmptyClassHasNoSamples) {
 
 }  // namespace
 }  // namespace convoy::bench
+
+namespace convoy::bench {
+namespace {
+
+RequestRecord Failed(double send, double end, std::string error) {
+  RequestRecord r;
+  r.send_s = send;
+  r.end_s = end;
+  r.error = std::move(error);
+  return r;
+}
+
+TEST(StatsTest, RefusalsForLoadAreCountedAndTimedApartFromOtherFailures) {
+  std::vector<RequestRecord> records = {
+      Request(0, 0.0, 0.1, 3, 0.01),
+      Failed(1.0, 1.0005, "grpc 8: the queue of priority level 1 is full"),
+      Failed(2.0, 2.002, "http 429: the queue is full"),
+      Failed(3.0, 3.5, "grpc 4: the deadline passed"),
+      Failed(4.0, 4.1, "http 400: bad field"),
+  };
+  const std::vector<ClassStats> stats = ComputeStats(records, {"chat"}, 10.0, SloTargets());
+  const ClassStats& all = stats.back();
+  EXPECT_EQ(all.completed, 1);
+  EXPECT_EQ(all.failed, 4);
+  EXPECT_EQ(all.refused, 2);
+  EXPECT_EQ(all.refusal_s.count, 2);
+  EXPECT_NEAR(all.refusal_s.max, 0.002, 1e-9);
+  EXPECT_FALSE(RefusedForLoad(records[0]));
+  EXPECT_TRUE(RefusedForLoad(records[1]));
+  EXPECT_FALSE(RefusedForLoad(records[3]));
+}
+
+}  // namespace
+}  // namespace convoy::bench
