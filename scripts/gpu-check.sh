@@ -2,15 +2,14 @@
 # The whole GPU check in one call of the device machine (it has nvcc, cuBLAS, PyTorch and
 # transformers, but no network, Abseil, gRPC, GoogleTest or oneDNN), in two steps:
 #
-#   1. Here:  scripts/gpu-check.sh build
+#   1. On a build machine (the CUDA toolkit, no GPU needed):  scripts/gpu-check.sh build
 #      Builds the GPU tests, the benchmark, convoyd, its client, convoy-mkmodel and convoy-bench
 #      into build-gpu/ (sm_90, no -march=native) and packs them with every shared library they
-#      need except glibc, libcuda and cuBLAS into build-gpu/carry/bundle.tar.xz (well under the
-#      64 MiB carry limit).
-#   2. There: the device tool's run, with
-#        carry:   ["build-gpu/carry"]
-#        command: scripts/gpu-check.sh device [PART...]
-#        timeout_s: CONVOY_GPU_BUDGET_S + 60
+#      need except glibc, libcuda and cuBLAS into build-gpu/carry/bundle.tar.xz (about 15 MB).
+#   2. Copy the repository with build-gpu/carry/ to the GPU machine and run there, from it:
+#        OUT=DIR scripts/gpu-check.sh device [PART...]
+#      with a wall-clock limit of CONVOY_GPU_BUDGET_S plus a minute where the machine's time is
+#      bounded.
 #      PARTs (default: all, in this order): tests (kernels, CPU-vs-GPU parity, scheduler parity
 #      under every shipped config), bench (gpu_bench), serve (convoyd on the GPU with a random
 #      Llama-3.2-1B, a convoy-bench run, a SIGTERM drain under load), baseline (transformers'
