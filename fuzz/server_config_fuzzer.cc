@@ -5,7 +5,7 @@
 
 #include "absl/strings/string_view.h"
 #include "fuzz_support.h"
-#include "scheduler/server_config.h"
+#include "config/server_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view text(reinterpret_cast<const char*>(data), size);

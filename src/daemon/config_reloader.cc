@@ -8,8 +8,8 @@
 #include "absl/strings/str_join.h"
 #include "convoy/status_macros.h"
 #include "frontend/api_keys.h"
-#include "scheduler/config_reload.h"
-#include "scheduler/server_config.h"
+#include "config/config_reload.h"
+#include "config/server_config.h"
 #include "spdlog/spdlog.h"
 
 namespace convoy {

@@ -13,8 +13,8 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/daemon.h"
 #include "metrics/logging.h"
-#include "scheduler/config_reload.h"
-#include "scheduler/server_config.h"
+#include "config/config_reload.h"
+#include "config/server_config.h"
 #include "spdlog/spdlog.h"
 #include "tools/cli_flags.h"
 

@@ -37,8 +37,8 @@
 #include "metrics/metrics.h"
 #include "model/model_tokenizer.h"
 #include "model/model_weights.h"
-#include "scheduler/config_reload.h"
-#include "scheduler/server_config.h"
+#include "config/config_reload.h"
+#include "config/server_config.h"
 #include "spdlog/spdlog.h"
 #include "text/chat_template.h"
 

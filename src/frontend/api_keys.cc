@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/text_proto.h"
 #include "convoy/status_macros.h"
-#include "scheduler/server_config.h"
+#include "config/server_config.h"
 
 namespace convoy {
 namespace {

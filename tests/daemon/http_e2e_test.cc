@@ -19,7 +19,7 @@
 #include "gtest/gtest.h"
 #include "metrics/http_get.h"
 #include "nlohmann/json.hpp"
-#include "scheduler/server_config.h"
+#include "config/server_config.h"
 #include "status_matchers.h"
 #include "subprocess.h"
 

@@ -5,7 +5,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/scheduler.h"
-#include "scheduler/server_config.h"
+#include "config/server_config.h"
 #include "status_matchers.h"
 
 namespace convoy::testing {

@@ -14,7 +14,7 @@
 #include "model/model_weights.h"
 #include "model/random_model.h"
 #include "parity_harness.h"
-#include "scheduler/server_config.h"
+#include "config/server_config.h"
 #include "status_matchers.h"
 #include "test_models.h"
 

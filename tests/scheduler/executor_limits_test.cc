@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "harness.h"
 #include "scheduler/scheduler_options.h"
-#include "scheduler/server_config.h"
+#include "config/server_config.h"
 #include "status_matchers.h"
 
 namespace convoy::testing {

@@ -10,7 +10,7 @@
 #include "executor/executor.h"
 #include "gtest/gtest.h"
 #include "scheduler/scheduler.h"
-#include "scheduler/server_config.h"
+#include "config/server_config.h"
 #include "status_matchers.h"
 
 namespace convoy::testing {

@@ -7,8 +7,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "harness.h"
-#include "scheduler/config_reload.h"
-#include "scheduler/server_config.h"
+#include "config/config_reload.h"
+#include "config/server_config.h"
 
 namespace convoy::testing {
 namespace {

@@ -1,4 +1,4 @@
-#include "scheduler/config_reload.h"
+#include "config/config_reload.h"
 
 #include <cstdint>
 #include <set>

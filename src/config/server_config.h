@@ -2,8 +2,8 @@
 // parse, fill defaults, validate. Every error names the file, the line and the field:
 //   configs/x.pbtxt:7: scheduler.preferred_batch_size: preferred_batch_size 64 exceeds
 //   max_batch_size 32
-#ifndef CONVOY_SCHEDULER_SERVER_CONFIG_H_
-#define CONVOY_SCHEDULER_SERVER_CONFIG_H_
+#ifndef CONVOY_CONFIG_SERVER_CONFIG_H_
+#define CONVOY_CONFIG_SERVER_CONFIG_H_
 
 #include <cstdint>
 #include <functional>
@@ -40,4 +40,4 @@ SchedulerOptions SchedulerOptionsFromConfig(const v1::ServerConfig& config);
 
 }  // namespace convoy
 
-#endif  // CONVOY_SCHEDULER_SERVER_CONFIG_H_
+#endif  // CONVOY_CONFIG_SERVER_CONFIG_H_

@@ -1,4 +1,4 @@
-#include "scheduler/server_config.h"
+#include "config/server_config.h"
 
 #include <filesystem>
 #include <fstream>

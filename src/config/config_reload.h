@@ -12,8 +12,8 @@
 // Every other field (the model, ports and addresses, TLS files, reflection, the KV cache, the
 // executor, the metrics endpoint, scheduler.mode and priority_levels) needs a restart: a reload
 // that changes one is refused whole.
-#ifndef CONVOY_SCHEDULER_CONFIG_RELOAD_H_
-#define CONVOY_SCHEDULER_CONFIG_RELOAD_H_
+#ifndef CONVOY_CONFIG_CONFIG_RELOAD_H_
+#define CONVOY_CONFIG_CONFIG_RELOAD_H_
 
 #include <string>
 #include <vector>
@@ -36,4 +36,4 @@ std::string ConfigHash(const std::string& text);
 
 }  // namespace convoy
 
-#endif  // CONVOY_SCHEDULER_CONFIG_RELOAD_H_
+#endif  // CONVOY_CONFIG_CONFIG_RELOAD_H_
