@@ -1,6 +1,8 @@
 // Runs a fixed set of prompts to completion on one executor, all batched together: every step
-// carries each unfinished sequence's next prompt chunk or its newest token. The in-process path
-// behind convoy-run and the executor tests; the daemon uses the scheduler instead.
+// carries each unfinished sequence's next prompt chunk or its newest token. A test oracle, kept
+// deliberately simpler than the scheduler (no queue, no preemption, no prefix cache): the
+// executor tests and the daemon's parity tests compare against it. convoyd and convoy-run both
+// serve through the scheduler and engine loop.
 #ifndef CONVOY_ENGINE_GENERATOR_H_
 #define CONVOY_ENGINE_GENERATOR_H_
 

@@ -1,7 +1,9 @@
-// convoy-run: generates from a model in-process, all prompts batched together.
+// convoy-run: generates from a model in-process through the same scheduler and engine loop as
+// convoyd (no gRPC), every prompt submitted at once so that they share steps.
 //   convoy-run --model DIR|FILE.gguf --token-ids 1,2,3 | --prompt TEXT | --chat TEXT [...more]
 //              [--system TEXT] --max-tokens 16
 //              [--temperature T --top-k K --top-p P --seed S --top-logprobs N] [--json]
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -16,7 +18,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "engine/generator.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/engine_loop.h"
 #include "executor/cpu/cpu_executor.h"
 #include "model/model_tokenizer.h"
 #include "model/model_weights.h"
@@ -57,6 +60,111 @@ const convoy::cli::CommandLine kCommandLine = {
     {"token_ids", "prompt", "chat"}};
 
 int Fail(const std::string& message) { return convoy::cli::BadUsage(kCommandLine, message); }
+
+struct RunRequest {
+  std::vector<int32_t> prompt;
+  convoy::SamplingParams sampling;
+  int32_t max_tokens = 16;
+  std::vector<int32_t> stop_token_ids;
+};
+
+struct RunOutput {
+  std::vector<int32_t> token_ids;
+  std::vector<float> logprobs;
+  std::vector<std::vector<convoy::TokenLogprob>> top_logprobs;
+  std::optional<convoy::Event> final;
+};
+
+// Runs `requests` to their ends on `executor` through an engine loop of its own (the scheduler
+// convoyd uses), all submitted at once: one batch as wide as the requests, prompt chunks of
+// `prefill_chunk` tokens (0: whole prompts). A request that does not complete is an error naming
+// it.
+absl::StatusOr<std::vector<RunOutput>> RunAll(convoy::Executor* executor,
+                                              const std::vector<RunRequest>& requests,
+                                              int32_t prefill_chunk,
+                                              convoy::SchedulerStats* stats) {
+  const int64_t vocab = executor->model_config().vocab_size;
+  const convoy::ExecutorLimits limits = executor->limits();
+  int32_t longest = 1;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const RunRequest& r = requests[i];
+    longest = std::max(longest, static_cast<int32_t>(r.prompt.size()));
+    auto bad = [i](absl::string_view what) {
+      return absl::InvalidArgumentError(absl::StrCat("prompt ", i, ": ", what));
+    };
+    if (r.max_tokens < 1)
+      return bad(absl::StrCat("max_tokens must be at least 1, got ", r.max_tokens));
+    if (std::optional<convoy::SamplingParamError> error =
+            convoy::CheckSamplingParams(r.sampling, limits.max_top_logprobs)) {
+      return bad(absl::StrCat(error->field, " ", error->reason));
+    }
+    for (int32_t id : r.prompt) {
+      if (id < 0 || id >= vocab) {
+        return bad(absl::StrCat("token id ", id, " is outside the vocabulary of ", vocab));
+      }
+    }
+  }
+  convoy::EngineLoopOptions options;
+  convoy::SchedulerOptions& s = options.scheduler;
+  s.max_batch_size = std::max<int32_t>(1, static_cast<int32_t>(requests.size()));
+  s.prefill_chunk_size = prefill_chunk > 0 ? prefill_chunk : longest;
+  s.max_num_batched_tokens =
+      std::max<int64_t>(s.max_batch_size, int64_t{s.max_batch_size} * s.prefill_chunk_size);
+  s.block_size = executor->kv_spec().block_size;
+  s.default_queue_policy.max_queue_size = 0;  // every prompt waits its turn
+  s.priority_aging = absl::InfiniteDuration();
+  absl::StatusOr<std::unique_ptr<convoy::EngineLoop>> loop =
+      convoy::EngineLoop::Create(executor, options);
+  if (!loop.ok()) return loop.status();
+
+  absl::Mutex mu;
+  std::vector<RunOutput> outputs(requests.size());
+  size_t finals = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    convoy::Request request;
+    request.id = static_cast<convoy::RequestId>(i + 1);
+    request.prompt_tokens = requests[i].prompt;
+    request.sampling = requests[i].sampling;
+    request.max_tokens = requests[i].max_tokens;
+    request.stop_token_ids = requests[i].stop_token_ids;
+    absl::Status submitted = (*loop)->Submit(std::move(request), [&, i](const convoy::Event& e) {
+      absl::MutexLock lock(&mu);
+      RunOutput& out = outputs[i];
+      if (e.kind == convoy::Event::Kind::kFinal) {
+        out.final = e;
+        ++finals;
+        return;
+      }
+      out.token_ids.push_back(e.token);
+      out.logprobs.push_back(e.logprob);
+      if (!e.top_logprobs.empty()) out.top_logprobs.push_back(e.top_logprobs);
+    });
+    if (!submitted.ok()) {
+      return absl::Status(submitted.code(), absl::StrCat("prompt ", i, ": ", submitted.message()));
+    }
+  }
+  {
+    absl::MutexLock lock(&mu);
+    auto all_done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return finals == requests.size(); };
+    mu.Await(absl::Condition(&all_done));
+  }
+  *stats = (*loop)->stats();
+  (*loop)->Shutdown(/*drain=*/true);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const convoy::Event& final = *outputs[i].final;
+    if (final.outcome != convoy::Outcome::kCompleteLength &&
+        final.outcome != convoy::Outcome::kCompleteStop) {
+      return absl::Status(final.status.ok() ? absl::StatusCode::kInternal : final.status.code(),
+                          absl::StrCat("prompt ", i, ": ", convoy::OutcomeName(final.outcome), ": ",
+                                       final.status.message()));
+    }
+  }
+  return outputs;
+}
+
+const char* FinishReason(const RunOutput& out) {
+  return out.final->outcome == convoy::Outcome::kCompleteStop ? "stop" : "length";
+}
 
 bool ParseIds(const std::string& text, std::vector<int32_t>* out) {
   for (absl::string_view piece : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
@@ -153,10 +261,10 @@ int main(int argc, char** argv) {
 
   // Every prompt as ids: token ids as given, text through the tokenizer, chat through the
   // template. Text and chat prompts also stop at the tokenizer's end of sequence.
-  std::vector<convoy::GenerationRequest> requests;
+  std::vector<RunRequest> requests;
   std::vector<bool> is_text;
   const auto add = [&](std::vector<int32_t> ids, bool text) {
-    convoy::GenerationRequest r;
+    RunRequest r;
     r.prompt = std::move(ids);
     r.max_tokens = absl::GetFlag(FLAGS_max_tokens);
     r.sampling = sampling;
@@ -184,16 +292,15 @@ int main(int argc, char** argv) {
   }
   const auto t1 = std::chrono::steady_clock::now();
 
-  convoy::GeneratorOptions gen_options;
-  gen_options.prefill_chunk_tokens = absl::GetFlag(FLAGS_prefill_chunk);
-  convoy::Generator generator(executor->get(), gen_options);
-  auto outputs = generator.Generate(requests);
+  convoy::SchedulerStats stats;
+  absl::StatusOr<std::vector<RunOutput>> outputs =
+      RunAll(executor->get(), requests, absl::GetFlag(FLAGS_prefill_chunk), &stats);
   if (!outputs.ok()) return Fail(std::string(outputs.status().message()));
   const auto t2 = std::chrono::steady_clock::now();
 
   int64_t generated = 0;
   for (size_t i = 0; i < outputs->size(); ++i) {
-    const convoy::GenerationOutput& out = (*outputs)[i];
+    const RunOutput& out = (*outputs)[i];
     generated += static_cast<int64_t>(out.token_ids.size());
     if (absl::GetFlag(FLAGS_json)) {
       nlohmann::json j;
@@ -202,7 +309,7 @@ int main(int argc, char** argv) {
       j["token_ids"] = out.token_ids;
       if (*tokenizer != nullptr) j["text"] = OutputText(**tokenizer, out.token_ids);
       j["logprobs"] = out.logprobs;
-      j["finish_reason"] = convoy::FinishReasonName(out.finish_reason);
+      j["finish_reason"] = FinishReason(out);
       if (!out.top_logprobs.empty()) {
         nlohmann::json tops = nlohmann::json::array();
         for (const auto& step : out.top_logprobs) {
@@ -216,11 +323,10 @@ int main(int argc, char** argv) {
       std::cout << j.dump() << "\n";
     } else if (is_text[i]) {
       std::cout << absl::StrFormat("prompt %d: %s  [%s]\n", i,
-                                   OutputText(**tokenizer, out.token_ids),
-                                   convoy::FinishReasonName(out.finish_reason));
+                                   OutputText(**tokenizer, out.token_ids), FinishReason(out));
     } else {
       std::cout << absl::StrFormat("prompt %d: %s  [%s]\n", i, absl::StrJoin(out.token_ids, " "),
-                                   convoy::FinishReasonName(out.finish_reason));
+                                   FinishReason(out));
     }
   }
   const double load_s = std::chrono::duration<double>(t1 - t0).count();
@@ -228,8 +334,7 @@ int main(int argc, char** argv) {
   std::cerr << absl::StrFormat(
       "convoy-run: loaded in %.2f s; %d prompts, %d tokens generated in %.3f s (%.1f tokens/s), "
       "%d steps, padding %.1f%% of tokens\n",
-      load_s, outputs->size(), generated, gen_s, generated / gen_s, generator.stats().steps,
-      100.0 * generator.stats().padded_tokens /
-          std::max<int64_t>(1, generator.stats().real_tokens + generator.stats().padded_tokens));
+      load_s, outputs->size(), generated, gen_s, generated / gen_s, stats.steps,
+      100.0 * stats.padded_tokens / std::max<int64_t>(1, stats.real_tokens + stats.padded_tokens));
   return 0;
 }
