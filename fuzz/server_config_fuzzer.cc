@@ -4,8 +4,8 @@
 #include <cstdint>
 
 #include "absl/strings/string_view.h"
-#include "fuzz_support.h"
 #include "config/server_config.h"
+#include "fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view text(reinterpret_cast<const char*>(data), size);

@@ -56,9 +56,12 @@ PlannedRequest RequestSource::Next() {
   int64_t prefix = static_cast<int64_t>(shared.size());
   int64_t own = SampleLength(c.prompt_tokens(), rng_);
   int64_t output = SampleLength(c.output_tokens(), rng_);
-  if (prefix + own + output > max_context_) own = std::max<int64_t>(1, max_context_ - prefix - output);
-  if (prefix + own + output > max_context_) output = std::max<int64_t>(1, max_context_ - prefix - own);
-  if (prefix + own + output > max_context_) prefix = std::max<int64_t>(0, max_context_ - own - output);
+  if (prefix + own + output > max_context_)
+    own = std::max<int64_t>(1, max_context_ - prefix - output);
+  if (prefix + own + output > max_context_)
+    output = std::max<int64_t>(1, max_context_ - prefix - own);
+  if (prefix + own + output > max_context_)
+    prefix = std::max<int64_t>(0, max_context_ - own - output);
   r.max_tokens = static_cast<int32_t>(output);
   r.prompt_token_ids.assign(shared.begin(), shared.begin() + prefix);
   for (int64_t i = 0; i < own; ++i) {

@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "convoy/status_macros.h"
-#include "frontend/api_keys.h"
 #include "config/config_reload.h"
 #include "config/server_config.h"
+#include "convoy/status_macros.h"
+#include "frontend/api_keys.h"
 #include "spdlog/spdlog.h"
 
 namespace convoy {

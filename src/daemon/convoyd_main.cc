@@ -11,10 +11,10 @@
 
 #include "absl/flags/flag.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/daemon.h"
-#include "metrics/logging.h"
 #include "config/config_reload.h"
 #include "config/server_config.h"
+#include "daemon/daemon.h"
+#include "metrics/logging.h"
 #include "spdlog/spdlog.h"
 #include "tools/cli_flags.h"
 

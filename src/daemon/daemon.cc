@@ -22,6 +22,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "config/config_reload.h"
+#include "config/server_config.h"
 #include "convoy/status_macros.h"
 #include "daemon/config_reloader.h"
 #include "daemon/executor_factory.h"
@@ -37,8 +39,6 @@
 #include "metrics/metrics.h"
 #include "model/model_tokenizer.h"
 #include "model/model_weights.h"
-#include "config/config_reload.h"
-#include "config/server_config.h"
 #include "spdlog/spdlog.h"
 #include "text/chat_template.h"
 

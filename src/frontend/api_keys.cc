@@ -8,8 +8,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/text_proto.h"
-#include "convoy/status_macros.h"
 #include "config/server_config.h"
+#include "convoy/status_macros.h"
 
 namespace convoy {
 namespace {

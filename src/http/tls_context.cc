@@ -39,8 +39,7 @@ int CountCertificates(const std::string& pem) {
 
 absl::StatusOr<std::unique_ptr<ssl::context>> MakeTlsContext(const HttpTlsOptions& options) {
   if (options.cert_chain.empty() || options.private_key.empty()) {
-    return absl::InvalidArgumentError(
-        "HTTPS needs both a certificate chain and its private key");
+    return absl::InvalidArgumentError("HTTPS needs both a certificate chain and its private key");
   }
   auto context = std::make_unique<ssl::context>(ssl::context::tls_server);
   boost::system::error_code error;

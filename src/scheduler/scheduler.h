@@ -50,12 +50,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "step/step.h"
 #include "kv/block_allocator.h"
 #include "scheduler/request.h"
 #include "scheduler/scheduler_metrics.h"
 #include "scheduler/scheduler_options.h"
 #include "scheduler/sequence.h"
+#include "step/step.h"
 
 namespace convoy {
 

@@ -13,13 +13,13 @@
 #include <sstream>
 #include <string>
 
+#include "config/server_config.h"
 #include "daemon_harness.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "metrics/http_get.h"
 #include "nlohmann/json.hpp"
-#include "config/server_config.h"
 #include "status_matchers.h"
 #include "subprocess.h"
 

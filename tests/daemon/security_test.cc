@@ -11,8 +11,8 @@
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
-#include "http/https_test_client.h"
 #include "gtest/gtest.h"
+#include "http/https_test_client.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "metrics/http_get.h"
 #include "nlohmann/json.hpp"
@@ -22,9 +22,9 @@
 namespace convoy::testing {
 namespace {
 
-using ::testing::HasSubstr;
 using ::convoy::testing::HttpsResponse;
 using ::convoy::testing::HttpsTestClient;
+using ::testing::HasSubstr;
 
 std::shared_ptr<grpc::ChannelCredentials> TlsCredentials(const std::string& ca,
                                                          const std::string& cert = "",
@@ -95,8 +95,8 @@ TEST(DaemonTlsTest, MutualTlsRequiresAClientCertificateFromTheCa) {
   const grpc::Status no_cert = HealthOver(*daemon, TlsCredentials(pki.ca_cert));
   EXPECT_EQ(no_cert.error_code(), grpc::StatusCode::UNAVAILABLE) << no_cert.error_message();
   // A certificate the server's client CA did not sign: the other CA's own, with its key.
-  const grpc::Status foreign = HealthOver(
-      *daemon, TlsCredentials(pki.ca_cert, pki.other_ca_cert, pki.other_ca_key));
+  const grpc::Status foreign =
+      HealthOver(*daemon, TlsCredentials(pki.ca_cert, pki.other_ca_cert, pki.other_ca_key));
   EXPECT_EQ(foreign.error_code(), grpc::StatusCode::UNAVAILABLE) << foreign.error_message();
 }
 
@@ -121,13 +121,13 @@ TEST(DaemonTlsTest, HttpsServesTheHttpApiToClientsWithACertificateFromTheCa) {
   const Pki pki = MakePki(TestDir("https"));
   const std::string model_dir = WriteTestModel("https", TinyModelConfig());
   auto daemon = DaemonProcess::Start(
-      model_dir, DefaultTestConfig(absl::StrCat(
-                     "http_tls { cert_file: \"", pki.server_cert, "\" key_file: \"",
-                     pki.server_key, "\" client_ca_file: \"", pki.ca_cert, "\" }")));
+      model_dir, DefaultTestConfig(absl::StrCat("http_tls { cert_file: \"", pki.server_cert,
+                                                "\" key_file: \"", pki.server_key,
+                                                "\" client_ca_file: \"", pki.ca_cert, "\" }")));
   ASSERT_NE(daemon, nullptr);
   EXPECT_THAT(daemon->Log(), HasSubstr("HTTP at https://"));
-  absl::StatusOr<std::unique_ptr<HttpsTestClient>> client = HttpsTestClient::Connect(
-      daemon->http_port(), pki.ca_cert, pki.client_cert, pki.client_key);
+  absl::StatusOr<std::unique_ptr<HttpsTestClient>> client =
+      HttpsTestClient::Connect(daemon->http_port(), pki.ca_cert, pki.client_cert, pki.client_key);
   ASSERT_TRUE(client.ok()) << client.status();
   absl::StatusOr<HttpsResponse> ready = (*client)->Request("GET", "/ready");
   ASSERT_TRUE(ready.ok()) << ready.status();

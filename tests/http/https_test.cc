@@ -2,9 +2,10 @@
 // command), with a client that verifies it: whole and streamed answers on one connection, mutual
 // TLS, and what it does with clients that do not trust it, that speak plain HTTP, or that lack a
 // certificate; and TLS material that does not load, refused at start naming the part.
+#include <unistd.h>
+
 #include <memory>
 #include <string>
-#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -131,8 +132,8 @@ TEST(HttpsTest, MutualTlsServesOnlyClientsWithACertificateFromTheCa) {
 
   // Without a certificate, or with one another CA signed: under TLS 1.3 the client's handshake
   // may finish before the server refuses it, so the refusal shows at the latest on the request.
-  for (const auto& [cert, key] : {std::pair<std::string, std::string>{"", ""},
-                                  {pki.other_ca_cert, pki.other_ca_key}}) {
+  for (const auto& [cert, key] :
+       {std::pair<std::string, std::string>{"", ""}, {pki.other_ca_cert, pki.other_ca_key}}) {
     absl::StatusOr<std::unique_ptr<HttpsTestClient>> refused =
         HttpsTestClient::Connect((*server)->port(), pki.ca_cert, cert, key);
     if (refused.ok()) {

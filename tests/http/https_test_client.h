@@ -22,9 +22,10 @@ class HttpsTestClient {
   // Connects to 127.0.0.1:port and completes the TLS handshake, trusting `ca_file`; with
   // `cert_file` and `key_file`, presents that client certificate. UNAVAILABLE (with OpenSSL's
   // reason) when the connection or the handshake fails. Every step is bounded by kLiveness.
-  static absl::StatusOr<std::unique_ptr<HttpsTestClient>> Connect(
-      int port, const std::string& ca_file, const std::string& cert_file = "",
-      const std::string& key_file = "");
+  static absl::StatusOr<std::unique_ptr<HttpsTestClient>> Connect(int port,
+                                                                  const std::string& ca_file,
+                                                                  const std::string& cert_file = "",
+                                                                  const std::string& key_file = "");
   ~HttpsTestClient();
   HttpsTestClient(const HttpsTestClient&) = delete;
   HttpsTestClient& operator=(const HttpsTestClient&) = delete;

@@ -2,10 +2,10 @@
 // refused with its file, line, field and reason.
 #include <string>
 
+#include "config/server_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/scheduler.h"
-#include "config/server_config.h"
 #include "status_matchers.h"
 
 namespace convoy::testing {

@@ -9,12 +9,12 @@
 #include <tuple>
 #include <vector>
 
+#include "config/server_config.h"
 #include "executor/cpu/cpu_executor.h"
 #include "gtest/gtest.h"
 #include "model/model_weights.h"
 #include "model/random_model.h"
 #include "parity_harness.h"
-#include "config/server_config.h"
 #include "status_matchers.h"
 #include "test_models.h"
 

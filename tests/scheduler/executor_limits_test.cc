@@ -7,13 +7,13 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "config/server_config.h"
 #include "engine/engine_loop.h"
 #include "fake_executor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "harness.h"
 #include "scheduler/scheduler_options.h"
-#include "config/server_config.h"
 #include "status_matchers.h"
 
 namespace convoy::testing {

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "config/server_config.h"
 #include "executor/executor.h"
 #include "gtest/gtest.h"
 #include "scheduler/scheduler.h"
-#include "config/server_config.h"
 #include "status_matchers.h"
 
 namespace convoy::testing {

@@ -4,11 +4,11 @@
 #include <string>
 #include <vector>
 
+#include "config/config_reload.h"
+#include "config/server_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "harness.h"
-#include "config/config_reload.h"
-#include "config/server_config.h"
 
 namespace convoy::testing {
 namespace {
