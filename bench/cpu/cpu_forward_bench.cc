@@ -100,14 +100,26 @@ const ModelWeights& Weights() {
   return *weights;
 }
 
+// The weight format and the product that runs few rows: "bf16" takes the project's few-row kernel
+// where the CPU has AVX-512 BF16 (what convoyd runs), "bf16_onednn" keeps every product in oneDNN.
+struct Variant {
+  CpuWeightFormat format;
+  bool few_row_kernel;
+};
+constexpr Variant kBf16{CpuWeightFormat::kBF16, true};
+constexpr Variant kBf16OneDnn{CpuWeightFormat::kBF16, false};
+constexpr Variant kF32{CpuWeightFormat::kF32, false};
+
 // One executor (one copy of the weights) in memory at a time.
-CpuExecutor& Executor(CpuWeightFormat format) {
+CpuExecutor& Executor(Variant variant) {
   static std::unique_ptr<CpuExecutor> executor;
-  static CpuWeightFormat current = CpuWeightFormat::kAuto;
-  if (executor == nullptr || current != format) {
+  static Variant current{CpuWeightFormat::kAuto, false};
+  if (executor == nullptr || current.format != variant.format ||
+      current.few_row_kernel != variant.few_row_kernel) {
     executor.reset();
     CpuExecutorOptions options;
-    options.weight_format = format;
+    options.weight_format = variant.format;
+    options.few_row_kernel = variant.few_row_kernel;
     options.kv_cache_bytes = int64_t{1} << 30;
     auto created = CpuExecutor::Create(Weights(), options);
     if (!created.ok()) {
@@ -115,7 +127,7 @@ CpuExecutor& Executor(CpuWeightFormat format) {
       std::exit(1);
     }
     executor = std::move(created).value();
-    current = format;
+    current = variant;
   }
   return *executor;
 }
@@ -129,10 +141,11 @@ void BM_StreamingRead(benchmark::State& state) {
 }
 
 // One decode step for `batch` sequences, each with `context` tokens already in the cache.
-void BM_Decode(benchmark::State& state, CpuWeightFormat format) {
+void BM_Decode(benchmark::State& state, Variant variant) {
+  const CpuWeightFormat format = variant.format;
   const int32_t batch = static_cast<int32_t>(state.range(0));
   const int32_t context = 128;
-  CpuExecutor& executor = Executor(format);
+  CpuExecutor& executor = Executor(variant);
   const ModelConfig& c = executor.model_config();
   BlockAllocator allocator(executor.kv_spec().num_blocks);
   std::vector<BlockTable> tables;
@@ -175,16 +188,18 @@ void BM_Decode(benchmark::State& state, CpuWeightFormat format) {
   state.counters["weights_GB/s"] =
       benchmark::Counter(bytes_per_step / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["stream_GB/s"] = bandwidth / 1e9;
-  state.SetLabel(FormatName(format));
+  state.SetLabel(std::string(FormatName(format)) +
+                 (executor.few_row_kernel() ? " (few-row kernel)" : " (oneDNN)"));
   // The fraction itself: weight bytes per step over step time, against the streaming read.
   state.counters["bw_fraction"] =
       benchmark::Counter(bytes_per_step / bandwidth, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // Prefill of one `length`-token prompt.
-void BM_Prefill(benchmark::State& state, CpuWeightFormat format) {
+void BM_Prefill(benchmark::State& state, Variant variant) {
+  const CpuWeightFormat format = variant.format;
   const int32_t length = static_cast<int32_t>(state.range(0));
-  CpuExecutor& executor = Executor(format);
+  CpuExecutor& executor = Executor(variant);
   const ModelConfig& c = executor.model_config();
   BlockAllocator allocator(executor.kv_spec().num_blocks);
   BlockTable table(executor.kv_spec().block_size);
@@ -244,21 +259,32 @@ void BM_MatmulBF16(benchmark::State& state) {
 
 BENCHMARK(BM_StreamingRead)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MatmulBF16)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Prefill, bf16, CpuWeightFormat::kBF16)
+BENCHMARK_CAPTURE(BM_Prefill, bf16, kBf16)
     ->Arg(128)
     ->Arg(512)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(2.0)
     ->UseRealTime();
-BENCHMARK_CAPTURE(BM_Decode, bf16, CpuWeightFormat::kBF16)
+BENCHMARK_CAPTURE(BM_Decode, bf16, kBf16)
     ->Arg(1)
+    ->Arg(2)
+    ->Arg(4)
     ->Arg(8)
     ->Arg(16)
     ->Arg(32)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(2.0)
     ->UseRealTime();
-BENCHMARK_CAPTURE(BM_Decode, f32, CpuWeightFormat::kF32)
+// The same steps with every product in oneDNN: the few-row kernel's gain, in the same run.
+BENCHMARK_CAPTURE(BM_Decode, bf16_onednn, kBf16OneDnn)
+    ->Arg(1)
+    ->Arg(2)
+    ->Arg(4)
+    ->Arg(8)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Decode, f32, kF32)
     ->Arg(1)
     ->Arg(16)
     ->Unit(benchmark::kMillisecond)

@@ -52,6 +52,19 @@ struct CpuExecutor::Impl {
   std::vector<int32_t> slot_row, slot_pos;
 
   absl::StatusOr<StepResult> Run(const StepPlan& plan);
+
+  // Whether `pred` holds for every linear layer of the model.
+  template <typename Pred>
+  bool EveryLinear(Pred pred) const {
+    bool all = pred(*lm_head);
+    for (const Layer& layer : layers) {
+      for (const Linear* linear :
+           {layer.qkv.get(), layer.o.get(), layer.gate_up.get(), layer.down.get()}) {
+        all = all && pred(*linear);
+      }
+    }
+    return all;
+  }
 };
 
 CpuExecutor::CpuExecutor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -66,14 +79,13 @@ ExecutorLimits CpuExecutor::limits() const {
   return limits;
 }
 CpuWeightFormat CpuExecutor::weight_format() const {
-  bool bf16 = impl_->lm_head->format() == LinearFormat::kBF16;
-  for (const Layer& layer : impl_->layers) {
-    for (const Linear* linear :
-         {layer.qkv.get(), layer.o.get(), layer.gate_up.get(), layer.down.get()}) {
-      bf16 = bf16 && linear->format() == LinearFormat::kBF16;
-    }
-  }
-  return bf16 ? CpuWeightFormat::kBF16 : CpuWeightFormat::kF32;
+  return impl_->EveryLinear([](const Linear& l) { return l.format() == LinearFormat::kBF16; })
+             ? CpuWeightFormat::kBF16
+             : CpuWeightFormat::kF32;
+}
+
+bool CpuExecutor::few_row_kernel() const {
+  return impl_->EveryLinear([](const Linear& l) { return l.few_row_kernel(); });
 }
 
 absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
@@ -110,15 +122,18 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
 
   AppendAsFloat(weights.embed_tokens(), &impl->embed);
   AppendAsFloat(weights.norm(), &impl->final_norm);
-  ASSIGN_OR_RETURN(impl->lm_head, Linear::Create({&weights.lm_head()}, format));
+  ASSIGN_OR_RETURN(impl->lm_head,
+                   Linear::Create({&weights.lm_head()}, format, options.few_row_kernel));
   for (const LayerWeights& lw : weights.layers()) {
     Layer layer;
     AppendAsFloat(lw.input_layernorm, &layer.input_norm);
     AppendAsFloat(lw.post_attention_layernorm, &layer.post_attention_norm);
-    ASSIGN_OR_RETURN(layer.qkv, Linear::Create({&lw.q_proj, &lw.k_proj, &lw.v_proj}, format));
-    ASSIGN_OR_RETURN(layer.o, Linear::Create({&lw.o_proj}, format));
-    ASSIGN_OR_RETURN(layer.gate_up, Linear::Create({&lw.gate_proj, &lw.up_proj}, format));
-    ASSIGN_OR_RETURN(layer.down, Linear::Create({&lw.down_proj}, format));
+    ASSIGN_OR_RETURN(layer.qkv, Linear::Create({&lw.q_proj, &lw.k_proj, &lw.v_proj}, format,
+                                               options.few_row_kernel));
+    ASSIGN_OR_RETURN(layer.o, Linear::Create({&lw.o_proj}, format, options.few_row_kernel));
+    ASSIGN_OR_RETURN(layer.gate_up,
+                     Linear::Create({&lw.gate_proj, &lw.up_proj}, format, options.few_row_kernel));
+    ASSIGN_OR_RETURN(layer.down, Linear::Create({&lw.down_proj}, format, options.few_row_kernel));
     impl->layers.push_back(std::move(layer));
   }
   impl->rope = std::make_unique<RopeTable>(c);

@@ -28,6 +28,9 @@ struct CpuExecutorOptions {
   // not computed at all: rows are packed back to back for the dense layers and attention masks
   // each to its own length. Same results; StepResult::computed_tokens tells the difference.
   bool skip_padding = false;
+  // bf16 products of few rows (decode steps) through the project's kernel (gemv_bf16.h) where the
+  // CPU has AVX-512 BF16; false keeps them in oneDNN (for benchmarks that compare the two).
+  bool few_row_kernel = true;
 };
 
 class CpuExecutor final : public Executor {
@@ -48,6 +51,8 @@ class CpuExecutor final : public Executor {
   // (bf16 was asked for, or kAuto on a bf16 checkpoint, and oneDNN has a bf16 product on this
   // CPU); kF32 otherwise. Never kAuto.
   CpuWeightFormat weight_format() const;
+  // Whether decode steps' products go through the project's bf16 kernel (every layer's does).
+  bool few_row_kernel() const;
 
  private:
   struct Impl;

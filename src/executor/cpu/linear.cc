@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "common/half.h"
 #include "common/simd.h"
+#include "executor/cpu/gemv_bf16.h"
 
 namespace convoy {
 namespace {
@@ -21,7 +22,7 @@ class DnnlLinear final : public Linear {
   using dt = dnnl::memory::data_type;
 
   // `w_out_in` holds the weights [out, in] in `type` (f32 or bf16).
-  DnnlLinear(int64_t in, int64_t out, dt type, const void* w_out_in)
+  DnnlLinear(int64_t in, int64_t out, dt type, const void* w_out_in, bool few_row_kernel)
       : Linear(in, out), type_(type), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
     dnnl::memory::desc plain({in_, out_}, type_, tag::ba);  // [in, out] viewed over [out, in]
     weights_desc_ =
@@ -30,7 +31,12 @@ class DnnlLinear final : public Linear {
     weights_ = dnnl::memory(weights_desc_, engine_);
     dnnl::reorder(src, weights_).execute(stream_, src, weights_);
     stream_.wait();
+    few_row_kernel_ = few_row_kernel && type_ == dt::bf16 && Bf16GemvAvailable() &&
+                      HasGemvLayout(weights_desc_.data);
+    k_padded_ = weights_desc_.data.padded_dims[0];
   }
+
+  bool few_row_kernel() const override { return few_row_kernel_; }
 
   LinearFormat format() const override {
     return type_ == dt::bf16 ? LinearFormat::kBF16 : LinearFormat::kF32;
@@ -39,6 +45,18 @@ class DnnlLinear final : public Linear {
 
   void Forward(const float* x, int64_t m, float* y) override {
     void* src_data = const_cast<float*>(x);
+    if (few_row_kernel_ && m <= kBf16GemvMaxRows) {
+      // The kernel reads rows k_padded_ long, zero beyond in_.
+      thread_local std::vector<uint16_t> rows;
+      if (static_cast<int64_t>(rows.size()) < m * k_padded_) rows.resize(m * k_padded_);
+      for (int64_t r = 0; r < m; ++r) {
+        ConvertToBF16(x + r * in_, rows.data() + r * k_padded_, in_);
+        std::fill(rows.data() + r * k_padded_ + in_, rows.data() + (r + 1) * k_padded_, 0);
+      }
+      Bf16Gemv(static_cast<const uint16_t*>(weights_.get_data_handle()), k_padded_, out_,
+               rows.data(), m, y);
+      return;
+    }
     if (type_ == dt::bf16) {
       // bf16 copy of the activations, shared by every layer of the thread that runs the step.
       thread_local std::vector<uint16_t> src_bf16;
@@ -73,7 +91,23 @@ class DnnlLinear final : public Linear {
     return matmuls_.emplace(m, dnnl::matmul(PrimitiveDesc(m, weights_desc_))).first->second;
   }
 
+  // Whether oneDNN laid the weights out as the few-row kernel reads them (gemv_bf16.h): a [k, n]
+  // bf16 matrix blocked "BA16a64b2a", which oneDNN 2.6 picks for every shape on AVX-512 BF16.
+  static bool HasGemvLayout(const dnnl_memory_desc_t& d) {
+    const dnnl_blocking_desc_t& b = d.format_desc.blocking;
+    return d.ndims == 2 && d.format_kind == dnnl_blocked && d.offset0 == 0 && b.inner_nblks == 3 &&
+           b.inner_blks[0] == kBf16GemvInputBlock / 2 && b.inner_idxs[0] == 0 &&
+           b.inner_blks[1] == kBf16GemvOutputBlock && b.inner_idxs[1] == 1 &&
+           b.inner_blks[2] == 2 && b.inner_idxs[2] == 0 &&
+           b.strides[0] == kBf16GemvInputBlock * kBf16GemvOutputBlock &&
+           b.strides[1] == d.padded_dims[0] * kBf16GemvOutputBlock &&
+           d.padded_dims[0] % kBf16GemvInputBlock == 0 &&
+           d.padded_dims[1] % kBf16GemvOutputBlock == 0;
+  }
+
   dt type_;
+  bool few_row_kernel_ = false;
+  int64_t k_padded_ = 0;
   dnnl::engine engine_;
   dnnl::stream stream_;
   dnnl::memory::desc weights_desc_;
@@ -155,7 +189,7 @@ void AppendAsFloat(const TensorView& view, std::vector<float>* out) {
 }
 
 absl::StatusOr<std::unique_ptr<Linear>> Linear::Create(const std::vector<const TensorView*>& parts,
-                                                       LinearFormat format) {
+                                                       LinearFormat format, bool few_row_kernel) {
   if (parts.empty()) return absl::InvalidArgumentError("Linear::Create: no weights");
   const int64_t in = parts[0]->shape.at(1);
   int64_t out = 0;
@@ -172,17 +206,18 @@ absl::StatusOr<std::unique_ptr<Linear>> Linear::Create(const std::vector<const T
   for (const TensorView* p : parts) AppendAsFloat(*p, &w);
   try {
     if (format == LinearFormat::kF32 || !Bf16MatmulAvailable()) {
-      return std::make_unique<DnnlLinear>(in, out, dnnl::memory::data_type::f32, w.data());
+      return std::make_unique<DnnlLinear>(in, out, dnnl::memory::data_type::f32, w.data(), false);
     }
     std::vector<uint16_t> wb(w.size());
     for (size_t i = 0; i < w.size(); ++i) wb[i] = FloatToBF16(w[i]);
     try {
-      return std::make_unique<DnnlLinear>(in, out, dnnl::memory::data_type::bf16, wb.data());
+      return std::make_unique<DnnlLinear>(in, out, dnnl::memory::data_type::bf16, wb.data(),
+                                          few_row_kernel);
     } catch (const dnnl::error& e) {
       if (e.status != dnnl_unimplemented) throw;
       // No bf16 product for this shape: this layer keeps fp32 weights (format() says so).
     }
-    return std::make_unique<DnnlLinear>(in, out, dnnl::memory::data_type::f32, w.data());
+    return std::make_unique<DnnlLinear>(in, out, dnnl::memory::data_type::f32, w.data(), false);
   } catch (const dnnl::error& e) {
     return absl::InternalError(
         absl::StrFormat("oneDNN matmul for %s: %s", parts[0]->name, e.what()));

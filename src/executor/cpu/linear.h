@@ -1,6 +1,8 @@
 // A linear layer y = x W^T over fp32 activations, through oneDNN's matmul. The weights are
 // converted and reordered once, at load, into oneDNN's blocked layout: fp32, or bf16 (activations
-// rounded to bf16, fp32 accumulation and output).
+// rounded to bf16, fp32 accumulation and output). With bf16 weights on a CPU with AVX-512 BF16, a
+// product of at most kBf16GemvMaxRows rows (a decode step) goes through the project's own kernel
+// (gemv_bf16.h) over the same copy of the weights.
 #ifndef CONVOY_EXECUTOR_CPU_LINEAR_H_
 #define CONVOY_EXECUTOR_CPU_LINEAR_H_
 
@@ -19,15 +21,19 @@ enum class LinearFormat { kF32, kBF16 };
 class Linear {
  public:
   // Stacks `parts` (each [out_i, in], Hugging Face layout, any dtype) along the output dimension:
-  // one fused product for Q/K/V or gate/up.
+  // one fused product for Q/K/V or gate/up. `few_row_kernel` false keeps every product in oneDNN
+  // (benchmarks compare the two).
   static absl::StatusOr<std::unique_ptr<Linear>> Create(const std::vector<const TensorView*>& parts,
-                                                        LinearFormat format);
+                                                        LinearFormat format,
+                                                        bool few_row_kernel = true);
   virtual ~Linear() = default;
 
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
   // The format the weights are kept in: bf16 was asked for and oneDNN has a bf16 product here.
   virtual LinearFormat format() const = 0;
+  // Whether products of few rows go through the project's bf16 kernel rather than oneDNN.
+  virtual bool few_row_kernel() const = 0;
   // Bytes of weights one product reads.
   virtual int64_t weight_bytes() const = 0;
   // y[m, out] = x[m, in] W^T; x and y are row-major with leading dimensions in and out.
