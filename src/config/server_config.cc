@@ -4,6 +4,7 @@
 #include <fstream>
 #include <functional>
 #include <initializer_list>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -128,46 +129,49 @@ absl::Status ValidateTls(const v1::TlsConfig& tls, const char* field, const Loca
   return absl::OkStatus();
 }
 
+// An invalid scheduler option, at the config field it comes from.
+absl::Status OptionError(const Locator& at, const v1::SchedulerConfig& s,
+                         const InvalidOption& invalid) {
+  const std::string& field = invalid.field;
+  const std::string& reason = invalid.reason;
+  if (field == "preferred_batch_sizes") {
+    return at.Error({"scheduler", "preferred_batch_size"}, invalid.index, reason);
+  }
+  if (field == "block_size") return at.Error({"kv_cache", "block_size"}, -1, reason);
+  if (field == "default_max_tokens")
+    return at.Error({"request_defaults", "max_tokens"}, -1, reason);
+  if (field == "queue_policies.max_queue_size" || field == "queue_policies.default_timeout") {
+    const char* leaf = field == "queue_policies.max_queue_size" ? "max_queue_size"
+                                                                : "default_timeout_microseconds";
+    for (int i = 0; i < s.priority_queue_policy_size(); ++i) {
+      if (static_cast<int32_t>(s.priority_queue_policy(i).priority_level()) == invalid.level) {
+        return at.Error({"scheduler", "priority_queue_policy", leaf}, -1, reason, i);
+      }
+    }
+    return at.Error({"scheduler", leaf}, -1, reason);
+  }
+  if (field == "max_queue_delay") {
+    return at.Error({"scheduler", "max_queue_delay_microseconds"}, -1, reason);
+  }
+  if (field == "priority_aging") {
+    return at.Error({"scheduler", "priority_aging_microseconds"}, -1, reason);
+  }
+  // The rest have the config field's name.
+  return at.Error({"scheduler", field.c_str()}, -1, reason);
+}
+
+absl::Duration MicrosOrInfinite(uint64_t micros) {
+  return micros == 0 ? absl::InfiniteDuration() : absl::Microseconds(micros);
+}
+
+// The inverse of MicrosOrInfinite, for the defaults.
+uint64_t MicrosOrZero(absl::Duration d) {
+  return d == absl::InfiniteDuration() ? 0 : static_cast<uint64_t>(absl::ToInt64Microseconds(d));
+}
+
 absl::Status Validate(const v1::ServerConfig& config, const Locator& at) {
   RETURN_IF_ERROR(CheckMaxima(config, at));
   const v1::SchedulerConfig& s = config.scheduler();
-  if (s.max_batch_size() < 1) {
-    return at.Error({"scheduler", "max_batch_size"}, -1, "max_batch_size must be at least 1");
-  }
-  for (int i = 0; i < s.preferred_batch_size_size(); ++i) {
-    const uint32_t p = s.preferred_batch_size(i);
-    if (p < 1) {
-      return at.Error({"scheduler", "preferred_batch_size"}, i,
-                      "preferred_batch_size must be at least 1");
-    }
-    if (p > s.max_batch_size()) {
-      return at.Error(
-          {"scheduler", "preferred_batch_size"}, i,
-          absl::StrCat("preferred_batch_size ", p, " exceeds max_batch_size ", s.max_batch_size()));
-    }
-  }
-  if (s.max_num_batched_tokens() < s.max_batch_size()) {
-    return at.Error({"scheduler", "max_num_batched_tokens"}, -1,
-                    absl::StrCat("max_num_batched_tokens ", s.max_num_batched_tokens(),
-                                 " is less than max_batch_size ", s.max_batch_size(),
-                                 " (each running sequence needs a token per step)"));
-  }
-  if (s.prefill_chunk_size() < 1) {
-    return at.Error({"scheduler", "prefill_chunk_size"}, -1,
-                    "prefill_chunk_size must be at least 1");
-  }
-  if (s.length_grouping_window() < 1) {
-    return at.Error({"scheduler", "length_grouping_window"}, -1,
-                    "length_grouping_window must be at least 1 (1: strict order)");
-  }
-  if (s.priority_levels() < 1) {
-    return at.Error({"scheduler", "priority_levels"}, -1, "priority_levels must be at least 1");
-  }
-  if (s.default_priority_level() < 1 || s.default_priority_level() > s.priority_levels()) {
-    return at.Error({"scheduler", "default_priority_level"}, -1,
-                    absl::StrCat("default_priority_level ", s.default_priority_level(),
-                                 " is outside 1..priority_levels (", s.priority_levels(), ")"));
-  }
   std::set<uint32_t> seen;
   for (int i = 0; i < s.priority_queue_policy_size(); ++i) {
     const uint32_t level = s.priority_queue_policy(i).priority_level();
@@ -182,15 +186,15 @@ absl::Status Validate(const v1::ServerConfig& config, const Locator& at) {
                       absl::StrCat("priority_level ", level, " has a policy already"), i);
     }
   }
-  if (config.kv_cache().block_size() < 1) {
-    return at.Error({"kv_cache", "block_size"}, -1, "block_size must be at least 1");
-  }
   if (config.kv_cache().memory_budget_bytes() < 1) {
     return at.Error({"kv_cache", "memory_budget_bytes"}, -1,
                     "memory_budget_bytes must be positive");
   }
-  if (config.request_defaults().max_tokens() < 1) {
-    return at.Error({"request_defaults", "max_tokens"}, -1, "max_tokens must be at least 1");
+  // The scheduler's own rules (SchedulerOptions owns them), at the line of the field they name.
+  SchedulerOptions options = SchedulerOptionsFromConfig(config);
+  options.num_blocks = 1;  // known once the model is loaded; the engine checks it then
+  if (std::optional<InvalidOption> invalid = options.FindInvalid()) {
+    return OptionError(at, s, *invalid);
   }
   const v1::FrontendConfig& f = config.frontend();
   if (f.port() > 65535) {
@@ -244,10 +248,6 @@ absl::Status Validate(const v1::ServerConfig& config, const Locator& at) {
   return absl::OkStatus();
 }
 
-absl::Duration MicrosOrInfinite(uint64_t micros) {
-  return micros == 0 ? absl::InfiniteDuration() : absl::Microseconds(micros);
-}
-
 }  // namespace
 
 absl::Status ValidateApiKey(
@@ -278,20 +278,31 @@ absl::Status ValidateApiKey(
 }
 
 void FillServerConfigDefaults(v1::ServerConfig* config) {
+  // The scheduler's defaults are SchedulerOptions' own.
+  const SchedulerOptions d;
   v1::SchedulerConfig* s = config->mutable_scheduler();
   if (s->mode() == v1::SchedulerConfig::MODE_UNSPECIFIED) {
-    s->set_mode(v1::SchedulerConfig::CONTINUOUS);
+    s->set_mode(d.mode == BatchingMode::kStatic ? v1::SchedulerConfig::STATIC
+                                                : v1::SchedulerConfig::CONTINUOUS);
   }
-  if (!s->has_max_batch_size()) s->set_max_batch_size(32);
-  if (!s->has_max_queue_delay_microseconds()) s->set_max_queue_delay_microseconds(0);
-  if (!s->has_max_num_batched_tokens()) s->set_max_num_batched_tokens(2048);
-  if (!s->has_prefill_chunk_size()) s->set_prefill_chunk_size(512);
-  if (!s->has_length_grouping_window()) s->set_length_grouping_window(16);
-  if (!s->has_priority_levels()) s->set_priority_levels(1);
+  if (!s->has_max_batch_size()) s->set_max_batch_size(d.max_batch_size);
+  if (!s->has_max_queue_delay_microseconds()) {
+    s->set_max_queue_delay_microseconds(absl::ToInt64Microseconds(d.max_queue_delay));
+  }
+  if (!s->has_max_num_batched_tokens()) s->set_max_num_batched_tokens(d.max_num_batched_tokens);
+  if (!s->has_prefill_chunk_size()) s->set_prefill_chunk_size(d.prefill_chunk_size);
+  if (!s->has_length_grouping_window()) s->set_length_grouping_window(d.length_grouping_window);
+  if (!s->has_priority_levels()) s->set_priority_levels(d.priority_levels);
+  // Unlike SchedulerOptions' (level 1 of its one level), the config's default level is the
+  // lowest of however many levels it declares.
   if (!s->has_default_priority_level()) s->set_default_priority_level(s->priority_levels());
-  if (!s->has_max_queue_size()) s->set_max_queue_size(1024);
-  if (!s->has_default_timeout_microseconds()) s->set_default_timeout_microseconds(0);
-  if (!s->has_priority_aging_microseconds()) s->set_priority_aging_microseconds(1000000);
+  if (!s->has_max_queue_size()) s->set_max_queue_size(d.default_queue_policy.max_queue_size);
+  if (!s->has_default_timeout_microseconds()) {
+    s->set_default_timeout_microseconds(MicrosOrZero(d.default_queue_policy.default_timeout));
+  }
+  if (!s->has_priority_aging_microseconds()) {
+    s->set_priority_aging_microseconds(MicrosOrZero(d.priority_aging));
+  }
   for (v1::PriorityQueuePolicy& policy : *s->mutable_priority_queue_policy()) {
     if (!policy.has_max_queue_size()) policy.set_max_queue_size(s->max_queue_size());
     if (!policy.has_default_timeout_microseconds()) {
@@ -299,11 +310,11 @@ void FillServerConfigDefaults(v1::ServerConfig* config) {
     }
   }
   v1::KvCacheConfig* kv = config->mutable_kv_cache();
-  if (!kv->has_block_size()) kv->set_block_size(16);
+  if (!kv->has_block_size()) kv->set_block_size(d.block_size);
   if (!kv->has_memory_budget_bytes()) kv->set_memory_budget_bytes(uint64_t{1} << 30);
-  if (!kv->has_enable_prefix_caching()) kv->set_enable_prefix_caching(true);
+  if (!kv->has_enable_prefix_caching()) kv->set_enable_prefix_caching(d.enable_prefix_caching);
   v1::RequestDefaults* defaults = config->mutable_request_defaults();
-  if (!defaults->has_max_tokens()) defaults->set_max_tokens(256);
+  if (!defaults->has_max_tokens()) defaults->set_max_tokens(d.default_max_tokens);
   v1::RequestLimits* limits = config->mutable_request_limits();
   if (!limits->has_max_stop_token_ids()) limits->set_max_stop_token_ids(256);
   if (!limits->has_max_in_flight_per_client()) limits->set_max_in_flight_per_client(0);

@@ -35,55 +35,87 @@ absl::Status SchedulerOptions::CheckFixedKnobsKept(const SchedulerOptions& next)
       "cannot change while serving (restart instead): ", absl::StrJoin(changed, ", ")));
 }
 
-absl::Status SchedulerOptions::Validate() const {
-  auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
-  if (max_batch_size < 1) return bad("max_batch_size ", max_batch_size, " must be at least 1");
-  if (max_queue_delay < absl::ZeroDuration()) return bad("max_queue_delay must not be negative");
-  for (int32_t p : preferred_batch_sizes) {
-    if (p < 1) return bad("preferred_batch_size ", p, " must be at least 1");
+std::optional<InvalidOption> SchedulerOptions::FindInvalid() const {
+  auto bad = [](const char* field, auto&&... parts) {
+    return InvalidOption{field, -1, 0, absl::StrCat(parts...)};
+  };
+  if (max_batch_size < 1) {
+    return bad("max_batch_size", "max_batch_size must be at least 1, got ", max_batch_size);
+  }
+  if (max_queue_delay < absl::ZeroDuration()) {
+    return bad("max_queue_delay", "max_queue_delay must not be negative");
+  }
+  for (size_t i = 0; i < preferred_batch_sizes.size(); ++i) {
+    const int32_t p = preferred_batch_sizes[i];
+    std::optional<InvalidOption> error;
+    if (p < 1) error = bad("preferred_batch_sizes", "preferred_batch_size must be at least 1");
     if (p > max_batch_size) {
-      return bad("preferred_batch_size ", p, " exceeds max_batch_size ", max_batch_size);
+      error = bad("preferred_batch_sizes", "preferred_batch_size ", p, " exceeds max_batch_size ",
+                  max_batch_size);
+    }
+    if (error) {
+      error->index = static_cast<int>(i);
+      return error;
     }
   }
   if (max_num_batched_tokens < max_batch_size) {
-    return bad("max_num_batched_tokens ", max_num_batched_tokens, " is less than max_batch_size ",
-               max_batch_size, " (every running sequence needs a token per step)");
+    return bad("max_num_batched_tokens", "max_num_batched_tokens ", max_num_batched_tokens,
+               " is less than max_batch_size ", max_batch_size,
+               " (each running sequence needs a token per step)");
   }
-  if (prefill_chunk_size < 1) return bad("prefill_chunk_size must be at least 1");
-  if (length_grouping_window < 1) return bad("length_grouping_window must be at least 1");
-  if (priority_levels < 1) return bad("priority_levels ", priority_levels, " must be at least 1");
+  if (prefill_chunk_size < 1) {
+    return bad("prefill_chunk_size", "prefill_chunk_size must be at least 1");
+  }
+  if (length_grouping_window < 1) {
+    return bad("length_grouping_window",
+               "length_grouping_window must be at least 1 (1: strict order)");
+  }
+  if (priority_levels < 1) {
+    return bad("priority_levels", "priority_levels must be at least 1, got ", priority_levels);
+  }
   if (default_priority_level < 1 || default_priority_level > priority_levels) {
-    return bad("default_priority_level ", default_priority_level, " is outside 1..",
-               priority_levels);
+    return bad("default_priority_level", "default_priority_level ", default_priority_level,
+               " is outside 1..priority_levels (", priority_levels, ")");
   }
   if (!queue_policies.empty() && static_cast<int32_t>(queue_policies.size()) != priority_levels) {
-    return bad("queue_policies has ", queue_policies.size(), " entries for ", priority_levels,
-               " priority levels");
+    return bad("queue_policies", "queue_policies has ", queue_policies.size(), " entries for ",
+               priority_levels, " priority levels");
   }
-  auto check_policy = [&](const QueuePolicy& policy, int32_t level) -> absl::Status {
+  auto check_policy = [&](const QueuePolicy& policy, int32_t level) {
+    std::optional<InvalidOption> error;
     if (policy.max_queue_size < 0) {
-      return bad("max_queue_size of level ", level, " must not be negative");
+      error = bad("queue_policies.max_queue_size", "max_queue_size must not be negative");
+    } else if (policy.default_timeout <= absl::ZeroDuration()) {
+      error = bad("queue_policies.default_timeout",
+                  "default_timeout must be positive (InfiniteDuration for none)");
     }
-    if (policy.default_timeout <= absl::ZeroDuration()) {
-      return bad("default_timeout of level ", level,
-                 " must be positive (InfiniteDuration for none)");
-    }
-    return absl::OkStatus();
+    if (error) error->level = level;
+    return error;
   };
-  if (absl::Status s = check_policy(default_queue_policy, 0); !s.ok()) return s;
+  if (auto error = check_policy(default_queue_policy, 0)) return error;
   for (size_t i = 0; i < queue_policies.size(); ++i) {
-    if (absl::Status s = check_policy(queue_policies[i], static_cast<int32_t>(i) + 1); !s.ok()) {
-      return s;
-    }
+    if (auto error = check_policy(queue_policies[i], static_cast<int32_t>(i) + 1)) return error;
   }
   if (priority_aging <= absl::ZeroDuration()) {
-    return bad("priority_aging must be positive (InfiniteDuration for none)");
+    return bad("priority_aging", "priority_aging must be positive (InfiniteDuration for none)");
   }
-  if (block_size < 1) return bad("block_size ", block_size, " must be at least 1");
-  if (num_blocks < 1) return bad("num_blocks ", num_blocks, " must be at least 1");
-  if (default_max_tokens < 1) return bad("default_max_tokens must be at least 1");
-  if (max_model_len < 0) return bad("max_model_len must not be negative");
-  return absl::OkStatus();
+  if (block_size < 1) return bad("block_size", "block_size must be at least 1, got ", block_size);
+  if (num_blocks < 1) return bad("num_blocks", "num_blocks must be at least 1, got ", num_blocks);
+  if (default_max_tokens < 1) {
+    return bad("default_max_tokens", "max_tokens must be at least 1, got ", default_max_tokens);
+  }
+  if (max_model_len < 0) return bad("max_model_len", "max_model_len must not be negative");
+  return std::nullopt;
+}
+
+absl::Status SchedulerOptions::Validate() const {
+  std::optional<InvalidOption> error = FindInvalid();
+  if (!error) return absl::OkStatus();
+  if (error->level > 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(error->reason, " (priority level ", error->level, ")"));
+  }
+  return absl::InvalidArgumentError(error->reason);
 }
 
 }  // namespace convoy

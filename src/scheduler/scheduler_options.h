@@ -1,9 +1,15 @@
 // The scheduler's knobs as plain data. Filled from the config file (server_config.h) or directly
 // by tests. See proto/convoy/v1/server_config.proto for what each knob means to an operator.
+//
+// This struct owns the scheduler's defaults (the initializers below; the config loader fills an
+// unset field from them) and its rules (Validate; the config loader runs the same check and points
+// at the line of the field it names).
 #ifndef CONVOY_SCHEDULER_SCHEDULER_OPTIONS_H_
 #define CONVOY_SCHEDULER_SCHEDULER_OPTIONS_H_
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -20,6 +26,17 @@ enum class BatchingMode {
 struct QueuePolicy {
   int32_t max_queue_size = 1024;  // new requests waiting at the level; 0: unbounded
   absl::Duration default_timeout = absl::InfiniteDuration();
+};
+
+// The first knob that breaks a rule: its name as a member of SchedulerOptions ("max_batch_size",
+// "preferred_batch_sizes", "queue_policies.max_queue_size", ...), the element of a list or the
+// priority level it concerns (`index`: the element of preferred_batch_sizes; `level`: 0 for
+// default_queue_policy, else the level of queue_policies), and the reason, which names the knob.
+struct InvalidOption {
+  std::string field;
+  int index = -1;
+  int32_t level = 0;
+  std::string reason;
 };
 
 struct SchedulerOptions {
@@ -58,7 +75,9 @@ struct SchedulerOptions {
   }
   // The level a request's priority resolves to (0: default_priority_level), or INVALID_ARGUMENT.
   absl::StatusOr<int32_t> ResolveLevel(int32_t priority) const;
-  // Checks every knob and their relations; the message names the field and the reason.
+  // Checks every knob and their relations: the first that breaks a rule, or nullopt.
+  std::optional<InvalidOption> FindInvalid() const;
+  // FindInvalid as a status: INVALID_ARGUMENT with the reason, which names the field.
   absl::Status Validate() const;
   // The knobs that cannot change while requests are held (Scheduler::Reconfigure): mode,
   // priority_levels, budget_counts_padding, block_size, num_blocks, max_model_len,

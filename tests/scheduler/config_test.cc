@@ -2,6 +2,7 @@
 // refused with its file, line, field and reason.
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "config/server_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -66,6 +67,67 @@ TEST(ServerConfigTest, FillsDefaults) {
   ASSERT_OK(set);
   EXPECT_EQ(set->scheduler().default_priority_level(), 3u);
   EXPECT_TRUE(set->scheduler().has_max_queue_delay_microseconds());
+}
+
+// An empty config gives the scheduler SchedulerOptions' own defaults: one table of defaults.
+TEST(ServerConfigTest, AnEmptyConfigIsSchedulerOptionsDefaults) {
+  absl::StatusOr<v1::ServerConfig> config = ParseServerConfig("", "empty.pbtxt");
+  ASSERT_OK(config);
+  const SchedulerOptions got = SchedulerOptionsFromConfig(*config);
+  const SchedulerOptions want;
+  EXPECT_EQ(got.mode, want.mode);
+  EXPECT_EQ(got.max_batch_size, want.max_batch_size);
+  EXPECT_EQ(got.max_queue_delay, want.max_queue_delay);
+  EXPECT_EQ(got.preferred_batch_sizes, want.preferred_batch_sizes);
+  EXPECT_EQ(got.max_num_batched_tokens, want.max_num_batched_tokens);
+  EXPECT_EQ(got.prefill_chunk_size, want.prefill_chunk_size);
+  EXPECT_EQ(got.length_grouping_window, want.length_grouping_window);
+  EXPECT_EQ(got.priority_levels, want.priority_levels);
+  EXPECT_EQ(got.default_priority_level, want.default_priority_level);
+  EXPECT_TRUE(got.queue_policies.empty());
+  EXPECT_EQ(got.default_queue_policy.max_queue_size, want.default_queue_policy.max_queue_size);
+  EXPECT_EQ(got.default_queue_policy.default_timeout, want.default_queue_policy.default_timeout);
+  EXPECT_EQ(got.priority_aging, want.priority_aging);
+  EXPECT_EQ(got.block_size, want.block_size);
+  EXPECT_EQ(got.enable_prefix_caching, want.enable_prefix_caching);
+  EXPECT_EQ(got.default_max_tokens, want.default_max_tokens);
+}
+
+// The config loader applies SchedulerOptions' rules (not copies of them), at the field's line:
+// the reason is the one SchedulerOptions::Validate gives for the same mistake.
+TEST(ServerConfigTest, SchedulerRulesComeFromSchedulerOptions) {
+  SchedulerOptions window, chunk, tokens, preferred, level;
+  for (SchedulerOptions* o : {&window, &chunk, &tokens, &preferred, &level}) o->num_blocks = 1;
+  window.length_grouping_window = 0;
+  chunk.prefill_chunk_size = 0;
+  tokens.default_max_tokens = 0;
+  preferred.max_batch_size = 4;
+  preferred.preferred_batch_sizes = {2, 8};
+  level.priority_levels = 2;
+  level.default_priority_level = 5;
+  struct Case {
+    const char* text;
+    const char* where;
+    const SchedulerOptions* same;
+  };
+  const Case cases[] = {
+      {"scheduler {\n length_grouping_window: 0\n}", "x.pbtxt:2: scheduler.length_grouping_window",
+       &window},
+      {"scheduler {\n prefill_chunk_size: 0\n}", "x.pbtxt:2: scheduler.prefill_chunk_size", &chunk},
+      {"request_defaults {\n max_tokens: 0\n}", "x.pbtxt:2: request_defaults.max_tokens", &tokens},
+      {"scheduler {\n max_batch_size: 4 preferred_batch_size: 2\n preferred_batch_size: 8\n}",
+       "x.pbtxt:3: scheduler.preferred_batch_size[1]", &preferred},
+      {"scheduler {\n priority_levels: 2\n default_priority_level: 5\n}",
+       "x.pbtxt:3: scheduler.default_priority_level", &level},
+  };
+  for (const Case& c : cases) {
+    const absl::Status direct = c.same->Validate();
+    ASSERT_FALSE(direct.ok()) << c.text;
+    EXPECT_THAT(
+        ParseServerConfig(c.text, "x.pbtxt"),
+        StatusIs(absl::StatusCode::kInvalidArgument, absl::StrCat(c.where, ": ", direct.message())))
+        << c.text;
+  }
 }
 
 TEST(ServerConfigTest, OptionsFollowTheConfig) {
