@@ -36,39 +36,20 @@ out=${OUT_DIR:-$(mktemp -d /tmp/convoy-overload-XXXXXX)}
 mkdir -p "$out"
 bench=$build/bench/loadgen/convoy-bench
 convoyd=$build/src/daemon/convoyd
-for exe in "$bench" "$convoyd"; do
-  if [ ! -x "$exe" ]; then
-    echo "$0: $exe is missing; build convoyd and convoy-bench in $1" >&2
-    exit 2
-  fi
-done
+# shellcheck source=scripts/lib/serving.sh
+. scripts/lib/serving.sh
+need_executables "$1" "$bench" "$convoyd"
 model=$(scripts/fetch-default-model.sh)
 
-rm -f "$out/port"
-"$convoyd" --config "$config" --model "$model" --listen-address 127.0.0.1 --port 0 \
-  --port-file "$out/port" --http-listen-address 127.0.0.1 --http-port 0 --metrics-port 0 \
-  >"$out/convoyd.log" 2>&1 &
-daemon=$!
 sampler=""
 stop_all() {
   [ -n "$sampler" ] && kill "$sampler" 2>/dev/null
-  if kill -0 "$daemon" 2>/dev/null; then
-    kill -TERM "$daemon"
-    wait "$daemon" || true
-  fi
+  stop_convoyd
 }
 trap stop_all EXIT
-for _ in $(seq 600); do
-  [ -s "$out/port" ] && break
-  if ! kill -0 "$daemon" 2>/dev/null; then
-    echo "$0: convoyd exited; the end of $out/convoyd.log:" >&2
-    tail -n 20 "$out/convoyd.log" >&2
-    exit 1
-  fi
-  sleep 0.5
-done
-[ -s "$out/port" ] || { echo "$0: convoyd wrote no port file (log: $out/convoyd.log)" >&2; exit 1; }
-addr=127.0.0.1:$(cat "$out/port")
+start_convoyd "$convoyd" "$out" "$config" "$model"
+daemon=$convoyd_pid
+addr=$convoyd_addr
 
 # RSS (kB) once a second, with the time since the start.
 start=$(date +%s.%N)

@@ -25,12 +25,9 @@ out=${OUT_DIR:-$(mktemp -d /tmp/convoy-prefix-XXXXXX)}
 mkdir -p "$out"
 bench=$build/bench/loadgen/convoy-bench
 convoyd=$build/src/daemon/convoyd
-for exe in "$bench" "$convoyd"; do
-  if [ ! -x "$exe" ]; then
-    echo "$0: $exe is missing; build convoyd and convoy-bench in $1" >&2
-    exit 2
-  fi
-done
+# shellcheck source=scripts/lib/serving.sh
+. scripts/lib/serving.sh
+need_executables "$1" "$bench" "$convoyd"
 model=$(scripts/fetch-default-model.sh)
 
 echo "prefix cache on, then off: $rate req/s for ${duration} s each ..." >&2

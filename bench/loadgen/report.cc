@@ -156,6 +156,7 @@ nlohmann::json RunToJson(const RunResult& run) {
                        {"failed", c.failed},
                        {"refused", c.refused},
                        {"refusal_s", SummaryJson(c.refusal_s)},
+                       {"cancelled", c.cancelled},
                        {"met_slo", c.met_slo},
                        {"prompt_tokens", c.prompt_tokens},
                        {"output_tokens", c.output_tokens},

@@ -70,6 +70,10 @@ void RequestClient::Call::TokensArrived(int64_t n) {
 void RequestClient::Call::Report(std::string error) {
   record_.end_s = client_->SecondsSinceOrigin();
   record_.completed = error.empty();
+  {
+    absl::MutexLock lock(&client_->mu_);
+    record_.cancelled_by_client = !record_.completed && cancel_asked_;
+  }
   record_.error = std::move(error);
   done_(std::move(record_));
   absl::MutexLock lock(&client_->mu_);
@@ -78,7 +82,10 @@ void RequestClient::Call::Report(std::string error) {
 
 void RequestClient::CancelAll() {
   absl::MutexLock lock(&mu_);
-  for (Call* call : calls_) call->Cancel();
+  for (Call* call : calls_) {
+    call->cancel_asked_ = true;
+    call->Cancel();
+  }
 }
 
 int64_t RequestClient::in_flight() const {

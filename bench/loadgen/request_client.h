@@ -85,7 +85,10 @@ class RequestClient {
     void Report(std::string error);
 
    private:
+    friend class RequestClient;
     RequestClient* const client_;
+    // Set by CancelAll: a call that then ends incomplete was cancelled by this client.
+    bool cancel_asked_ = false;  // guarded by client_->mu_
     std::function<void(RequestRecord)> done_;
     RequestRecord record_;
     TokenArrivals arrivals_;

@@ -62,6 +62,7 @@ ClassStats Compute(const std::string& name, const std::vector<const RequestRecor
     s.output_messages += r->output_messages;
     if (!r->completed) {
       ++s.failed;
+      if (r->cancelled_by_client) ++s.cancelled;
       if (RefusedForLoad(*r)) {
         ++s.refused;
         refusal.push_back(r->e2e_s());

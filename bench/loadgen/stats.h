@@ -27,6 +27,8 @@ struct RequestRecord {
   // Ended with the whole output (finish reason LENGTH or STOP and an OK status).
   bool completed = false;
   std::string error;  // the gRPC status or finish reason when not completed
+  // Not completed because this client cancelled it (the drain timeout ran out).
+  bool cancelled_by_client = false;
   // The server's own timings from the last message (microseconds; 0 when absent).
   uint64_t server_queue_us = 0;
   uint64_t server_ttft_us = 0;
@@ -76,6 +78,8 @@ struct ClassStats {
   // each refusal took from send to answer.
   int64_t refused = 0;
   LatencySummary refusal_s;
+  // Of the failed: cancelled by the load generator itself when its drain timeout ran out.
+  int64_t cancelled = 0;
   int64_t met_slo = 0;
   int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;

@@ -384,6 +384,18 @@ int32_t Scheduler::Admit(absl::Time now, int32_t limit, bool static_members_only
   return admitted;
 }
 
+void Scheduler::FillGauges(StepStats* stats) {
+  stats->num_running = num_running();
+  stats->kv_blocks_used = allocator_.num_used();
+  stats->kv_blocks_free = allocator_.num_free();
+  stats->kv_blocks_cached = allocator_.num_cached();
+  stats->prefix_cache_evictions = allocator_.num_evictions() - evictions_reported_;
+  evictions_reported_ = allocator_.num_evictions();
+  stats->queue_depth.reserve(queues_.size());
+  for (const auto& queue : queues_)
+    stats->queue_depth.push_back(static_cast<int64_t>(queue.size()));
+}
+
 ScheduleDecision Scheduler::Schedule(absl::Time now) {
   ScheduleDecision decision;
   if (in_flight_) return decision;
@@ -424,6 +436,11 @@ ScheduleDecision Scheduler::Schedule(absl::Time now) {
   }
 
   if (draft.rows.empty()) {
+    if (observer_ != nullptr) {
+      StepStats idle;  // no rows: the gauges only, so that they follow requests leaving
+      FillGauges(&idle);
+      observer_->OnStepPlanned(idle);
+    }
     decision.wake_at = fire_at;
     if (!deadlines_.empty() &&
         (!decision.wake_at || deadlines_.begin()->first < *decision.wake_at)) {
@@ -448,18 +465,11 @@ ScheduleDecision Scheduler::Schedule(absl::Time now) {
   step.padded_length = draft.padded_length;
   step.real_tokens = draft.real_tokens;
   step.padded_tokens = int64_t{step.num_rows} * draft.padded_length - draft.real_tokens;
-  step.num_running = num_running();
-  step.kv_blocks_used = allocator_.num_used();
-  step.kv_blocks_free = allocator_.num_free();
-  step.kv_blocks_cached = allocator_.num_cached();
+  FillGauges(&step);
   step.prefix_cache_queries = draft.cache_queries;
   step.prefix_cache_hits = draft.cache_hits;
-  step.prefix_cache_evictions = allocator_.num_evictions() - evictions_reported_;
-  evictions_reported_ = allocator_.num_evictions();
   stats_.prefix_cache_queries += draft.cache_queries;
   stats_.prefix_cache_hits += draft.cache_hits;
-  step.queue_depth.reserve(queues_.size());
-  for (const auto& queue : queues_) step.queue_depth.push_back(static_cast<int64_t>(queue.size()));
   ++stats_.steps;
   stats_.largest_step_rows_since_reconfigure =
       std::max(stats_.largest_step_rows_since_reconfigure, step.num_rows);

@@ -160,6 +160,9 @@ class Scheduler {
     return options_.enable_prefix_caching && seq.request.use_prefix_cache;
   }
   void AddRow(Sequence* seq, int32_t num_tokens, Draft* draft);
+  // The gauges of `stats` (running, KV blocks, queue depths) and the evictions since the last
+  // report.
+  void FillGauges(StepStats* stats);
   std::optional<absl::Time> OldestWaitingArrival() const;
   int32_t EffectiveLevel(const Sequence& seq, absl::Time now) const;
   // The waiting sequences in the order they would be admitted.

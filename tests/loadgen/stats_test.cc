@@ -148,6 +148,22 @@ TEST(StatsTest, RefusalsForLoadAreCountedAndTimedApartFromOtherFailures) {
   EXPECT_FALSE(RefusedForLoad(records[0]));
   EXPECT_TRUE(RefusedForLoad(records[1]));
   EXPECT_FALSE(RefusedForLoad(records[3]));
+  EXPECT_EQ(all.cancelled, 0);
+}
+
+TEST(StatsTest, RequestsTheClientCancelledAreCountedAsSuch) {
+  std::vector<RequestRecord> records = {
+      Request(0, 0.0, 0.1, 3, 0.01),
+      Failed(1.0, 1.2, "grpc 1: Cancelled"),
+      Failed(2.0, 2.2, "cancelled"),
+      Failed(3.0, 3.5, "grpc 1: the server shut down"),
+  };
+  records[1].cancelled_by_client = true;
+  records[2].cancelled_by_client = true;
+  const ClassStats& all = ComputeStats(records, {"chat"}, 10.0, SloTargets()).back();
+  EXPECT_EQ(all.failed, 3);
+  EXPECT_EQ(all.cancelled, 2);
+  EXPECT_EQ(all.refused, 0);
 }
 
 }  // namespace

@@ -289,5 +289,38 @@ TEST(MetricsTest, HooksSeeStepsTimesAndOutcomes) {
   EXPECT_DOUBLE_EQ(h.scheduler->stats().padding_waste(), 3.0 / 13.0);
 }
 
+// Once the last request is done, the next planning pass (nothing to run) refreshes the gauges: an
+// idle server does not keep showing the last step's running requests and KV blocks.
+TEST(MetricsTest, AnIdlePassRefreshesTheGauges) {
+  SchedulerOptions options = TestOptions();
+  options.priority_levels = 2;
+  options.default_queue_policy.default_timeout = absl::Milliseconds(50);
+  RecordingObserver observer;
+  Harness h(options, &observer);
+  ASSERT_OK(h.Submit(MakeRequest(1, 6, 3)));
+  h.RunUntilIdle();
+  ASSERT_TRUE(h.Finished(1));
+  ASSERT_GE(observer.steps.size(), 2u);
+  const StepStats& idle = observer.steps.back();
+  EXPECT_EQ(idle.num_rows, 0);
+  EXPECT_EQ(idle.num_running, 0);
+  EXPECT_EQ(idle.kv_blocks_used, 0);
+  EXPECT_EQ(idle.kv_blocks_free, options.num_blocks);
+  EXPECT_EQ(idle.queue_depth, (std::vector<int64_t>{0, 0}));
+
+  // A request that times out in the queue while nothing runs leaves the waiting gauge at 0.
+  options.max_batch_size = 1;
+  options.max_queue_delay = absl::Seconds(10);
+  options.preferred_batch_sizes = {1};
+  RecordingObserver queued;
+  Harness q(options, &queued);
+  ASSERT_OK(q.Submit(MakeRequest(2, 4, 2, /*priority=*/2)));
+  q.clock.Advance(absl::Milliseconds(60));
+  q.Step();
+  ASSERT_TRUE(q.Finished(2));
+  ASSERT_FALSE(queued.steps.empty());
+  EXPECT_EQ(queued.steps.back().queue_depth, (std::vector<int64_t>{0, 0}));
+}
+
 }  // namespace
 }  // namespace convoy::testing

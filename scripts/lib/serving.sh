@@ -1,0 +1,51 @@
+# Sourced by the scripts that measure a running convoyd (overload.sh, soak.sh, ...): the checks
+# and the start-up they share. Bash; the caller has `set -euo pipefail` and runs from the
+# repository's root.
+
+# need_executables BUILD_DIR PATH...: exits 2 unless every PATH (inside BUILD_DIR) is executable.
+need_executables() {
+  local dir=$1 exe
+  shift
+  for exe in "$@"; do
+    if [ ! -x "$exe" ]; then
+      echo "$0: $exe is missing; build $(basename -a "$@" | tr '\n' ' ')in $dir" >&2
+      exit 2
+    fi
+  done
+}
+
+# start_convoyd CONVOYD OUT_DIR CONFIG MODEL: starts convoyd on loopback with free ports (gRPC,
+# HTTP; the metrics port off), its log in OUT_DIR/convoyd.log, and waits until it listens. Sets
+# convoyd_pid, convoyd_addr (gRPC HOST:PORT) and convoyd_http (HTTP HOST:PORT); exits 1 if the
+# server exits or writes no port files in 300 s.
+start_convoyd() {
+  local exe=$1 out=$2 config=$3 model=$4
+  rm -f "$out/port" "$out/http-port"
+  "$exe" --config "$config" --model "$model" --listen-address 127.0.0.1 --port 0 \
+    --port-file "$out/port" --http-listen-address 127.0.0.1 --http-port 0 \
+    --http-port-file "$out/http-port" --metrics-port 0 >"$out/convoyd.log" 2>&1 &
+  convoyd_pid=$!
+  for _ in $(seq 600); do
+    [ -s "$out/port" ] && [ -s "$out/http-port" ] && break
+    if ! kill -0 "$convoyd_pid" 2>/dev/null; then
+      echo "$0: convoyd exited; the end of $out/convoyd.log:" >&2
+      tail -n 20 "$out/convoyd.log" >&2
+      exit 1
+    fi
+    sleep 0.5
+  done
+  if ! [ -s "$out/port" ] || ! [ -s "$out/http-port" ]; then
+    echo "$0: convoyd wrote no port files in 300 s (log: $out/convoyd.log)" >&2
+    exit 1
+  fi
+  convoyd_addr=127.0.0.1:$(cat "$out/port")
+  convoyd_http=127.0.0.1:$(cat "$out/http-port")
+}
+
+# stop_convoyd: SIGTERM (a drain) to the convoyd that start_convoyd started, and waits for it.
+stop_convoyd() {
+  if [ -n "${convoyd_pid:-}" ] && kill -0 "$convoyd_pid" 2>/dev/null; then
+    kill -TERM "$convoyd_pid"
+    wait "$convoyd_pid" || true
+  fi
+}
