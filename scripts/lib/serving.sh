@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # sets variables for the scripts that source it
 # Sourced by the scripts that measure a running convoyd (overload.sh, soak.sh, ...): the checks
 # and the start-up they share. Bash; the caller has `set -euo pipefail` and runs from the
 # repository's root.
