@@ -44,17 +44,30 @@ struct EngineLoopSnapshot {
   int64_t num_waiting = 0;
 };
 
-class EngineLoop {
+// What the front end asks of the engine: EngineLoop below, or in tests a fake that scripts the
+// order of events (tests/frontend/reactor_test.cc). The contract is EngineLoop's.
+class RequestEngine {
  public:
-  // Called on the loop thread with each of a request's events, the last one final. Must not block
-  // and must not call back into the EngineLoop's Shutdown.
+  // Called with each of a request's events, the last one final. Must not block and must not call
+  // back into the engine's Shutdown.
   using EventCallback = std::function<void(const Event&)>;
+
+  virtual ~RequestEngine() = default;
+  virtual absl::Status Submit(Request request, EventCallback on_event) = 0;
+  virtual void Cancel(RequestId id) = 0;
+  virtual EngineLoopSnapshot snapshot() const = 0;
+};
+
+class EngineLoop final : public RequestEngine {
+ public:
+  // On the loop thread (RequestEngine::EventCallback).
+  using RequestEngine::EventCallback;
 
   // Starts the loop thread. `executor` must outlive the EngineLoop; only the loop thread uses it.
   static absl::StatusOr<std::unique_ptr<EngineLoop>> Create(Executor* executor,
                                                             const EngineLoopOptions& options);
   // Shutdown(/*drain=*/false).
-  ~EngineLoop();
+  ~EngineLoop() override;
 
   EngineLoop(const EngineLoop&) = delete;
   EngineLoop& operator=(const EngineLoop&) = delete;
@@ -63,10 +76,10 @@ class EngineLoop {
   // RESOURCE_EXHAUSTED when the request's priority queue is full, UNAVAILABLE after Shutdown.
   // Otherwise `on_event` gets the request's events and exactly one final event (kRejected, with the
   // scheduler's status, when the scheduler refuses it later: a duplicate id, a prompt too long).
-  absl::Status Submit(Request request, EventCallback on_event);
+  absl::Status Submit(Request request, EventCallback on_event) override;
   // Thread-safe. Cancels a queued or running request at the next step boundary; no-op for an
   // unknown or finished id.
-  void Cancel(RequestId id);
+  void Cancel(RequestId id) override;
   // Thread-safe. Hands new batcher knobs to the loop thread, which applies them between two
   // steps (never during one), and returns once they are applied: every step planned after the
   // return runs under them. num_blocks, block_size, budget_counts_padding and max_model_len are
@@ -85,7 +98,7 @@ class EngineLoop {
   SchedulerStats stats() const;
   // Counters, KV blocks and queues as of the last pass (thread-safe), refreshed before that
   // pass's events are dispatched: once a request's final event is out, its blocks show as free.
-  EngineLoopSnapshot snapshot() const;
+  EngineLoopSnapshot snapshot() const override;
 
  private:
   EngineLoop(Executor* executor, const EngineLoopOptions& options,

@@ -46,7 +46,7 @@ namespace convoy {
 // What the front end serves, known once the model is loaded.
 struct ServingContext {
   // Must outlive every session: destroy it only after every server has shut down.
-  EngineLoop* engine = nullptr;
+  RequestEngine* engine = nullptr;
   ServingLimits limits;
   v1::ModelInfo model_info;
   std::string executor_name;  // "cpu" or "cuda"
