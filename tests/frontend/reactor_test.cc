@@ -137,6 +137,15 @@ class ReactorTest : public ::testing::Test {
     return r;
   }
 
+  // A unary Infer of 4 tokens on its own thread; its status in `*status` once joined.
+  std::thread StartInfer(grpc::Status* status) {
+    return std::thread([this, status] {
+      grpc::ClientContext context;
+      v1::InferResponse response;
+      *status = stub_->Infer(&context, Request(4), &response);
+    });
+  }
+
   FakeEngine engine_;
   std::unique_ptr<InferenceService> service_;
   std::unique_ptr<grpc::Server> server_;
@@ -217,11 +226,7 @@ TEST_F(ReactorTest, AWriteInFlightWhenTheClientGoesEndsTheCallAndCancelsTheReque
 // final event that comes after it changes nothing.
 TEST_F(ReactorTest, AbortAllEndsHeldCallsWithUnavailableAndCancelsTheirRequests) {
   grpc::Status unary_status;
-  std::thread unary([&] {
-    grpc::ClientContext context;
-    v1::InferResponse response;
-    unary_status = stub_->Infer(&context, Request(4), &response);
-  });
+  std::thread unary = StartInfer(&unary_status);
   grpc::ClientContext stream_context;
   v1::InferRequest request = Request(4);
   std::unique_ptr<grpc::ClientReader<v1::InferStreamResponse>> reader =
@@ -249,11 +254,7 @@ TEST_F(ReactorTest, AbortAllEndsHeldCallsWithUnavailableAndCancelsTheirRequests)
 // the call ends with the engine's status and nothing is cancelled.
 TEST_F(ReactorTest, ALateRefusalByTheEngineEndsTheCallWithItsStatus) {
   grpc::Status status;
-  std::thread unary([&] {
-    grpc::ClientContext context;
-    v1::InferResponse response;
-    status = stub_->Infer(&context, Request(4), &response);
-  });
+  std::thread unary = StartInfer(&status);
   const RequestId id = engine_.AwaitSubmitted(1).at(0);
   engine_.Final(id, Outcome::kRejected, absl::InvalidArgumentError("the prompt is too long"), 0);
   unary.join();
