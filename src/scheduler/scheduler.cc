@@ -28,7 +28,8 @@ Scheduler::Scheduler(const SchedulerOptions& options, SchedulerObserver* observe
       observer_(observer),
       allocator_(options.num_blocks),
       queues_(options.priority_levels),
-      new_waiting_(options.priority_levels, 0) {
+      new_waiting_(options.priority_levels, 0),
+      policy_(BatchPolicy::Create(options.mode)) {
   running_.reserve(options.max_batch_size);
 }
 
@@ -125,9 +126,7 @@ absl::Status Scheduler::Cancel(RequestId id, absl::Time now) {
   auto it = sequences_.find(id);
   if (it == sequences_.end()) {
     // A static batch's member that is complete but not yet returned: nothing left to cancel.
-    for (const Event& held : held_finals_) {
-      if (held.request_id == id) return absl::OkStatus();
-    }
+    if (policy_->Holds(id)) return absl::OkStatus();
     return absl::NotFoundError(absl::StrCat("request ", id, " is not held"));
   }
   Sequence* seq = it->second.get();
@@ -159,7 +158,7 @@ int32_t Scheduler::EffectiveLevel(const Sequence& seq, absl::Time now) const {
 }
 
 std::vector<Sequence*> Scheduler::NextCandidates(absl::Time now, size_t max_count,
-                                                 bool static_members_only) const {
+                                                 bool joining) const {
   std::vector<std::list<Sequence*>::const_iterator> heads;
   heads.reserve(queues_.size());
   for (const auto& queue : queues_) heads.push_back(queue.begin());
@@ -170,8 +169,8 @@ std::vector<Sequence*> Scheduler::NextCandidates(absl::Time now, size_t max_coun
     for (size_t l = 0; l < queues_.size(); ++l) {
       if (heads[l] == queues_[l].end()) continue;
       const Sequence& seq = **heads[l];
-      // In a running static batch only its preempted members (at the queue heads) may come back.
-      if (static_members_only && seq.static_batch != static_batch_) continue;
+      // A static batch that runs takes back only its preempted members (at the queue heads).
+      if (joining && !policy_->MayJoin(seq)) continue;
       std::tuple<int32_t, uint64_t> key{EffectiveLevel(seq, now), seq.arrival_order};
       if (best < 0 || key < best_key) {
         best = static_cast<int>(l);
@@ -302,7 +301,7 @@ void Scheduler::AddRunningPrefills(absl::Time now, Draft* draft) {
   }
 }
 
-int32_t Scheduler::Admit(absl::Time now, int32_t limit, bool static_members_only, Draft* draft) {
+int32_t Scheduler::Admit(absl::Time now, int32_t limit, bool joining, Draft* draft) {
   int32_t admitted = 0;
   // Padding a candidate's first chunk would add to the draft, or -1 when it does not fit.
   auto added_padding = [&](const Sequence& seq) -> int64_t {
@@ -315,8 +314,8 @@ int32_t Scheduler::Admit(absl::Time now, int32_t limit, bool static_members_only
     return (rows + 1) * length - rows * draft->padded_length - chunk;
   };
   while (admitted < limit) {
-    std::vector<Sequence*> window = NextCandidates(
-        now, static_cast<size_t>(options_.length_grouping_window), static_members_only);
+    std::vector<Sequence*> window =
+        NextCandidates(now, static_cast<size_t>(options_.length_grouping_window), joining);
     if (window.empty()) break;
     bool head = true;
     while (!window.empty() && admitted < limit) {
@@ -371,10 +370,7 @@ int32_t Scheduler::Admit(absl::Time now, int32_t limit, bool static_members_only
         }
         if (observer_ != nullptr) observer_->OnQueueTime(seq->level, now - seq->arrival);
       }
-      if (options_.mode == BatchingMode::kStatic && seq->static_batch < 0) {
-        seq->static_batch = static_batch_;
-        ++static_members_left_;
-      }
+      policy_->Joined(seq);
       running_.push_back(seq);
       AddRow(seq, chunk, draft);
       window.erase(window.begin() + static_cast<std::ptrdiff_t>(pick));
@@ -403,8 +399,7 @@ ScheduleDecision Scheduler::Schedule(absl::Time now) {
 
   Draft draft;
   std::optional<absl::Time> fire_at;
-  const bool batch_running =
-      options_.mode == BatchingMode::kStatic ? static_batch_ >= 0 : !running_.empty();
+  const bool batch_running = policy_->BatchRunning(!running_.empty());
   if (batch_running) {
     PreemptForDecodes(now);
     for (Sequence* seq : running_) {
@@ -415,22 +410,15 @@ ScheduleDecision Scheduler::Schedule(absl::Time now) {
       }
     }
     AddRunningPrefills(now, &draft);
-    // A running static batch takes back only its own preempted members.
-    Admit(now, options_.max_batch_size, options_.mode == BatchingMode::kStatic, &draft);
+    Admit(now, options_.max_batch_size, /*joining=*/true, &draft);
   } else {
     const std::optional<absl::Time> oldest = OldestWaitingArrival();
     const FiringDecision firing =
         DecideFiring(num_waiting(), oldest.value_or(now), now, options_.max_batch_size,
                      options_.preferred_batch_sizes, options_.max_queue_delay);
     if (firing.batch_size > 0) {
-      if (options_.mode == BatchingMode::kStatic) {
-        static_batch_ = next_static_batch_++;
-        static_members_left_ = 0;
-      }
-      if (Admit(now, firing.batch_size, /*static_members_only=*/false, &draft) == 0 &&
-          options_.mode == BatchingMode::kStatic) {
-        static_batch_ = -1;
-      }
+      policy_->BatchFired();
+      if (Admit(now, firing.batch_size, /*joining=*/false, &draft) == 0) policy_->NoneAdmitted();
     }
     fire_at = firing.wake_at;
   }
@@ -597,27 +585,9 @@ void Scheduler::Finish(Sequence* seq, Outcome outcome, absl::Status status, absl
   ++stats_.outcomes[static_cast<int>(outcome)];
   if (observer_ != nullptr) observer_->OnFinished(outcome);
 
-  const bool static_member = static_batch_ >= 0 && seq->static_batch == static_batch_;
   const bool complete = outcome == Outcome::kCompleteLength || outcome == Outcome::kCompleteStop;
+  policy_->Ended(*seq, std::move(event), complete, &events_);
   sequences_.erase(seq->request.id);  // `seq` is gone from here on
-  if (static_member) {
-    --static_members_left_;
-    if (complete) {
-      held_finals_.push_back(std::move(event));
-    } else {
-      events_.push_back(std::move(event));
-    }
-    ReleaseStaticBatchIfDone();
-  } else {
-    events_.push_back(std::move(event));
-  }
-}
-
-void Scheduler::ReleaseStaticBatchIfDone() {
-  if (static_batch_ < 0 || static_members_left_ > 0) return;
-  for (Event& event : held_finals_) events_.push_back(std::move(event));
-  held_finals_.clear();
-  static_batch_ = -1;
 }
 
 absl::Status Scheduler::CheckInvariants() const {

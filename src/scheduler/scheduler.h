@@ -51,6 +51,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "kv/block_allocator.h"
+#include "scheduler/batch_policy.h"
 #include "scheduler/request.h"
 #include "scheduler/scheduler_metrics.h"
 #include "scheduler/scheduler_options.h"
@@ -147,7 +148,9 @@ class Scheduler {
   // Adds prompt chunks of running sequences that are not decoding.
   void AddRunningPrefills(absl::Time now, Draft* draft);
   // Admits waiting requests, at most `limit`; returns how many.
-  int32_t Admit(absl::Time now, int32_t limit, bool static_members_only, Draft* draft);
+  // `joining`: into a batch that runs (only those the policy lets join), rather than one that
+  // fires.
+  int32_t Admit(absl::Time now, int32_t limit, bool joining, Draft* draft);
   // The longest chunk of `seq` the draft can take now, when its first `cached_tokens` uncomputed
   // tokens come from the prefix cache; 0 when no row fits.
   int32_t ChunkThatFits(const Sequence& seq, const Draft& draft, int64_t cached_tokens = 0) const;
@@ -165,15 +168,14 @@ class Scheduler {
   void FillGauges(StepStats* stats);
   std::optional<absl::Time> OldestWaitingArrival() const;
   int32_t EffectiveLevel(const Sequence& seq, absl::Time now) const;
-  // The waiting sequences in the order they would be admitted.
-  std::vector<Sequence*> NextCandidates(absl::Time now, size_t max_count,
-                                        bool static_members_only) const;
+  // The waiting sequences in the order they would be admitted (`joining`: those the policy lets
+  // join the batch that runs).
+  std::vector<Sequence*> NextCandidates(absl::Time now, size_t max_count, bool joining) const;
 
   void RemoveFromQueue(Sequence* seq);
   void RemoveFromRunning(Sequence* seq);
   void Finish(Sequence* seq, Outcome outcome, absl::Status status, absl::Time now);
   void EmitFinal(const Event& event);
-  void ReleaseStaticBatchIfDone();
 
   SchedulerOptions options_;  // replaced only by Reconfigure
   SchedulerObserver* const observer_;
@@ -190,11 +192,8 @@ class Scheduler {
   bool in_flight_ = false;
   std::vector<RowRecord> in_flight_rows_;
 
-  // Static mode: the batch now running (-1: none), its members, and the final events held back.
-  int64_t static_batch_ = -1;
-  int64_t next_static_batch_ = 0;
-  int64_t static_members_left_ = 0;
-  std::vector<Event> held_finals_;
+  // Continuous or static: who joins the running batch and when results go out.
+  std::unique_ptr<BatchPolicy> policy_;
 
   std::vector<Event> events_;
   SchedulerStats stats_;
