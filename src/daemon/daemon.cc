@@ -103,10 +103,11 @@ std::string FileHash(const std::string& path) {
   return ConfigHash(text.str());
 }
 
-// Reloads on SIGHUP (a byte on `signal_fd`) and whenever `path`'s content changes, until a 'Q'
-// comes through the pipe.
-void WatchForReloads(ConfigReloader* reloader, const std::string& path, int signal_fd) {
-  std::string seen = path.empty() ? "" : FileHash(path);
+// Reloads on SIGHUP (a byte on `signal_fd`) and whenever `path`'s content changes from `seen` (its
+// hash when the config in force was read: a change made while the model loaded is a change), until
+// a 'Q' comes through the pipe.
+void WatchForReloads(ConfigReloader* reloader, const std::string& path, int signal_fd,
+                     std::string seen) {
   while (true) {
     pollfd fd{signal_fd, POLLIN, 0};
     const int ready = poll(&fd, 1, kConfigPollMillis);
@@ -337,6 +338,10 @@ absl::StatusOr<Engine> LoadEngine(const v1::ServerConfig& config, Metrics* metri
 
 int RunDaemon(const DaemonOptions& options) {
   const v1::ServerConfig& config = options.config;
+  // What the config file held when `config` was read (moments ago, in main), before the model
+  // loads: the watcher, started once serving, reloads if it changed meanwhile.
+  const std::string config_file_hash =
+      options.config_path.empty() ? "" : FileHash(options.config_path);
   absl::StatusOr<absl::Notification*> watched = WatchShutdownSignals();
   if (!watched.ok()) {
     spdlog::error("{}", watched.status().ToString());
@@ -474,9 +479,8 @@ int RunDaemon(const DaemonOptions& options) {
 
   ConfigReloader reloader(config, options.reload_config, engine->loop.get(), inference.hub(),
                           metrics.get());
-  std::thread watcher([&reloader, path = options.config_path, fd = *reload_signals] {
-    WatchForReloads(&reloader, path, fd);
-  });
+  std::thread watcher([&reloader, path = options.config_path, fd = *reload_signals,
+                       seen = config_file_hash] { WatchForReloads(&reloader, path, fd, seen); });
 
   first_signal->WaitForNotification();
   {

@@ -529,9 +529,13 @@ void GenerationSession::CountRefusal(const absl::Status& status) {
   } else {
     return;  // not a refusal of the request itself (loading, draining, no key, ...)
   }
-  hub_->refusals_[static_cast<int>(reason)].fetch_add(1, std::memory_order_relaxed);
-  const ServingContext* serving = hub_->serving();
-  if (serving != nullptr && serving->metrics != nullptr) serving->metrics->OnRejected(reason);
+  hub_->CountRefusal(reason);
+}
+
+void GenerationHub::CountRefusal(RejectReason reason) {
+  refusals_[static_cast<int>(reason)].fetch_add(1, std::memory_order_relaxed);
+  const ServingContext* context = serving();
+  if (context != nullptr && context->metrics != nullptr) context->metrics->OnRejected(reason);
 }
 
 void GenerationSession::ReportDone(const Event& event, Outcome outcome,

@@ -114,6 +114,9 @@ class GenerationHub {
   // engine saw them) and the scheduler's (a full queue, ...) together, as
   // convoy_requests_rejected_total counts them. GetServerInfo reports these.
   std::array<int64_t, kNumRejectReasons> rejections() const;
+  // Counts a request refused before it became a session (a message that does not parse), where
+  // rejections() and convoy_requests_rejected_total count the others.
+  void CountRefusal(RejectReason reason);
 
  private:
   friend class GenerationSession;

@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "convoy/status_macros.h"
 #include "frontend/grpc_auth.h"
@@ -45,6 +46,28 @@ void AppendOutput(const SessionOutput& out, Message* message) {
   message->mutable_text()->append(out.text);
 }
 
+// `request`'s bytes as an InferRequest, or INVALID_ARGUMENT naming what they are not.
+absl::StatusOr<v1::InferRequest> ParseInferRequest(const grpc::ByteBuffer& request) {
+  grpc::ByteBuffer bytes(request);  // shares the slices; parsing consumes the copy
+  v1::InferRequest parsed;
+  const grpc::Status status =
+      grpc::SerializationTraits<v1::InferRequest>::Deserialize(&bytes, &parsed);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the request is not a valid convoy.v1.InferRequest (protobuf wire format",
+                     status.error_message().empty() ? "" : ": ", status.error_message(), ")"));
+  }
+  return parsed;
+}
+
+// `message` serialized into `out`, replacing what it held.
+void Serialize(const google::protobuf::Message& message, grpc::ByteBuffer* out) {
+  out->Clear();
+  bool own_buffer = false;
+  grpc::SerializationTraits<google::protobuf::Message>::Serialize(message, out, &own_buffer)
+      .IgnoreError();  // fails only for a message over 2 GiB, which no response is
+}
+
 void FillUsage(const SessionEnd& end, v1::Usage* usage) {
   usage->set_prompt_tokens(end.prompt_tokens);
   usage->set_completion_tokens(static_cast<int32_t>(end.completion_tokens));
@@ -57,8 +80,8 @@ void FillUsage(const SessionEnd& end, v1::Usage* usage) {
 class InferenceService::UnaryCall final : public grpc::ServerUnaryReactor {
  public:
   UnaryCall(InferenceService* service, grpc::CallbackServerContext* context,
-            const v1::InferRequest& request, v1::InferResponse* response)
-      : service_(service), response_(response) {
+            const v1::InferRequest& request, grpc::ByteBuffer* response)
+      : service_(service), out_(response) {
     session_ = GenerationSession::Create(&service->hub_, [this] { Pump(); });
     session_->Begin(request, CallDeadline(*context), GrpcCallOrigin(*context));
   }
@@ -80,21 +103,23 @@ class InferenceService::UnaryCall final : public grpc::ServerUnaryReactor {
       finished_ = true;
       status = ToGrpcStatus(end->status);
       if (status.ok()) {
-        response_->set_request_id(session_->id());
-        response_->set_model(service_->hub_.serving()->limits.model_name);
-        AppendOutput(output_, response_);
-        response_->set_finish_reason(end->finish_reason);
-        FillUsage(*end, response_->mutable_usage());
-        *response_->mutable_timings() = end->timings;
-        response_->mutable_prompt_token_ids()->Add(end->prompt_token_ids.begin(),
-                                                   end->prompt_token_ids.end());
+        v1::InferResponse response;
+        response.set_request_id(session_->id());
+        response.set_model(service_->hub_.serving()->limits.model_name);
+        AppendOutput(output_, &response);
+        response.set_finish_reason(end->finish_reason);
+        FillUsage(*end, response.mutable_usage());
+        *response.mutable_timings() = end->timings;
+        response.mutable_prompt_token_ids()->Add(end->prompt_token_ids.begin(),
+                                                 end->prompt_token_ids.end());
+        Serialize(response, out_);
       }
     }
     Finish(status);
   }
 
   InferenceService* const service_;
-  v1::InferResponse* const response_;  // gRPC's; written once, before Finish
+  grpc::ByteBuffer* const out_;  // gRPC's; written once, before Finish
   std::shared_ptr<GenerationSession> session_;
   absl::Mutex mu_;
   SessionOutput output_ ABSL_GUARDED_BY(mu_);
@@ -103,8 +128,7 @@ class InferenceService::UnaryCall final : public grpc::ServerUnaryReactor {
 
 // InferStream: the new output whenever the last write is done (so a slow reader gets several
 // tokens per message), then a final message, then the status.
-class InferenceService::StreamCall final
-    : public grpc::ServerWriteReactor<v1::InferStreamResponse> {
+class InferenceService::StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   StreamCall(InferenceService* service, grpc::CallbackServerContext* context,
              const v1::InferRequest& request)
@@ -201,10 +225,12 @@ class InferenceService::StreamCall final
       case Action::kNone:
         break;
       case Action::kWrite:
-        StartWrite(&writing_message_);
+        Serialize(writing_message_, &writing_bytes_);
+        StartWrite(&writing_bytes_);
         break;
       case Action::kWriteAndFinish:
-        StartWriteAndFinish(&writing_message_, grpc::WriteOptions(), status);
+        Serialize(writing_message_, &writing_bytes_);
+        StartWriteAndFinish(&writing_bytes_, grpc::WriteOptions(), status);
         break;
       case Action::kFinish:
         Finish(status);
@@ -215,8 +241,9 @@ class InferenceService::StreamCall final
   grpc::CallbackServerContext* const context_;
   std::shared_ptr<GenerationSession> session_;
   absl::Mutex mu_;
-  // The message of the write in flight (touched only by whoever set writing_).
+  // The message of the write in flight and its bytes (touched only by whoever set writing_).
   v1::InferStreamResponse writing_message_;
+  grpc::ByteBuffer writing_bytes_;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool client_gone_ ABSL_GUARDED_BY(mu_) = false;
   bool final_written_ ABSL_GUARDED_BY(mu_) = false;
@@ -241,14 +268,35 @@ bool InferenceService::WaitForNoCalls(absl::Duration timeout) {
 int64_t InferenceService::open_calls() const { return hub_.open_sessions(); }
 
 grpc::ServerUnaryReactor* InferenceService::Infer(grpc::CallbackServerContext* context,
-                                                  const v1::InferRequest* request,
-                                                  v1::InferResponse* response) {
-  return new UnaryCall(this, context, *request, response);
+                                                  const grpc::ByteBuffer* request,
+                                                  grpc::ByteBuffer* response) {
+  absl::StatusOr<v1::InferRequest> parsed = ParseInferRequest(*request);
+  if (!parsed.ok()) {
+    hub_.CountRefusal(RejectReason::kInvalidArgument);
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(parsed.status()));
+    return reactor;
+  }
+  return new UnaryCall(this, context, *parsed, response);
 }
 
-grpc::ServerWriteReactor<v1::InferStreamResponse>* InferenceService::InferStream(
-    grpc::CallbackServerContext* context, const v1::InferRequest* request) {
-  return new StreamCall(this, context, *request);
+namespace {
+// A stream that ends with `status` before writing anything.
+class RefusedStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+}  // namespace
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceService::InferStream(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  absl::StatusOr<v1::InferRequest> parsed = ParseInferRequest(*request);
+  if (!parsed.ok()) {
+    hub_.CountRefusal(RejectReason::kInvalidArgument);
+    return new RefusedStream(ToGrpcStatus(parsed.status()));
+  }
+  return new StreamCall(this, context, *parsed);
 }
 
 grpc::ServerUnaryReactor* InferenceService::GetModelInfo(grpc::CallbackServerContext* context,

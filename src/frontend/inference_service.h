@@ -30,7 +30,14 @@
 
 namespace convoy {
 
-class InferenceService final : public v1::Inference::CallbackService {
+// Infer and InferStream take their messages as bytes and parse them here, so that a request that
+// is not an InferRequest gets INVALID_ARGUMENT naming it (gRPC's own parse answers UNIMPLEMENTED
+// with no message); their responses are serialized here too.
+using InferenceServiceBase = v1::Inference::WithRawCallbackMethod_Infer<
+    v1::Inference::WithRawCallbackMethod_InferStream<v1::Inference::WithCallbackMethod_GetModelInfo<
+        v1::Inference::WithCallbackMethod_GetServerInfo<v1::Inference::Service>>>>;
+
+class InferenceService final : public InferenceServiceBase {
  public:
   explicit InferenceService(std::string version);
   // REQUIRES: the gRPC server holding this service has shut down (no call is open).
@@ -49,10 +56,10 @@ class InferenceService final : public v1::Inference::CallbackService {
   GenerationHub* hub() { return &hub_; }
 
   grpc::ServerUnaryReactor* Infer(grpc::CallbackServerContext* context,
-                                  const v1::InferRequest* request,
-                                  v1::InferResponse* response) override;
-  grpc::ServerWriteReactor<v1::InferStreamResponse>* InferStream(
-      grpc::CallbackServerContext* context, const v1::InferRequest* request) override;
+                                  const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* InferStream(grpc::CallbackServerContext* context,
+                                                          const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
                                          const v1::GetModelInfoRequest* request,
                                          v1::ModelInfo* response) override;

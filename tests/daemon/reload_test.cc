@@ -246,5 +246,20 @@ TEST(DaemonReloadTest, AChangedFileIsReloadedWithoutASignal) {
                                                     reloaded->config_hash(), "\"} 1")));
 }
 
+// A change made while the model loads (before the file is watched) is still a change: it is
+// reloaded once the server serves. The watcher used to take the file as it found it then as the
+// config in force.
+TEST(DaemonReloadTest, AChangeMadeWhileTheModelLoadsIsReloaded) {
+  const std::string model_dir = WriteTestModel("reload", TinyModelConfig());
+  auto daemon = DaemonProcess::StartListening(model_dir, Config("max_batch_size: 16"));
+  ASSERT_NE(daemon, nullptr);
+  RewriteConfig(*daemon, Config("max_batch_size: 6"));
+  ASSERT_TRUE(daemon->WaitUntilServing());
+  std::optional<v1::ServerInfo> reloaded = WaitForInfo(
+      *daemon, [](const v1::ServerInfo& info) { return info.config_reloads_applied() == 1; });
+  ASSERT_TRUE(reloaded);
+  EXPECT_THAT(reloaded->effective_config(), HasSubstr("max_batch_size: 6\n"));
+}
+
 }  // namespace
 }  // namespace convoy::testing

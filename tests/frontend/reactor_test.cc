@@ -3,6 +3,7 @@
 // server's abort arrive, so that each race is taken one way and then the other, every time. In
 // each, the call ends exactly once, with the status the order calls for, the engine is told to
 // cancel exactly the requests it still holds, and no call or session stays open.
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "convoy/v1/inference.grpc.pb.h"
 #include "engine/engine_loop.h"
@@ -119,8 +121,9 @@ class ReactorTest : public ::testing::Test {
     builder.RegisterService(service_.get());
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
-    stub_ = v1::Inference::NewStub(
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+    channel_ =
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+    stub_ = v1::Inference::NewStub(channel_);
   }
   void TearDown() override {
     // Nothing may be left open by any test: every call ended, every session closed.
@@ -149,6 +152,7 @@ class ReactorTest : public ::testing::Test {
   FakeEngine engine_;
   std::unique_ptr<InferenceService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Inference::Stub> stub_;
 };
 
@@ -262,6 +266,42 @@ TEST_F(ReactorTest, ALateRefusalByTheEngineEndsTheCallWithItsStatus) {
   EXPECT_THAT(status.error_message(), ::testing::HasSubstr("the prompt is too long"));
   EXPECT_TRUE(service_->WaitForNoCalls(kLiveness));
   EXPECT_THAT(engine_.cancelled(), ::testing::Not(::testing::Contains(id)));
+}
+
+// Bytes that are no InferRequest (a varint field cut short) get INVALID_ARGUMENT naming the
+// message, on both RPCs (gRPC's own parsing answered UNIMPLEMENTED with no message), and the engine
+// never sees them; the server goes on serving.
+TEST_F(ReactorTest, AnUnparseableRequestIsInvalidArgument) {
+  for (const char* method : {"/convoy.v1.Inference/Infer", "/convoy.v1.Inference/InferStream"}) {
+    grpc::GenericStub stub(channel_);
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kLiveness));
+    const char garbage[] = {0x08, static_cast<char>(0xff)};
+    grpc::Slice slice(garbage, sizeof(garbage));
+    grpc::ByteBuffer request(&slice, 1);
+    grpc::ByteBuffer reply;
+    grpc::Status status;
+    absl::Notification done;
+    stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &reply, [&](grpc::Status s) {
+      status = std::move(s);
+      done.Notify();
+    });
+    done.WaitForNotification();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << method << ": " << status.error_code() << " " << status.error_message();
+    EXPECT_THAT(status.error_message(), ::testing::HasSubstr("not a valid convoy.v1.InferRequest"))
+        << method;
+  }
+  EXPECT_TRUE(engine_.AwaitSubmitted(0).empty());
+  EXPECT_EQ(service_->hub()->rejections()[static_cast<int>(RejectReason::kInvalidArgument)], 2);
+  // A good request after them is served.
+  grpc::Status status;
+  std::thread unary = StartInfer(&status);
+  const RequestId id = engine_.AwaitSubmitted(1).at(0);
+  engine_.Token(id, 0);
+  engine_.Final(id, Outcome::kCompleteLength, absl::OkStatus(), 1);
+  unary.join();
+  EXPECT_TRUE(status.ok()) << status.error_message();
 }
 
 }  // namespace
