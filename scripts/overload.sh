@@ -17,7 +17,10 @@
 #
 # BUILD_DIR must hold convoyd and convoy-bench. Environment (all optional): FACTOR (10),
 # OVERLOAD_S (120), PHASE_S (30), CAPACITY_S (30), CONCURRENCY (16), CONFIG
-# (configs/latency.pbtxt), OUT_DIR (a new /tmp/convoy-overload-*: JSON, logs, RSS samples).
+# (configs/latency.pbtxt), OUT_DIR (a new /tmp/convoy-overload-*: JSON, logs, RSS samples),
+# SERVER_CPUS and CLIENT_CPUS (taskset lists: the server and convoy-bench on CPUs of their own, as
+# with a client on another machine; executor.cpu_threads 0, the shipped configs' value, takes as
+# many threads as the server may use CPUs; default: both share every CPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -ne 1 ]; then
@@ -41,6 +44,8 @@ convoyd=$build/src/daemon/convoyd
 need_executables "$1" "$bench" "$convoyd"
 model=$(scripts/fetch-default-model.sh)
 
+client_pin=()
+[ -n "${CLIENT_CPUS:-}" ] && client_pin=(taskset -c "$CLIENT_CPUS")
 sampler=""
 stop_all() {
   [ -n "$sampler" ] && kill "$sampler" 2>/dev/null
@@ -68,7 +73,7 @@ phase() {  # phase NAME convoy-bench-run-arguments...
   shift
   echo "$name ..." >&2
   echo "$name $(date +%s.%N)" >>"$out/phases.txt"
-  "$bench" run --addr "$addr" --workload "$workload" --label "$name" --noprogress --drain-s 120 \
+  "${client_pin[@]}" "$bench" run --addr "$addr" --workload "$workload" --label "$name" --noprogress --drain-s 120 \
     --json "$out/$name.json" "$@" >"$out/$name.txt" 2>"$out/$name.err"
   echo "$name-end $(date +%s.%N)" >>"$out/phases.txt"
 }

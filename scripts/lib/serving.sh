@@ -16,13 +16,16 @@ need_executables() {
 }
 
 # start_convoyd CONVOYD OUT_DIR CONFIG MODEL: starts convoyd on loopback with free ports (gRPC,
-# HTTP; the metrics port off), its log in OUT_DIR/convoyd.log, and waits until it listens. Sets
+# HTTP; the metrics port off), its log in OUT_DIR/convoyd.log, and waits until it listens; on the
+# CPUs in $SERVER_CPUS only (taskset) when that is set. Sets
 # convoyd_pid, convoyd_addr (gRPC HOST:PORT) and convoyd_http (HTTP HOST:PORT); exits 1 if the
 # server exits or writes no port files in 300 s.
 start_convoyd() {
   local exe=$1 out=$2 config=$3 model=$4
+  local pin=()
+  [ -n "${SERVER_CPUS:-}" ] && pin=(taskset -c "$SERVER_CPUS")
   rm -f "$out/port" "$out/http-port"
-  "$exe" --config "$config" --model "$model" --listen-address 127.0.0.1 --port 0 \
+  "${pin[@]}" "$exe" --config "$config" --model "$model" --listen-address 127.0.0.1 --port 0 \
     --port-file "$out/port" --http-listen-address 127.0.0.1 --http-port 0 \
     --http-port-file "$out/http-port" --metrics-port 0 >"$out/convoyd.log" 2>&1 &
   convoyd_pid=$!
