@@ -86,7 +86,10 @@ absl::StatusOr<std::unique_ptr<GgufLlamaTensors>> GgufLlamaTensors::Load(
                           tensors->file_->path(), tensor.name));
     }
   }
-  for (const TensorShape& expected : LlamaTensorShapes(config)) {
+  // One expected tensor at a time (not LlamaTensorShapes' whole list): the first one missing
+  // ends the load, so a block_count far beyond the file's tensors costs nothing.
+  for (int64_t i = 0; i < LlamaTensorCount(config); ++i) {
+    const TensorShape expected = LlamaTensorShape(config, i);
     int64_t rotary_heads = 0;
     if (absl::EndsWith(expected.name, "q_proj.weight")) rotary_heads = config.num_attention_heads;
     if (absl::EndsWith(expected.name, "k_proj.weight")) rotary_heads = config.num_key_value_heads;

@@ -82,28 +82,54 @@ absl::Status OpenShards(const std::string& dir,
   return absl::OkStatus();
 }
 
+// input_layernorm ... down_proj, under "model.layers.N.".
+constexpr int64_t kTensorsPerLayer = 9;
+
 }  // namespace
 
-std::vector<TensorShape> LlamaTensorShapes(const ModelConfig& config) {
+int64_t LlamaTensorCount(const ModelConfig& config) {
+  // The embeddings, the layers, the final norm and lm_head unless tied.
+  return 1 + kTensorsPerLayer * config.num_hidden_layers + 1 + (config.tie_word_embeddings ? 0 : 1);
+}
+
+TensorShape LlamaTensorShape(const ModelConfig& config, int64_t index) {
   const int64_t hidden = config.hidden_size;
   const int64_t intermediate = config.intermediate_size;
-  std::vector<TensorShape> shapes;
-  shapes.push_back({"model.embed_tokens.weight", {config.vocab_size, hidden}});
-  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
-    const std::string prefix = absl::StrCat("model.layers.", i, ".");
-    shapes.push_back({prefix + "input_layernorm.weight", {hidden}});
-    shapes.push_back({prefix + "self_attn.q_proj.weight", {config.q_size(), hidden}});
-    shapes.push_back({prefix + "self_attn.k_proj.weight", {config.kv_size(), hidden}});
-    shapes.push_back({prefix + "self_attn.v_proj.weight", {config.kv_size(), hidden}});
-    shapes.push_back({prefix + "self_attn.o_proj.weight", {hidden, config.q_size()}});
-    shapes.push_back({prefix + "post_attention_layernorm.weight", {hidden}});
-    shapes.push_back({prefix + "mlp.gate_proj.weight", {intermediate, hidden}});
-    shapes.push_back({prefix + "mlp.up_proj.weight", {intermediate, hidden}});
-    shapes.push_back({prefix + "mlp.down_proj.weight", {hidden, intermediate}});
+  if (index == 0) return {"model.embed_tokens.weight", {config.vocab_size, hidden}};
+  const int64_t layer = (index - 1) / kTensorsPerLayer;
+  if (layer >= config.num_hidden_layers) {
+    if (index == 1 + kTensorsPerLayer * config.num_hidden_layers) {
+      return {"model.norm.weight", {hidden}};
+    }
+    return {"lm_head.weight", {config.vocab_size, hidden}};
   }
-  shapes.push_back({"model.norm.weight", {hidden}});
-  if (!config.tie_word_embeddings) {
-    shapes.push_back({"lm_head.weight", {config.vocab_size, hidden}});
+  const std::string prefix = absl::StrCat("model.layers.", layer, ".");
+  switch ((index - 1) % kTensorsPerLayer) {
+    case 0:
+      return {prefix + "input_layernorm.weight", {hidden}};
+    case 1:
+      return {prefix + "self_attn.q_proj.weight", {config.q_size(), hidden}};
+    case 2:
+      return {prefix + "self_attn.k_proj.weight", {config.kv_size(), hidden}};
+    case 3:
+      return {prefix + "self_attn.v_proj.weight", {config.kv_size(), hidden}};
+    case 4:
+      return {prefix + "self_attn.o_proj.weight", {hidden, config.q_size()}};
+    case 5:
+      return {prefix + "post_attention_layernorm.weight", {hidden}};
+    case 6:
+      return {prefix + "mlp.gate_proj.weight", {intermediate, hidden}};
+    case 7:
+      return {prefix + "mlp.up_proj.weight", {intermediate, hidden}};
+    default:
+      return {prefix + "mlp.down_proj.weight", {hidden, intermediate}};
+  }
+}
+
+std::vector<TensorShape> LlamaTensorShapes(const ModelConfig& config) {
+  std::vector<TensorShape> shapes;
+  for (int64_t i = 0; i < LlamaTensorCount(config); ++i) {
+    shapes.push_back(LlamaTensorShape(config, i));
   }
   return shapes;
 }
@@ -163,9 +189,11 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::LoadGguf(const std::
 }
 
 absl::Status ModelWeights::AssignViews(const TensorIndex& index, const std::string& where) {
-  // Views in LlamaTensorShapes order.
+  // Views in LlamaTensorShapes order, made one at a time: the first missing tensor ends the walk
+  // before a layer count the weights do not hold costs anything.
   std::vector<TensorView> views;
-  for (const TensorShape& expected : LlamaTensorShapes(config_)) {
+  for (int64_t i = 0; i < LlamaTensorCount(config_); ++i) {
+    const TensorShape expected = LlamaTensorShape(config_, i);
     auto it = index.find(expected.name);
     if (it == index.end()) {
       return absl::NotFoundError(absl::StrFormat("%s: missing tensor '%s' (expected shape %s)",

@@ -33,6 +33,11 @@ struct TensorShape {
   std::vector<int64_t> shape;
 };
 std::vector<TensorShape> LlamaTensorShapes(const ModelConfig& config);
+// How many tensors LlamaTensorShapes(config) has, and the one at `index` (0 <= index < that
+// count) without making the others. The loaders walk them one at a time and stop at the first
+// one missing, so a layer count read from a file costs what the file holds, not what it claims.
+int64_t LlamaTensorCount(const ModelConfig& config);
+TensorShape LlamaTensorShape(const ModelConfig& config, int64_t index);
 
 class GgufFile;
 class GgufLlamaTensors;

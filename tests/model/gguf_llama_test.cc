@@ -1,11 +1,14 @@
 // A Llama from a GGUF file through ModelWeights::Load: the config from metadata, names and
 // layouts as the executors expect them, and errors that name the key or tensor.
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "address_space.h"
 #include "common/half.h"
 #include "gguf_test_builder.h"
 #include "gmock/gmock.h"
@@ -21,6 +24,7 @@ namespace convoy {
 namespace {
 
 using ::convoy::testing::GgufBuilder;
+using ::convoy::testing::LimitAddressSpaceGrowth;
 using ::convoy::testing::ReadBytes;
 using ::convoy::testing::StatusIs;
 using ::convoy::testing::TestDir;
@@ -349,6 +353,24 @@ TEST(GgufLlamaTest, WrongTensorsAreNamed) {
                          .Build()),
       StatusIs(absl::StatusCode::kUnimplemented,
                HasSubstr("tensor 'blk.0.attn_q.bias': biases are not supported")));
+}
+
+// Found by gguf_fuzzer (an out-of-memory): a block_count of 2^24 layers, the most a config may
+// have, in a file with two layers' tensors. The load walks the expected tensors one at a time and
+// stops at the first missing one, so it costs what the file holds, not what the count claims
+// (it built 151 million tensor names first, about 17 GB). In a child process whose address space
+// may grow by 512 MiB at most.
+TEST(GgufLlamaDeathTest, ALayerCountBeyondTheFileIsRefusedAtItsFirstMissingTensor) {
+  TestDir dir;
+  const std::string bytes = SyntheticLlama().U32("llama.block_count", 1 << 24).Build();
+  EXPECT_EXIT(
+      {
+        if (!LimitAddressSpaceGrowth(size_t{512} << 20)) std::exit(2);
+        absl::StatusOr<std::unique_ptr<ModelWeights>> weights = LoadBytes(dir, bytes);
+        std::fprintf(stderr, "%s\n", weights.status().ToString().c_str());
+        std::exit(absl::IsInvalidArgument(weights.status()) ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "missing tensor 'blk.2.attn_norm.weight'");
 }
 
 TEST(GgufLlamaTest, NotAGgufFile) {

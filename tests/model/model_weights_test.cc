@@ -1,5 +1,7 @@
 #include "model/model_weights.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
@@ -9,6 +11,7 @@
 #include "common/half.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/address_space.h"
 #include "model/random_model.h"
 #include "model/test_dir.h"
 #include "nlohmann/json.hpp"
@@ -17,6 +20,7 @@
 namespace convoy {
 namespace {
 
+using ::convoy::testing::LimitAddressSpaceGrowth;
 using ::convoy::testing::ReadBytes;
 using ::convoy::testing::StatusIs;
 using ::convoy::testing::TestDir;
@@ -200,6 +204,25 @@ TEST(ModelWeightsTest, MissingTensorNamesFileTensorAndShape) {
                        AllOf(HasSubstr(dir.Join("model.safetensors")),
                              HasSubstr("missing tensor 'model.layers.1.mlp.up_proj.weight'"),
                              HasSubstr("[48, 32]"))));
+}
+
+// As GgufLlamaDeathTest's finding, from a config.json: num_hidden_layers 2^24 over two layers of
+// weights is refused at the first missing tensor, with no list of every expected tensor built
+// first. In a child process whose address space may grow by 512 MiB at most.
+TEST(ModelWeightsDeathTest, ALayerCountBeyondTheWeightsIsRefusedAtItsFirstMissingTensor) {
+  TestDir dir;
+  ASSERT_OK(WriteRandomModel(dir.path(), Options(DType::kBF16, false, 1)));
+  ModelConfig config = SmallConfig(false);
+  config.num_hidden_layers = 1 << 24;
+  WriteBytes(dir.Join("config.json"), ModelConfigToJson(config));
+  EXPECT_EXIT(
+      {
+        if (!LimitAddressSpaceGrowth(size_t{512} << 20)) std::exit(2);
+        absl::StatusOr<std::unique_ptr<ModelWeights>> weights = ModelWeights::Load(dir.path());
+        std::fprintf(stderr, "%s\n", weights.status().ToString().c_str());
+        std::exit(absl::IsNotFound(weights.status()) ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "missing tensor 'model.layers.2.input_layernorm.weight'");
 }
 
 TEST(ModelWeightsTest, UntiedModelWithoutLmHead) {
