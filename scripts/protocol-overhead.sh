@@ -33,44 +33,18 @@ mkdir -p "$out"
 bench=$build/bench/loadgen/convoy-bench
 convoyd=$build/src/daemon/convoyd
 mkmodel=$build/src/tools/convoy-mkmodel
-for exe in "$bench" "$convoyd" "$mkmodel"; do
-  if [ ! -x "$exe" ]; then
-    echo "$0: $exe is missing; build convoyd, convoy-bench and convoy-mkmodel in $1" >&2
-    exit 2
-  fi
-done
+# shellcheck source=scripts/lib/serving.sh
+. scripts/lib/serving.sh
+need_executables "$1" "$bench" "$convoyd" "$mkmodel"
 
 # shellcheck disable=SC2086
 "$mkmodel" $model_args --seed 1 --out "$out/model" >"$out/model.txt"
 
-rm -f "$out/port" "$out/http-port"
-"$convoyd" --config "$config" --model "$out/model" --listen-address 127.0.0.1 --port 0 \
-  --port-file "$out/port" --http-listen-address 127.0.0.1 --http-port 0 \
-  --http-port-file "$out/http-port" --metrics-port 0 >"$out/convoyd.log" 2>&1 &
-daemon=$!
-stop_daemon() {
-  if kill -0 "$daemon" 2>/dev/null; then
-    kill -TERM "$daemon"
-    wait "$daemon" || true
-  fi
-}
-trap stop_daemon EXIT
-
-for _ in $(seq 600); do
-  if [ -s "$out/port" ] && [ -s "$out/http-port" ]; then break; fi
-  if ! kill -0 "$daemon" 2>/dev/null; then
-    echo "$0: convoyd exited; the end of $out/convoyd.log:" >&2
-    tail -n 20 "$out/convoyd.log" >&2
-    exit 1
-  fi
-  sleep 0.5
-done
-if ! [ -s "$out/port" ] || ! [ -s "$out/http-port" ]; then
-  echo "$0: convoyd wrote no port files in 300 s (log: $out/convoyd.log)" >&2
-  exit 1
-fi
-addr=127.0.0.1:$(cat "$out/port")
-http_addr=127.0.0.1:$(cat "$out/http-port")
+trap stop_convoyd EXIT
+start_convoyd "$convoyd" "$out" "$config" "$out/model"
+daemon=$convoyd_pid
+addr=$convoyd_addr
+http_addr=$convoyd_http
 
 # CPU seconds convoyd has used so far (user + system): all of it, and that of its threads named
 # convoyd (the main thread, the engine loop, the executor's workers). The rest is gRPC's threads
@@ -105,7 +79,7 @@ for round in $(seq "$rounds"); do
   done
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
-stop_daemon
+stop_convoyd
 trap - EXIT
 
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -n 1)

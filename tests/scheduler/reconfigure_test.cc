@@ -78,7 +78,8 @@ TEST(ReconfigureTest, FixedKnobsAndInvalidKnobsChangeNothing) {
   SchedulerOptions invalid = options;
   invalid.max_batch_size = 0;
   EXPECT_THAT(h.scheduler->Reconfigure(invalid),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_batch_size must be at least 1, got 0")));
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("max_batch_size must be at least 1, got 0")));
   EXPECT_EQ(h.scheduler->options().max_batch_size, options.max_batch_size);
   ASSERT_TRUE(h.scheduler->Schedule(h.clock.Now()).plan.has_value());
   EXPECT_THAT(h.scheduler->Reconfigure(options),
