@@ -210,7 +210,7 @@ void EngineLoop::Run() {
 
     ScheduleDecision decision = scheduler_->Schedule(now);
     if (decision.plan) {
-      absl::StatusOr<StepResult> result = executor_->Step(*decision.plan);
+      absl::StatusOr<StepResult> result = RunStepIsolatingRows(*executor_, *decision.plan);
       now = clock_->Now();
       if (result.ok()) {
         scheduler_->OnStepResult(*result, now).IgnoreError();  // failures end as events

@@ -14,6 +14,10 @@
 
 namespace convoy {
 
+// Checks one row against the model and cache: its tokens, positions, block table and sampling.
+// INVALID_ARGUMENT names the sequence and the field.
+absl::Status ValidateStepRow(const StepRow& row, const ModelConfig& model, const KvCacheSpec& kv);
+
 class Executor {
  public:
   virtual ~Executor() = default;
@@ -24,9 +28,22 @@ class Executor {
   virtual const KvCacheSpec& kv_spec() const = 0;
   // What one step may hold (step/step.h); the engine keeps every plan within it.
   virtual ExecutorLimits limits() const = 0;
+  // Whether this one row can run, before the step is run (ValidateStepRow by default). The engine
+  // leaves a row that fails out of the step and ends only its request (RunStepIsolatingRows
+  // below).
+  virtual absl::Status CheckRow(const StepRow& row) const {
+    return ValidateStepRow(row, model_config(), kv_spec());
+  }
 };
 
-// Checks a plan against the model and cache before anything runs. Shared by the executors.
+// Runs a step so that one malformed row cannot fail the rows beside it: each row is checked first
+// (Executor::CheckRow), the rows that pass run as one step, and the result has every row of `plan`
+// in its order, a row left out carrying its error in RowResult::status. An error returned is the
+// step's own (the executor failed with the good rows): it concerns every row.
+absl::StatusOr<StepResult> RunStepIsolatingRows(Executor& executor, const StepPlan& plan);
+
+// Checks a plan against the model and cache before anything runs: every row, and no sequence
+// twice. Shared by the executors.
 absl::Status ValidateStepPlan(const StepPlan& plan, const ModelConfig& model,
                               const KvCacheSpec& kv);
 

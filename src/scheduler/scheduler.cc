@@ -498,6 +498,10 @@ absl::Status Scheduler::OnStepResult(const StepResult& result, absl::Time now) {
       Finish(seq, Outcome::kCancelled, absl::CancelledError("cancelled"), now);
       continue;
     }
+    if (!result.rows[i].status.ok()) {  // left out of the step: this request alone ends
+      Finish(seq, Outcome::kFailed, result.rows[i].status, now);
+      continue;
+    }
     seq->num_computed += record.num_tokens;
     PublishComputedBlocks(seq);
     if (!record.sample) continue;

@@ -89,7 +89,8 @@ class Scheduler {
   // REQUIRES: no step in flight.
   ScheduleDecision Schedule(absl::Time now);
 
-  // Applies the in-flight step's result: tokens appended, stop rules applied.
+  // Applies the in-flight step's result: tokens appended, stop rules applied. A row whose
+  // RowResult::status is not OK (left out of the step) ends its request as failed with it.
   // INTERNAL when the result does not match the plan (then the step's requests fail).
   absl::Status OnStepResult(const StepResult& result, absl::Time now);
   // The executor failed the in-flight step: its requests end as failed with `status`.

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "convoy/sampling_params.h"
 #include "kv/block_allocator.h"
 
@@ -47,6 +48,9 @@ struct TokenLogprob {
 
 struct RowResult {
   int64_t seq_id = 0;
+  // Not OK when this row could not run (a malformed row left out of the step): its request ends
+  // with this error and the rows beside it are unaffected. The fields below are unset then.
+  absl::Status status;
   // Set when the row asked to sample.
   int32_t token = -1;
   // log softmax of the model's logits at the chosen token (before temperature, top-k, top-p).

@@ -87,6 +87,51 @@ TEST_F(StepPlanTest, EachMalformedPlanNamesWhatIsWrong) {
   EXPECT_GE(result->rows[0].token, 0);
 }
 
+// RunStepIsolatingRows: a malformed row is left out with its own error, and the rows beside it run
+// exactly as they would without it.
+TEST_F(StepPlanTest, AMalformedRowFailsAloneAndTheOthersRun) {
+  StepRow decode;
+  decode.seq_id = 3;
+  decode.token_ids = {11};
+  decode.block_table = {2};
+  StepRow bad = GoodRow();
+  bad.seq_id = 2;
+  bad.token_ids[1] = 320;
+  bad.block_table = {3, 4};
+  StepPlan mixed;
+  mixed.rows = {GoodRow(), bad, decode};
+  auto result = RunStepIsolatingRows(*executor_, mixed);
+  ASSERT_OK(result);
+  ASSERT_EQ(result->rows.size(), 3u);
+  EXPECT_THAT(result->rows[1].status,
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("sequence 2: token_ids[1] = 320 is outside the vocabulary")));
+  EXPECT_EQ(result->rows[1].seq_id, 2);
+  EXPECT_EQ(result->real_tokens, 6) << "the bad row's tokens were not run";
+
+  StepPlan without;
+  without.rows = {GoodRow(), decode};
+  auto alone = executor_->Step(without);
+  ASSERT_OK(alone);
+  for (int r : {0, 2}) {
+    const RowResult& got = result->rows[r];
+    const RowResult& want = alone->rows[r == 0 ? 0 : 1];
+    EXPECT_OK(got.status);
+    EXPECT_EQ(got.seq_id, want.seq_id);
+    EXPECT_EQ(got.token, want.token);
+    EXPECT_FLOAT_EQ(got.logprob, want.logprob);
+  }
+
+  StepPlan all_bad;
+  all_bad.rows = {bad};
+  auto none_ran = RunStepIsolatingRows(*executor_, all_bad);
+  ASSERT_OK(none_ran);
+  ASSERT_EQ(none_ran->rows.size(), 1u);
+  EXPECT_THAT(none_ran->rows[0].status,
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("sequence 2")));
+  EXPECT_EQ(none_ran->real_tokens, 0);
+}
+
 TEST_F(StepPlanTest, ReportsPaddingOfMixedLengths) {
   StepPlan plan;
   plan.rows.push_back(GoodRow());  // 5 tokens

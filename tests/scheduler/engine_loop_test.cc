@@ -150,6 +150,37 @@ TEST(EngineLoopTest, DrainFinishesWhatIsHeld) {
   for (const auto& [id, events] : finals) EXPECT_EQ(events[0].outcome, Outcome::kCompleteLength);
 }
 
+// A row the executor cannot run (here a prompt token outside the model's vocabulary, which the
+// front end would have refused) ends only its own request; the requests sharing its steps finish
+// with the tokens they would have had alone.
+TEST(EngineLoopTest, OneBadRowFailsOnlyItsOwnRequest) {
+  FakeExecutor executor(256, 4);
+  auto loop = EngineLoop::Create(&executor, LoopOptions());
+  ASSERT_OK(loop);
+  Collector collector;
+  Request bad = MakeRequest(2, 6, 5);
+  bad.prompt_tokens[3] = kFakeModelVocab + 7;
+  ASSERT_OK((*loop)->Submit(MakeRequest(1, 6, 5), collector.Callback()));
+  ASSERT_OK((*loop)->Submit(bad, collector.Callback()));
+  ASSERT_OK((*loop)->Submit(MakeRequest(3, 9, 5), collector.Callback()));
+  ASSERT_TRUE(collector.WaitForFinals(3));
+  (*loop)->Shutdown();
+  auto finals = collector.finals();
+  EXPECT_EQ(finals[2][0].outcome, Outcome::kFailed);
+  EXPECT_THAT(finals[2][0].status, StatusIs(absl::StatusCode::kInvalidArgument,
+                                            HasSubstr("token_ids[3] = 1048583 is outside")));
+  auto tokens = collector.tokens();
+  EXPECT_TRUE(tokens[2].empty());
+  for (RequestId id : {1, 3}) {
+    EXPECT_EQ(finals[id][0].outcome, Outcome::kCompleteLength) << id;
+    EXPECT_EQ(tokens[id], FakeExpectedTokens(MakePrompt(id, id == 1 ? 6 : 9), 5)) << id;
+  }
+  // The bad row shared a step with the others and was left out of it.
+  ASSERT_FALSE(executor.plans().empty());
+  for (const StepRow& row : executor.plans()[0].rows) EXPECT_NE(row.seq_id, 2);
+  EXPECT_EQ(executor.plans()[0].rows.size(), 2u);
+}
+
 TEST(EngineLoopTest, RefusesABlockSizeThatDiffersFromTheCache) {
   FakeExecutor executor(256, 8);
   EXPECT_THAT(EngineLoop::Create(&executor, LoopOptions()),

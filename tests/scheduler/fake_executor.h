@@ -17,7 +17,10 @@
 
 namespace convoy::testing {
 
+// Tokens the fake samples are under kFakeVocab; its model takes prompt tokens under
+// kFakeModelVocab (tests use ids from 1000 up for shared prefixes).
 inline constexpr int32_t kFakeVocab = 1000;
+inline constexpr int32_t kFakeModelVocab = 1 << 20;
 
 // The token that follows `tokens` (the whole sequence so far).
 inline int32_t FakeNextToken(const std::vector<int32_t>& tokens) {
@@ -43,7 +46,7 @@ class FakeExecutor final : public Executor {
  public:
   FakeExecutor(int32_t num_blocks, int32_t block_size)
       : cache_(static_cast<size_t>(num_blocks) * block_size, -1) {
-    model_.vocab_size = kFakeVocab;
+    model_.vocab_size = kFakeModelVocab;
     kv_.block_size = block_size;
     kv_.num_blocks = num_blocks;
   }

@@ -74,7 +74,7 @@ class Harness {
     decision = scheduler->Schedule(clock.Now());
     Collect();
     if (!decision.plan) return false;
-    absl::StatusOr<StepResult> result = executor.Step(*decision.plan);
+    absl::StatusOr<StepResult> result = RunStepIsolatingRows(executor, *decision.plan);
     if (result.ok()) {
       EXPECT_OK(scheduler->OnStepResult(*result, clock.Now()));
     } else {
