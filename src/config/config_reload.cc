@@ -69,7 +69,7 @@ std::vector<std::string> FieldsNeedingRestart(const v1::ServerConfig& current,
        {"max_batch_size", "max_queue_delay_microseconds", "preferred_batch_size",
         "max_num_batched_tokens", "prefill_chunk_size", "length_grouping_window",
         "default_priority_level", "max_queue_size", "default_timeout_microseconds",
-        "priority_aging_microseconds", "priority_queue_policy"}) {
+        "priority_aging_microseconds", "priority_queue_policy", "refuse_expected_timeouts"}) {
     differencer.IgnoreField(Field(scheduler, name));
   }
   const google::protobuf::Descriptor* server = v1::ServerConfig::descriptor();

@@ -303,6 +303,9 @@ void FillServerConfigDefaults(v1::ServerConfig* config) {
   if (!s->has_priority_aging_microseconds()) {
     s->set_priority_aging_microseconds(MicrosOrZero(d.priority_aging));
   }
+  if (!s->has_refuse_expected_timeouts()) {
+    s->set_refuse_expected_timeouts(d.refuse_expected_timeouts);
+  }
   for (v1::PriorityQueuePolicy& policy : *s->mutable_priority_queue_policy()) {
     if (!policy.has_max_queue_size()) policy.set_max_queue_size(s->max_queue_size());
     if (!policy.has_default_timeout_microseconds()) {
@@ -395,6 +398,7 @@ SchedulerOptions SchedulerOptionsFromConfig(const v1::ServerConfig& config) {
     }
   }
   options.priority_aging = MicrosOrInfinite(s.priority_aging_microseconds());
+  options.refuse_expected_timeouts = s.refuse_expected_timeouts();
   options.block_size = static_cast<int32_t>(config.kv_cache().block_size());
   options.enable_prefix_caching = config.kv_cache().enable_prefix_caching();
   options.default_max_tokens = static_cast<int32_t>(config.request_defaults().max_tokens());

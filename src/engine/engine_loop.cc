@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "convoy/status_macros.h"
 
 namespace convoy {
@@ -102,6 +103,23 @@ void EngineLoop::ApplyPendingOptions() {
   reconfigures_done_ = reconfigures_asked_;
 }
 
+absl::Status EngineLoop::CheckExpectedWait(const Request& request, int32_t level) const {
+  const absl::Duration timeout = request.timeout == absl::ZeroDuration()
+                                     ? options_.queue_policy(level).default_timeout
+                                     : request.timeout;
+  if (timeout == absl::InfiniteDuration()) return absl::OkStatus();
+  int64_t ahead = 0;  // this level and the levels above it go first
+  for (int32_t l = 1; l <= level; ++l) ahead += inbox_per_level_[l - 1] + waiting_per_level_[l - 1];
+  const std::optional<absl::Duration> wait = service_rate_.ExpectedWait(ahead);
+  if (!wait || *wait <= timeout) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "the queue would outlast the request's timeout: %d requests ahead at priority level %d "
+      "start at about %.2f a second, an expected wait of %.2f s against a timeout of %.2f s "
+      "(scheduler.refuse_expected_timeouts); retry later",
+      ahead, level, service_rate_.per_second().value_or(0), absl::ToDoubleSeconds(*wait),
+      absl::ToDoubleSeconds(timeout)));
+}
+
 absl::Status EngineLoop::Submit(Request request, EventCallback on_event) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(const int32_t level, options_.ResolveLevel(request.priority));
@@ -112,6 +130,7 @@ absl::Status EngineLoop::Submit(Request request, EventCallback on_event) {
                                                      " is full (max_queue_size ", bound,
                                                      "); retry later"));
   }
+  if (options_.refuse_expected_timeouts) RETURN_IF_ERROR(CheckExpectedWait(request, level));
   ++inbox_per_level_[level - 1];
   inbox_.emplace_back(std::move(request), std::move(on_event));
   return absl::OkStatus();
@@ -148,6 +167,12 @@ void EngineLoop::Dispatch(std::vector<Event> events) {
     if (it == callbacks_.end()) continue;
     it->second(event);
     if (event.kind == Event::Kind::kFinal) callbacks_.erase(it);
+  }
+}
+
+void EngineLoop::PublishWaiting() {
+  for (int32_t level = 1; level <= scheduler_->options().priority_levels; ++level) {
+    waiting_per_level_[level - 1] = scheduler_->num_waiting(level);
   }
 }
 
@@ -201,6 +226,10 @@ void EngineLoop::Run() {
       rejected.status = status.ok() ? absl::AlreadyExistsError("duplicate request id") : status;
       callback(rejected);
     }
+    if (!inbox.empty()) {  // what the inbox held now waits in the scheduler
+      absl::MutexLock lock(&mu_);
+      PublishWaiting();
+    }
     for (RequestId id : cancels) scheduler_->Cancel(id, now).IgnoreError();
     if (stopping && !drain) {
       std::vector<RequestId> held;
@@ -223,10 +252,9 @@ void EngineLoop::Run() {
       // Refreshed before the events go out: whoever sees a request's final event also sees its
       // blocks free in snapshot().
       absl::MutexLock lock(&mu_);
-      for (int32_t level = 1; level <= scheduler_->options().priority_levels; ++level) {
-        waiting_per_level_[level - 1] = scheduler_->num_waiting(level);
-      }
+      PublishWaiting();
       snapshot_.stats = scheduler_->stats();
+      service_rate_ = scheduler_->service_rate();
       snapshot_.kv_blocks_total = scheduler_->allocator().num_blocks();
       snapshot_.kv_blocks_free = scheduler_->allocator().num_free();
       snapshot_.num_running = scheduler_->num_running();

@@ -113,6 +113,12 @@ class EngineLoop final : public RequestEngine {
   // On the loop thread, between steps: applies the knobs Reconfigure handed over, if any.
   void ApplyPendingOptions();
   void Dispatch(std::vector<Event> events);
+  // Under scheduler.refuse_expected_timeouts: RESOURCE_EXHAUSTED when `request`, at `level`,
+  // would wait in the queue longer than its timeout at the queue's service rate.
+  absl::Status CheckExpectedWait(const Request& request, int32_t level) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Publishes the scheduler's waiting counts for admission on callers' threads.
+  void PublishWaiting() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   Executor* const executor_;
@@ -125,9 +131,12 @@ class EngineLoop final : public RequestEngine {
   mutable absl::Mutex mu_;
   std::vector<std::pair<Request, EventCallback>> inbox_ ABSL_GUARDED_BY(mu_);
   std::vector<RequestId> cancels_ ABSL_GUARDED_BY(mu_);
-  // Per level: requests in the inbox, and waiting in the scheduler as of the last step.
+  // Per level: requests in the inbox, and waiting in the scheduler as of the last pass (refreshed
+  // after the inbox is handed to the scheduler and after each step).
   std::vector<int64_t> inbox_per_level_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> waiting_per_level_ ABSL_GUARDED_BY(mu_);
+  // The scheduler's as of the last pass.
+  QueueServiceRate service_rate_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool drain_ ABSL_GUARDED_BY(mu_) = true;
   EngineLoopSnapshot snapshot_ ABSL_GUARDED_BY(mu_);

@@ -529,13 +529,16 @@ void GenerationSession::CountRefusal(const absl::Status& status) {
   } else {
     return;  // not a refusal of the request itself (loading, draining, no key, ...)
   }
-  hub_->CountRefusal(reason);
+  hub_->CountRefusal(reason, absl::Now() - arrival_);
 }
 
-void GenerationHub::CountRefusal(RejectReason reason) {
+void GenerationHub::CountRefusal(RejectReason reason,
+                                 std::optional<absl::Duration> time_to_refusal) {
   refusals_[static_cast<int>(reason)].fetch_add(1, std::memory_order_relaxed);
   const ServingContext* context = serving();
-  if (context != nullptr && context->metrics != nullptr) context->metrics->OnRejected(reason);
+  if (context == nullptr || context->metrics == nullptr) return;
+  context->metrics->OnRejected(reason);
+  if (time_to_refusal) context->metrics->OnRefusalLatency(*time_to_refusal);
 }
 
 void GenerationSession::ReportDone(const Event& event, Outcome outcome,

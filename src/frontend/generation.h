@@ -114,9 +114,11 @@ class GenerationHub {
   // engine saw them) and the scheduler's (a full queue, ...) together, as
   // convoy_requests_rejected_total counts them. GetServerInfo reports these.
   std::array<int64_t, kNumRejectReasons> rejections() const;
-  // Counts a request refused before it became a session (a message that does not parse), where
-  // rejections() and convoy_requests_rejected_total count the others.
-  void CountRefusal(RejectReason reason);
+  // Counts a refused request in rejections() and convoy_requests_rejected_total: one refused before
+  // it became a session (a message that does not parse), or at a session's door; with the time it
+  // took from arrival when known (convoy_request_refusal_seconds).
+  void CountRefusal(RejectReason reason,
+                    std::optional<absl::Duration> time_to_refusal = std::nullopt);
 
  private:
   friend class GenerationSession;

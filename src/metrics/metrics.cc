@@ -29,6 +29,14 @@ const Histogram::BucketBoundaries& LatencyBuckets() {
 }
 
 // Between two tokens: finer where GPU (ms) and CPU (tens to hundreds of ms) decode steps fall.
+// A refusal should take well under a millisecond: buckets from 50 us.
+const Histogram::BucketBoundaries& RefusalBuckets() {
+  static const auto* const buckets =
+      new Histogram::BucketBoundaries{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                      0.025,   0.05,   0.1,     0.25,   0.5,   1.0,    2.5,   5.0};
+  return *buckets;
+}
+
 const Histogram::BucketBoundaries& InterTokenBuckets() {
   static const auto* const buckets = new Histogram::BucketBoundaries{
       0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075,
@@ -192,6 +200,11 @@ Metrics::Metrics(std::shared_ptr<prometheus::Registry> registry) : registry_(std
               .Help("Arrival to the final response of a request that was not rejected.")
               .Register(r)
               .Add({}, LatencyBuckets());
+  refusal_latency_ = &BuildHistogram()
+                          .Name("convoy_request_refusal_seconds")
+                          .Help("Arrival at the front end to the refusal of a rejected request.")
+                          .Register(r)
+                          .Add({}, RefusalBuckets());
   request_prompt_tokens_ = &BuildHistogram()
                                 .Name("convoy_request_prompt_tokens")
                                 .Help("Prompt tokens per request.")
@@ -404,6 +417,10 @@ void Metrics::OnRejected(RejectReason reason) {
   nv_failure_rejected_->Increment();
 }
 
+void Metrics::OnRefusalLatency(absl::Duration time_to_refusal) {
+  refusal_latency_->Observe(Seconds(time_to_refusal));
+}
+
 void Metrics::OnPreempted(RequestId /*id*/) { preemptions_->Increment(); }
 
 void Metrics::OnQueueTime(int32_t priority_level, absl::Duration queue_time) {
@@ -447,7 +464,10 @@ void Metrics::OnFinished(Outcome outcome) {
 
 void Metrics::OnRequestDone(Outcome outcome, int64_t prompt_tokens, int64_t generated_tokens,
                             absl::Duration e2e_latency) {
-  if (outcome == Outcome::kRejected) return;
+  if (outcome == Outcome::kRejected) {
+    OnRefusalLatency(e2e_latency);
+    return;
+  }
   e2e_->Observe(Seconds(e2e_latency));
   request_prompt_tokens_->Observe(static_cast<double>(prompt_tokens));
   request_generation_tokens_->Observe(static_cast<double>(generated_tokens));

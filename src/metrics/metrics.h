@@ -79,6 +79,10 @@ class Metrics : public SchedulerObserver {
   // it for refusals of EngineLoop::Submit (RESOURCE_EXHAUSTED: kQueueFull, INVALID_ARGUMENT:
   // kInvalidArgument).
   void OnRejected(RejectReason reason) override;
+  // How long a refused request took to be refused, from its arrival at the front end
+  // (convoy_request_refusal_seconds): at the door (the front end's, with OnRejected) or by the
+  // scheduler (OnRequestDone with kRejected).
+  void OnRefusalLatency(absl::Duration time_to_refusal);
   void OnPreempted(RequestId id) override;
   void OnQueueTime(int32_t priority_level, absl::Duration queue_time) override;
   void OnFirstToken(absl::Duration time_to_first_token) override;
@@ -86,8 +90,8 @@ class Metrics : public SchedulerObserver {
   void OnFinished(Outcome outcome) override;
 
   // The front end, once per request at its final event. Fills the end-to-end latency and the
-  // per-request token histograms; does nothing for kRejected (OnRejected counts those). Counts no
-  // outcome (OnFinished and OnRejected do).
+  // per-request token histograms; for kRejected only the refusal latency (OnRejected counts
+  // those). Counts no outcome (OnFinished and OnRejected do).
   void OnRequestDone(Outcome outcome, int64_t prompt_tokens, int64_t generated_tokens,
                      absl::Duration e2e_latency);
   void OnRequestDone(const RequestSummary& summary);
@@ -125,6 +129,7 @@ class Metrics : public SchedulerObserver {
   prometheus::Histogram* ttft_ = nullptr;
   prometheus::Histogram* inter_token_ = nullptr;
   prometheus::Histogram* e2e_ = nullptr;
+  prometheus::Histogram* refusal_latency_ = nullptr;
   prometheus::Histogram* request_prompt_tokens_ = nullptr;
   prometheus::Histogram* request_generation_tokens_ = nullptr;
   prometheus::Histogram* step_sequences_ = nullptr;

@@ -5,6 +5,7 @@
 #include <limits>
 #include <tuple>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "convoy/status_macros.h"
@@ -363,6 +364,7 @@ int32_t Scheduler::Admit(absl::Time now, int32_t limit, bool joining, Draft* dra
       seq->admit_order = next_admit_order_++;
       if (!seq->started) {
         seq->started = true;
+        ++started_this_pass_;
         seq->queue_time = now - seq->arrival;
         if (seq->deadline) {
           deadlines_.erase({*seq->deadline, seq->request.id});
@@ -395,6 +397,11 @@ void Scheduler::FillGauges(StepStats* stats) {
 ScheduleDecision Scheduler::Schedule(absl::Time now) {
   ScheduleDecision decision;
   if (in_flight_) return decision;
+  // Whatever the pass decides, the queue's service rate sees who started and who still waits.
+  absl::Cleanup observe_service = [this, now] {
+    service_rate_.Observe(now, started_this_pass_, num_waiting() > 0);
+    started_this_pass_ = 0;
+  };
   ExpireTimeouts(now);
 
   Draft draft;

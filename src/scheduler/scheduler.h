@@ -56,6 +56,7 @@
 #include "scheduler/scheduler_metrics.h"
 #include "scheduler/scheduler_options.h"
 #include "scheduler/sequence.h"
+#include "scheduler/service_rate.h"
 #include "step/step.h"
 
 namespace convoy {
@@ -116,6 +117,8 @@ class Scheduler {
   const BlockAllocator& allocator() const { return allocator_; }
   const SchedulerStats& stats() const { return stats_; }
   const SchedulerOptions& options() const { return options_; }
+  // How fast waiting requests have been starting (service_rate.h), as of the last pass.
+  const QueueServiceRate& service_rate() const { return service_rate_; }
   // The level a request's priority resolves to, or INVALID_ARGUMENT.
   absl::StatusOr<int32_t> ResolveLevel(int32_t priority) const {
     return options_.ResolveLevel(priority);
@@ -198,6 +201,8 @@ class Scheduler {
 
   std::vector<Event> events_;
   SchedulerStats stats_;
+  QueueServiceRate service_rate_;
+  int64_t started_this_pass_ = 0;   // waiting requests that started running in this pass
   int64_t evictions_reported_ = 0;  // allocator evictions already in a StepStats
 };
 

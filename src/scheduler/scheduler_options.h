@@ -61,6 +61,10 @@ struct SchedulerOptions {
   QueuePolicy default_queue_policy;
   // A waiting request ranks one level higher per interval waited; InfiniteDuration(): no aging.
   absl::Duration priority_aging = absl::Seconds(1);
+  // Refuse at arrival (RESOURCE_EXHAUSTED) a request whose expected wait in the queue exceeds its
+  // queue timeout: the requests ahead of it over the rate the queue has been served at while
+  // requests waited (service_rate.h). Off: it waits, and times out.
+  bool refuse_expected_timeouts = false;
 
   int32_t block_size = 16;
   int32_t num_blocks = 0;

@@ -72,6 +72,7 @@ TEST(DaemonMetricsTest, ServedAndRefusedRequestsMoveTheMetrics) {
   auto moved = [&](const std::string& series) { return Sample(a, series) - Sample(b, series); };
   EXPECT_EQ(moved(R"(convoy_requests_total{outcome="complete_length"})"), 1) << a;
   EXPECT_EQ(moved(R"(convoy_requests_rejected_total{reason="invalid_argument"})"), 1) << a;
+  EXPECT_EQ(moved("convoy_request_refusal_seconds_count"), 1) << a;
   EXPECT_EQ(moved("convoy_e2e_request_latency_seconds_count"), 1) << a;
   EXPECT_EQ(moved("convoy_time_to_first_token_seconds_count"), 1) << a;
   EXPECT_EQ(moved("convoy_inter_token_latency_seconds_count"), 4) << a;

@@ -145,6 +145,22 @@ TEST_F(MetricsTest, RejectedRequestCountsWithItsReasonAndNoLatency) {
   EXPECT_EQ(Delta(before, after, "convoy_nv_inference_request_success"), 0);
   EXPECT_EQ(Delta(before, after, "convoy_e2e_request_latency_seconds_count"), 0);
   EXPECT_EQ(Delta(before, after, "convoy_request_prompt_tokens_count"), 0);
+  // Its refusal latency is kept apart from the latencies of served requests.
+  EXPECT_EQ(Delta(before, after, "convoy_request_refusal_seconds_count"), 1);
+  EXPECT_EQ(Delta(before, after, R"(convoy_request_refusal_seconds_bucket{le="0.0005"})"), 0);
+  EXPECT_EQ(Delta(before, after, R"(convoy_request_refusal_seconds_bucket{le="0.001"})"), 1);
+}
+
+TEST_F(MetricsTest, RefusalsAtTheDoorKeepTheirLatency) {
+  const Samples before = Scrape();
+  metrics_->OnRefusalLatency(absl::Microseconds(80));
+  metrics_->OnRefusalLatency(absl::Milliseconds(30));
+  const Samples after = Scrape();
+  EXPECT_EQ(Delta(before, after, "convoy_request_refusal_seconds_count"), 2);
+  EXPECT_EQ(Delta(before, after, R"(convoy_request_refusal_seconds_bucket{le="5e-05"})"), 0);
+  EXPECT_EQ(Delta(before, after, R"(convoy_request_refusal_seconds_bucket{le="0.0001"})"), 1);
+  EXPECT_EQ(Delta(before, after, R"(convoy_request_refusal_seconds_bucket{le="0.05"})"), 2);
+  EXPECT_NEAR(Delta(before, after, "convoy_request_refusal_seconds_sum"), 0.03008, 1e-9);
 }
 
 TEST_F(MetricsTest, EndsOtherThanSuccessCountAsFailuresByReason) {

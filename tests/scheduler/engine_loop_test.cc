@@ -4,6 +4,7 @@
 #include "engine/engine_loop.h"
 
 #include <map>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -179,6 +180,109 @@ TEST(EngineLoopTest, OneBadRowFailsOnlyItsOwnRequest) {
   ASSERT_FALSE(executor.plans().empty());
   for (const StepRow& row : executor.plans()[0].rows) EXPECT_NE(row.seq_id, 2);
   EXPECT_EQ(executor.plans()[0].rows.size(), 2u);
+}
+
+// Every step takes 100 ms of a fake clock; the loop can be held inside a step, so that a test
+// looks at a queue that does not move.
+class PacedExecutor final : public Executor {
+ public:
+  explicit PacedExecutor(FakeClock* clock) : inner_(256, 4), clock_(clock) {}
+
+  absl::StatusOr<StepResult> Step(const StepPlan& plan) override {
+    clock_->Advance(absl::Milliseconds(100));
+    {
+      absl::MutexLock lock(&mu_);
+      ++steps_;
+      if (hold_at_ > 0 && steps_ == hold_at_) {
+        held_ = true;
+        mu_.Await(absl::Condition(
+            +[](bool* held) { return !*held; }, &held_));
+      }
+    }
+    return inner_.Step(plan);
+  }
+  const ModelConfig& model_config() const override { return inner_.model_config(); }
+  const KvCacheSpec& kv_spec() const override { return inner_.kv_spec(); }
+  ExecutorLimits limits() const override { return inner_.limits(); }
+
+  void HoldAtStep(int step) {
+    absl::MutexLock lock(&mu_);
+    hold_at_ = step;
+  }
+  bool WaitUntilHeld() {
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(absl::Condition(&held_), kLiveness);
+  }
+  void Release() {
+    absl::MutexLock lock(&mu_);
+    held_ = false;
+  }
+
+ private:
+  FakeExecutor inner_;
+  FakeClock* const clock_;
+  absl::Mutex mu_;
+  int steps_ ABSL_GUARDED_BY(mu_) = 0;
+  int hold_at_ ABSL_GUARDED_BY(mu_) = 0;
+  bool held_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// One sequence at a time, four steps (400 ms) each: the queue is served at about 2.5 a second.
+// Twelve requests are queued, and the loop held at its 20th step: five have started, seven wait,
+// and the queue has been measured for 1.8 s.
+struct PacedQueue {
+  explicit PacedQueue(bool refuse_expected_timeouts) : executor(&clock) {
+    EngineLoopOptions options = LoopOptions();
+    options.clock = &clock;
+    options.scheduler.max_batch_size = 1;
+    options.scheduler.refuse_expected_timeouts = refuse_expected_timeouts;
+    executor.HoldAtStep(20);
+    auto created = EngineLoop::Create(&executor, options);
+    EXPECT_OK(created);
+    loop = std::move(created).value();
+    for (RequestId id = 1; id <= 12; ++id) {
+      EXPECT_OK(loop->Submit(MakeRequest(id, 4, 4), collector.Callback()));
+    }
+    EXPECT_TRUE(executor.WaitUntilHeld());
+  }
+  FakeClock clock;
+  PacedExecutor executor;
+  Collector collector;
+  std::unique_ptr<EngineLoop> loop;
+};
+
+TEST(EngineLoopTest, RefusesAtOnceARequestThatWouldTimeOutInTheQueue) {
+  PacedQueue q(/*refuse_expected_timeouts=*/true);
+  Request hurried = MakeRequest(13, 4, 4);
+  hurried.timeout = absl::Seconds(1);  // seven ahead at about 2.2 a second: some 3 s
+  EXPECT_THAT(q.loop->Submit(hurried, q.collector.Callback()),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("7 requests ahead at priority level 1")));
+  Request patient = MakeRequest(14, 4, 4);
+  patient.timeout = absl::Seconds(60);
+  EXPECT_OK(q.loop->Submit(patient, q.collector.Callback()));
+  // No timeout: never refused this way.
+  EXPECT_OK(q.loop->Submit(MakeRequest(15, 4, 4), q.collector.Callback()));
+  q.executor.Release();
+  ASSERT_TRUE(q.collector.WaitForFinals(14));
+  q.loop->Shutdown();
+  auto finals = q.collector.finals();
+  EXPECT_EQ(finals.count(13), 0u) << "refused: no event";
+  for (const auto& [id, events] : finals) {
+    EXPECT_EQ(events[0].outcome, Outcome::kCompleteLength) << id;
+  }
+}
+
+// Without the switch the same request is admitted, waits, and times out: what the refusal spares.
+TEST(EngineLoopTest, WithoutTheSwitchTheRequestWaitsAndTimesOut) {
+  PacedQueue q(/*refuse_expected_timeouts=*/false);
+  Request hurried = MakeRequest(13, 4, 4);
+  hurried.timeout = absl::Seconds(1);
+  ASSERT_OK(q.loop->Submit(hurried, q.collector.Callback()));
+  q.executor.Release();
+  ASSERT_TRUE(q.collector.WaitForFinals(13));
+  q.loop->Shutdown();
+  EXPECT_EQ(q.collector.finals()[13][0].outcome, Outcome::kTimedOut);
 }
 
 TEST(EngineLoopTest, RefusesABlockSizeThatDiffersFromTheCache) {
