@@ -7,10 +7,9 @@
 #include <string>
 #include <utility>
 
-#include "absl/status/statusor.h"
-#include "absl/strings/str_cat.h"
 #include "convoy/status_macros.h"
 #include "frontend/grpc_auth.h"
+#include "frontend/grpc_bytes.h"
 #include "frontend/status_mapping.h"
 #include "metrics/logging.h"
 #include "metrics/request_summary.h"
@@ -44,28 +43,6 @@ void AppendOutput(const SessionOutput& out, Message* message) {
     }
   }
   message->mutable_text()->append(out.text);
-}
-
-// `request`'s bytes as an InferRequest, or INVALID_ARGUMENT naming what they are not.
-absl::StatusOr<v1::InferRequest> ParseInferRequest(const grpc::ByteBuffer& request) {
-  grpc::ByteBuffer bytes(request);  // shares the slices; parsing consumes the copy
-  v1::InferRequest parsed;
-  const grpc::Status status =
-      grpc::SerializationTraits<v1::InferRequest>::Deserialize(&bytes, &parsed);
-  if (!status.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the request is not a valid convoy.v1.InferRequest (protobuf wire format",
-                     status.error_message().empty() ? "" : ": ", status.error_message(), ")"));
-  }
-  return parsed;
-}
-
-// `message` serialized into `out`, replacing what it held.
-void Serialize(const google::protobuf::Message& message, grpc::ByteBuffer* out) {
-  out->Clear();
-  bool own_buffer = false;
-  grpc::SerializationTraits<google::protobuf::Message>::Serialize(message, out, &own_buffer)
-      .IgnoreError();  // fails only for a message over 2 GiB, which no response is
 }
 
 void FillUsage(const SessionEnd& end, v1::Usage* usage) {
@@ -112,7 +89,7 @@ class InferenceService::UnaryCall final : public grpc::ServerUnaryReactor {
         *response.mutable_timings() = end->timings;
         response.mutable_prompt_token_ids()->Add(end->prompt_token_ids.begin(),
                                                  end->prompt_token_ids.end());
-        Serialize(response, out_);
+        SerializeToBytes(response, out_);
       }
     }
     Finish(status);
@@ -225,11 +202,11 @@ class InferenceService::StreamCall final : public grpc::ServerWriteReactor<grpc:
       case Action::kNone:
         break;
       case Action::kWrite:
-        Serialize(writing_message_, &writing_bytes_);
+        SerializeToBytes(writing_message_, &writing_bytes_);
         StartWrite(&writing_bytes_);
         break;
       case Action::kWriteAndFinish:
-        Serialize(writing_message_, &writing_bytes_);
+        SerializeToBytes(writing_message_, &writing_bytes_);
         StartWriteAndFinish(&writing_bytes_, grpc::WriteOptions(), status);
         break;
       case Action::kFinish:
@@ -270,14 +247,14 @@ int64_t InferenceService::open_calls() const { return hub_.open_sessions(); }
 grpc::ServerUnaryReactor* InferenceService::Infer(grpc::CallbackServerContext* context,
                                                   const grpc::ByteBuffer* request,
                                                   grpc::ByteBuffer* response) {
-  absl::StatusOr<v1::InferRequest> parsed = ParseInferRequest(*request);
-  if (!parsed.ok()) {
+  v1::InferRequest parsed;
+  if (absl::Status status = ParseRequestBytes(*request, &parsed); !status.ok()) {
     hub_.CountRefusal(RejectReason::kInvalidArgument);
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(ToGrpcStatus(parsed.status()));
+    reactor->Finish(ToGrpcStatus(status));
     return reactor;
   }
-  return new UnaryCall(this, context, *parsed, response);
+  return new UnaryCall(this, context, parsed, response);
 }
 
 namespace {
@@ -291,12 +268,12 @@ class RefusedStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceService::InferStream(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
-  absl::StatusOr<v1::InferRequest> parsed = ParseInferRequest(*request);
-  if (!parsed.ok()) {
+  v1::InferRequest parsed;
+  if (absl::Status status = ParseRequestBytes(*request, &parsed); !status.ok()) {
     hub_.CountRefusal(RejectReason::kInvalidArgument);
-    return new RefusedStream(ToGrpcStatus(parsed.status()));
+    return new RefusedStream(ToGrpcStatus(status));
   }
-  return new StreamCall(this, context, *parsed);
+  return new StreamCall(this, context, parsed);
 }
 
 grpc::ServerUnaryReactor* InferenceService::GetModelInfo(grpc::CallbackServerContext* context,
