@@ -3,134 +3,31 @@
 // server's abort arrive, so that each race is taken one way and then the other, every time. In
 // each, the call ends exactly once, with the status the order calls for, the engine is told to
 // cancel exactly the requests it still holds, and no call or session stays open.
-#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
-#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
-#include "absl/time/time.h"
+#include "absl/status/status.h"
 #include "convoy/v1/inference.grpc.pb.h"
 #include "engine/engine_loop.h"
 #include "frontend/generation.h"
 #include "frontend/inference_service.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "reactor_harness.h"
 
-namespace convoy {
+namespace convoy::testing {
 namespace {
 
-constexpr absl::Duration kLiveness = absl::Seconds(60);
-
-// Holds what the front end submits and cancels; the test sends each request's events.
-class FakeEngine final : public RequestEngine {
- public:
-  absl::Status Submit(Request request, EventCallback on_event) override {
-    absl::MutexLock lock(&mu_);
-    submitted_.push_back(request.id);
-    callbacks_[request.id] = std::move(on_event);
-    return absl::OkStatus();
-  }
-  void Cancel(RequestId id) override {
-    absl::MutexLock lock(&mu_);
-    cancelled_.push_back(id);
-  }
-  EngineLoopSnapshot snapshot() const override { return EngineLoopSnapshot(); }
-
-  // Waits until `n` requests were submitted; their ids in order.
-  std::vector<RequestId> AwaitSubmitted(size_t n) {
-    absl::MutexLock lock(&mu_);
-    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return submitted_.size() >= n; };
-    mu_.AwaitWithTimeout(absl::Condition(&enough), kLiveness);
-    return submitted_;
-  }
-  // Waits until `id` was cancelled; false if it was not within the liveness bound.
-  bool AwaitCancelled(RequestId id) {
-    absl::MutexLock lock(&mu_);
-    auto seen = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return std::find(cancelled_.begin(), cancelled_.end(), id) != cancelled_.end();
-    };
-    return mu_.AwaitWithTimeout(absl::Condition(&seen), kLiveness);
-  }
-  std::vector<RequestId> cancelled() const {
-    absl::MutexLock lock(&mu_);
-    return cancelled_;
-  }
-
-  // The engine's side: the `index`-th token of `id`, or its final event.
-  void Token(RequestId id, int64_t index) {
-    Event event;
-    event.kind = Event::Kind::kToken;
-    event.request_id = id;
-    event.token = static_cast<int32_t>(10 + index);
-    event.token_index = index;
-    Send(event);
-  }
-  void Final(RequestId id, Outcome outcome, absl::Status status, int64_t generated) {
-    Event event;
-    event.kind = Event::Kind::kFinal;
-    event.request_id = id;
-    event.outcome = outcome;
-    event.status = std::move(status);
-    event.num_generated = generated;
-    event.queue_time = absl::Milliseconds(1);
-    Send(event);
-  }
-
- private:
-  // As EngineLoop does: the callback (which holds the session) is dropped after the final event.
-  void Send(const Event& event) {
-    EventCallback callback;
-    {
-      absl::MutexLock lock(&mu_);
-      auto it = callbacks_.find(event.request_id);
-      ASSERT_NE(it, callbacks_.end()) << "an event after the final one";
-      callback = it->second;
-      if (event.kind == Event::Kind::kFinal) callbacks_.erase(it);
-    }
-    callback(event);
-  }
-
-  mutable absl::Mutex mu_;
-  std::vector<RequestId> submitted_ ABSL_GUARDED_BY(mu_);
-  std::vector<RequestId> cancelled_ ABSL_GUARDED_BY(mu_);
-  std::map<RequestId, EventCallback> callbacks_ ABSL_GUARDED_BY(mu_);
-};
-
-class ReactorTest : public ::testing::Test {
+class ReactorTest : public ReactorFixture {
  protected:
   void SetUp() override {
-    service_ = std::make_unique<InferenceService>("test");
-    ServingContext context;
-    context.engine = &engine_;
-    context.limits.model_name = "fake";
-    context.limits.vocab_size = 100;
-    context.limits.max_context_length = 256;
-    context.limits.slow_client_timeout = absl::Seconds(60);
-    service_->Start(std::move(context));
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(service_.get());
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
-    channel_ =
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+    ReactorFixture::SetUp();
     stub_ = v1::Inference::NewStub(channel_);
-  }
-  void TearDown() override {
-    // Nothing may be left open by any test: every call ended, every session closed.
-    EXPECT_TRUE(service_->WaitForNoCalls(kLiveness)) << service_->open_calls() << " calls open";
-    server_->Shutdown();
-    server_.reset();
-    service_.reset();
   }
 
   static v1::InferRequest Request(int32_t max_tokens) {
@@ -149,10 +46,6 @@ class ReactorTest : public ::testing::Test {
     });
   }
 
-  FakeEngine engine_;
-  std::unique_ptr<InferenceService> service_;
-  std::unique_ptr<grpc::Server> server_;
-  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Inference::Stub> stub_;
 };
 
@@ -273,20 +166,7 @@ TEST_F(ReactorTest, ALateRefusalByTheEngineEndsTheCallWithItsStatus) {
 // never sees them; the server goes on serving.
 TEST_F(ReactorTest, AnUnparseableRequestIsInvalidArgument) {
   for (const char* method : {"/convoy.v1.Inference/Infer", "/convoy.v1.Inference/InferStream"}) {
-    grpc::GenericStub stub(channel_);
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + kLiveness));
-    const char garbage[] = {0x08, static_cast<char>(0xff)};
-    grpc::Slice slice(garbage, sizeof(garbage));
-    grpc::ByteBuffer request(&slice, 1);
-    grpc::ByteBuffer reply;
-    grpc::Status status;
-    absl::Notification done;
-    stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &reply, [&](grpc::Status s) {
-      status = std::move(s);
-      done.Notify();
-    });
-    done.WaitForNotification();
+    const grpc::Status status = RawUnaryCall(channel_, method, UnparseableBytes());
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
         << method << ": " << status.error_code() << " " << status.error_message();
     EXPECT_THAT(status.error_message(), ::testing::HasSubstr("not a valid convoy.v1.InferRequest"))
@@ -305,4 +185,4 @@ TEST_F(ReactorTest, AnUnparseableRequestIsInvalidArgument) {
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::testing

@@ -1,0 +1,145 @@
+#include "reactor_harness.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+
+namespace convoy::testing {
+
+absl::Status FakeEngine::Submit(Request request, EventCallback on_event) {
+  absl::MutexLock lock(&mu_);
+  submitted_.push_back(request.id);
+  callbacks_[request.id] = std::move(on_event);
+  return absl::OkStatus();
+}
+
+void FakeEngine::Cancel(RequestId id) {
+  absl::MutexLock lock(&mu_);
+  cancelled_.push_back(id);
+}
+
+std::vector<RequestId> FakeEngine::AwaitSubmitted(size_t n) {
+  absl::MutexLock lock(&mu_);
+  auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return submitted_.size() >= n; };
+  mu_.AwaitWithTimeout(absl::Condition(&enough), kLiveness);
+  return submitted_;
+}
+
+bool FakeEngine::AwaitCancelled(RequestId id) {
+  absl::MutexLock lock(&mu_);
+  auto seen = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return std::find(cancelled_.begin(), cancelled_.end(), id) != cancelled_.end();
+  };
+  return mu_.AwaitWithTimeout(absl::Condition(&seen), kLiveness);
+}
+
+std::vector<RequestId> FakeEngine::cancelled() const {
+  absl::MutexLock lock(&mu_);
+  return cancelled_;
+}
+
+void FakeEngine::Token(RequestId id, int64_t index) {
+  Event event;
+  event.kind = Event::Kind::kToken;
+  event.request_id = id;
+  event.token = static_cast<int32_t>(10 + index);
+  event.token_index = index;
+  Send(event);
+}
+
+void FakeEngine::Final(RequestId id, Outcome outcome, absl::Status status, int64_t generated) {
+  Event event;
+  event.kind = Event::Kind::kFinal;
+  event.request_id = id;
+  event.outcome = outcome;
+  event.status = std::move(status);
+  event.num_generated = generated;
+  event.queue_time = absl::Milliseconds(1);
+  Send(event);
+}
+
+void FakeEngine::Send(const Event& event) {
+  EventCallback callback;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = callbacks_.find(event.request_id);
+    ASSERT_NE(it, callbacks_.end()) << "an event after the final one";
+    callback = it->second;
+    if (event.kind == Event::Kind::kFinal) callbacks_.erase(it);
+  }
+  callback(event);
+}
+
+void ReactorFixture::SetUp() {
+  service_ = std::make_unique<InferenceService>("test");
+  kserve_ = std::make_unique<KServeService>(service_->hub(), "test");
+  ServingContext context;
+  context.engine = &engine_;
+  context.limits.model_name = "fake";
+  context.limits.vocab_size = 100;
+  context.limits.max_context_length = 256;
+  context.limits.slow_client_timeout = absl::Seconds(60);
+  service_->Start(std::move(context));
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(service_.get());
+  builder.RegisterService(kserve_.get());
+  server_ = builder.BuildAndStart();
+  ASSERT_NE(server_, nullptr);
+  channel_ =
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+}
+
+void ReactorFixture::TearDown() {
+  // Nothing may be left open by any test: every call ended, every session closed.
+  EXPECT_TRUE(service_->WaitForNoCalls(kLiveness)) << service_->open_calls() << " calls open";
+  server_->Shutdown();
+  server_.reset();
+  kserve_.reset();
+  service_.reset();
+}
+
+std::string UnparseableBytes() { return std::string({0x08, static_cast<char>(0xff)}); }
+
+namespace {
+
+grpc::ByteBuffer ToByteBuffer(const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+std::string FromByteBuffer(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(buffer.Dump(&slices).ok());
+  std::string bytes;
+  for (const grpc::Slice& s : slices) {
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return bytes;
+}
+
+}  // namespace
+
+grpc::Status RawUnaryCall(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
+                          const std::string& request, std::string* reply) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kLiveness));
+  const grpc::ByteBuffer request_bytes = ToByteBuffer(request);
+  grpc::ByteBuffer reply_bytes;
+  grpc::Status status;
+  absl::Notification done;
+  stub.UnaryCall(&context, method, grpc::StubOptions(), &request_bytes, &reply_bytes,
+                 [&](grpc::Status s) {
+                   status = std::move(s);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  if (reply != nullptr && status.ok()) *reply = FromByteBuffer(reply_bytes);
+  return status;
+}
+
+}  // namespace convoy::testing
