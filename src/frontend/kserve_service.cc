@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "frontend/grpc_auth.h"
+#include "frontend/grpc_bytes.h"
 #include "frontend/kserve_request.h"
 #include "frontend/kserve_tensors.h"
 #include "frontend/status_mapping.h"
@@ -100,8 +101,8 @@ ModelStreamInferResponse ErrorMessage(const std::string& id, const ServingContex
 class KServeService::UnaryCall final : public grpc::ServerUnaryReactor {
  public:
   UnaryCall(KServeService* service, grpc::CallbackServerContext* context,
-            const ModelInferRequest& request, ModelInferResponse* response)
-      : hub_(service->hub_), response_(response) {
+            const ModelInferRequest& request, grpc::ByteBuffer* response)
+      : hub_(service->hub_), out_(response) {
     absl::StatusOr<KServeRequest> parsed = ParseKServeRequest(request, /*streaming=*/false);
     if (!parsed.ok()) {
       Finish(ToGrpcStatus(parsed.status()));
@@ -130,14 +131,18 @@ class KServeService::UnaryCall final : public grpc::ServerUnaryReactor {
       if (!end) return;
       finished_ = true;
       status = ToGrpcStatus(KServeFieldNames(end->status, request_));
-      if (status.ok()) FillWhole(request_, hub_->serving(), output_, *end, response_);
+      if (status.ok()) {
+        ModelInferResponse response;
+        FillWhole(request_, hub_->serving(), output_, *end, &response);
+        SerializeToBytes(response, out_);
+      }
     }
     Finish(status);
   }
 
   GenerationHub* const hub_;
-  ModelInferResponse* const response_;  // gRPC's; written once, before Finish
-  KServeRequest request_;               // set before the session starts; constant after
+  grpc::ByteBuffer* const out_;  // gRPC's; written once, before Finish
+  KServeRequest request_;        // set before the session starts; constant after
   std::shared_ptr<GenerationSession> session_;
   absl::Mutex mu_;
   SessionOutput output_ ABSL_GUARDED_BY(mu_);
@@ -165,7 +170,7 @@ class KServeService::Generation {
 // session's wake-ups queue it as ready. One write at a time: the next message is built when the
 // last write is done, from the first ready generation, with everything it has new by then.
 class KServeService::StreamCall final
-    : public grpc::ServerBidiReactor<ModelInferRequest, ModelStreamInferResponse> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   StreamCall(KServeService* service, grpc::CallbackServerContext* context)
       : hub_(service->hub_),
@@ -192,7 +197,13 @@ class KServeService::StreamCall final
       Pump(/*may_detach=*/true);
       return;
     }
-    Accept(incoming_);
+    ModelInferRequest request;
+    if (absl::Status status = ParseRequestBytes(incoming_, &request); !status.ok()) {
+      hub_->CountRefusal(RejectReason::kInvalidArgument);
+      Refuse(/*id=*/"", status);  // bytes that are no request have no id to echo
+    } else {
+      Accept(request);
+    }
     StartRead(&incoming_);
   }
   void OnWriteDone(bool ok) override {
@@ -220,11 +231,7 @@ class KServeService::StreamCall final
   void Accept(const ModelInferRequest& request) {
     absl::StatusOr<KServeRequest> parsed = ParseKServeRequest(request, /*streaming=*/true);
     if (!parsed.ok()) {
-      {
-        absl::MutexLock lock(&mu_);
-        outbox_.push_back(ErrorMessage(request.id(), hub_->serving(), parsed.status()));
-      }
-      Pump(/*may_detach=*/true);
+      Refuse(request.id(), parsed.status());
       return;
     }
     auto generation = std::make_shared<Generation>(*std::move(parsed));
@@ -237,6 +244,17 @@ class KServeService::StreamCall final
     }
     // Begin may wake it at once (a refusal).
     generation->session->Begin(generation->request.request, deadline_, origin_);
+  }
+
+  // Answers a request refused before it had a session with its error message.
+  void Refuse(const std::string& id, const absl::Status& status) {
+    {
+      absl::MutexLock lock(&mu_);
+      // The call is ending: nothing more is written (and the outbox must stay empty to finish).
+      if (client_gone_) return;
+      outbox_.push_back(ErrorMessage(id, hub_->serving(), status));
+    }
+    Pump(/*may_detach=*/true);
   }
 
   void Wake(Generation* generation) {
@@ -307,7 +325,8 @@ class KServeService::StreamCall final
     // Outside the lock: a wake in progress holds its session's wake lock and waits for this one.
     for (const std::shared_ptr<Generation>& generation : ended) generation->session->Detach();
     if (action == Action::kWrite) {
-      StartWrite(&writing_message_);
+      SerializeToBytes(writing_message_, &writing_bytes_);
+      StartWrite(&writing_bytes_);
     } else if (action == Action::kFinish) {
       Finish(status);
     }
@@ -379,10 +398,11 @@ class KServeService::StreamCall final
   GenerationHub* const hub_;
   grpc::CallbackServerContext* const context_;
   const absl::Time deadline_;
-  const CallOrigin origin_;     // the call's API key and peer, for each of its requests
-  ModelInferRequest incoming_;  // the read in flight (touched only by OnReadDone)
-  // The message of the write in flight (touched only by whoever set writing_).
+  const CallOrigin origin_;    // the call's API key and peer, for each of its requests
+  grpc::ByteBuffer incoming_;  // the read in flight (touched only by OnReadDone)
+  // The message of the write in flight and its bytes (touched only by whoever set writing_).
   ModelStreamInferResponse writing_message_;
+  grpc::ByteBuffer writing_bytes_;
 
   absl::Mutex mu_;
   std::vector<std::shared_ptr<Generation>> active_ ABSL_GUARDED_BY(mu_);
@@ -489,14 +509,19 @@ grpc::ServerUnaryReactor* KServeService::ModelConfig(grpc::CallbackServerContext
 }
 
 grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext* context,
-                                                    const ModelInferRequest* request,
-                                                    ModelInferResponse* response) {
+                                                    const grpc::ByteBuffer* request,
+                                                    grpc::ByteBuffer* response) {
   if (absl::Status caller = CheckCaller(*context); !caller.ok()) return Answered(context, caller);
-  return new UnaryCall(this, context, *request, response);
+  ModelInferRequest parsed;
+  if (absl::Status status = ParseRequestBytes(*request, &parsed); !status.ok()) {
+    hub_->CountRefusal(RejectReason::kInvalidArgument);
+    return Answered(context, status);
+  }
+  return new UnaryCall(this, context, parsed, response);
 }
 
-grpc::ServerBidiReactor<ModelInferRequest, ModelStreamInferResponse>*
-KServeService::ModelStreamInfer(grpc::CallbackServerContext* context) {
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* KServeService::ModelStreamInfer(
+    grpc::CallbackServerContext* context) {
   return new StreamCall(this, context);
 }
 

@@ -14,8 +14,9 @@
 //
 // Final responses also carry the parameters finish_reason ("length" or "stop"), prompt_tokens
 // and completion_tokens. Errors are INVALID_ARGUMENT naming the input, parameter or output at
-// fault, and otherwise the codes of convoy's own API (UNAVAILABLE while loading or draining,
-// RESOURCE_EXHAUSTED when the queue is full, ...).
+// fault (or inference.ModelInferRequest, for bytes that are not one), and otherwise the codes of
+// convoy's own API (UNAVAILABLE while loading or draining, RESOURCE_EXHAUSTED when the queue is
+// full, ...).
 //
 // With API keys configured (frontend/api_keys.h), every call but the three health calls needs the
 // `authorization: Bearer KEY` metadata: UNAUTHENTICATED otherwise (a stream fails whole, at once).
@@ -32,7 +33,21 @@
 
 namespace convoy {
 
-class KServeService final : public inference::GRPCInferenceService::CallbackService {
+// ModelInfer and ModelStreamInfer take their messages as bytes and parse them here
+// (frontend/grpc_bytes.h), so that a request that is not a ModelInferRequest gets INVALID_ARGUMENT
+// naming it: ModelInfer as its status, ModelStreamInfer as that request's error_message (the stream
+// goes on). Their responses are serialized here too.
+using KServeServiceBase = inference::GRPCInferenceService::WithRawCallbackMethod_ModelInfer<
+    inference::GRPCInferenceService::WithRawCallbackMethod_ModelStreamInfer<
+        inference::GRPCInferenceService::WithCallbackMethod_ServerLive<
+            inference::GRPCInferenceService::WithCallbackMethod_ServerReady<
+                inference::GRPCInferenceService::WithCallbackMethod_ModelReady<
+                    inference::GRPCInferenceService::WithCallbackMethod_ServerMetadata<
+                        inference::GRPCInferenceService::WithCallbackMethod_ModelMetadata<
+                            inference::GRPCInferenceService::WithCallbackMethod_ModelConfig<
+                                inference::GRPCInferenceService::Service>>>>>>>>;
+
+class KServeService final : public KServeServiceBase {
  public:
   // `hub` must outlive the gRPC server holding this service. `version`: the server's version.
   KServeService(GenerationHub* hub, std::string version);
@@ -58,10 +73,10 @@ class KServeService final : public inference::GRPCInferenceService::CallbackServ
                                         const inference::ModelConfigRequest* request,
                                         inference::ModelConfigResponse* response) override;
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context,
-                                       const inference::ModelInferRequest* request,
-                                       inference::ModelInferResponse* response) override;
-  grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
-  ModelStreamInfer(grpc::CallbackServerContext* context) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ModelStreamInfer(
+      grpc::CallbackServerContext* context) override;
 
  private:
   class UnaryCall;

@@ -142,4 +142,92 @@ grpc::Status RawUnaryCall(const std::shared_ptr<grpc::Channel>& channel, const s
   return status;
 }
 
+RawStream::RawStream(const std::shared_ptr<grpc::Channel>& channel, const std::string& method) {
+  context_.set_deadline(absl::ToChronoTime(absl::Now() + kLiveness));
+  grpc::GenericStub stub(channel);
+  call_ = stub.PrepareCall(&context_, method, &queue_);
+  void* tag = reinterpret_cast<void*>(next_tag_++);
+  call_->StartCall(tag);
+  EXPECT_TRUE(Await(tag)) << method << " did not start";
+}
+
+RawStream::~RawStream() {
+  context_.TryCancel();  // ends a call the test left open
+  queue_.Shutdown();
+  void* tag;
+  bool ok;
+  while (queue_.Next(&tag, &ok)) {
+  }
+}
+
+bool RawStream::Write(const std::string& bytes) {
+  void* tag = reinterpret_cast<void*>(next_tag_++);
+  call_->Write(ToByteBuffer(bytes), tag);
+  return Await(tag);
+}
+
+bool RawStream::Read(std::string* bytes) {
+  grpc::ByteBuffer buffer;
+  void* tag = reinterpret_cast<void*>(next_tag_++);
+  call_->Read(&buffer, tag);
+  if (!Await(tag)) return false;
+  *bytes = FromByteBuffer(buffer);
+  return true;
+}
+
+bool RawStream::WritesDone() {
+  void* tag = reinterpret_cast<void*>(next_tag_++);
+  call_->WritesDone(tag);
+  return Await(tag);
+}
+
+grpc::Status RawStream::Finish() {
+  grpc::Status status;
+  void* tag = reinterpret_cast<void*>(next_tag_++);
+  call_->Finish(&status, tag);
+  EXPECT_TRUE(Await(tag));
+  return status;
+}
+
+bool RawStream::Await(void* tag) {
+  void* got = nullptr;
+  bool ok = false;
+  // The call's deadline bounds the wait: past it, the operation fails.
+  EXPECT_TRUE(queue_.Next(&got, &ok));
+  EXPECT_EQ(got, tag);
+  return ok;
+}
+
+inference::ModelInferRequest KServeIdsRequest(const std::string& id, int32_t max_tokens) {
+  inference::ModelInferRequest request;
+  request.set_model_name("fake");
+  request.set_id(id);
+  inference::ModelInferRequest::InferInputTensor* ids = request.add_inputs();
+  ids->set_name("input_ids");
+  ids->set_datatype("INT32");
+  ids->add_shape(3);
+  for (int32_t token : {1, 5, 9}) ids->mutable_contents()->add_int_contents(token);
+  inference::ModelInferRequest::InferInputTensor* max = request.add_inputs();
+  max->set_name("max_tokens");
+  max->set_datatype("INT32");
+  max->add_shape(1);
+  max->mutable_contents()->add_int_contents(max_tokens);
+  return request;
+}
+
+std::vector<int32_t> KServeOutputIds(const inference::ModelInferResponse& response) {
+  for (const auto& output : response.outputs()) {
+    if (output.name() == "output_ids") {
+      return std::vector<int32_t>(output.contents().int_contents().begin(),
+                                  output.contents().int_contents().end());
+    }
+  }
+  return {};
+}
+
+bool KServeIsFinal(const inference::ModelInferResponse& response) {
+  auto it = response.parameters().find("triton_final_response");
+  return it != response.parameters().end() && it->second.bool_param();
+}
+
 }  // namespace convoy::testing

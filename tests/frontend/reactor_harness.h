@@ -23,6 +23,7 @@
 #include "frontend/inference_service.h"
 #include "frontend/kserve_service.h"
 #include "gtest/gtest.h"
+#include "inference/grpc_service.pb.h"
 
 namespace convoy::testing {
 
@@ -79,6 +80,36 @@ std::string UnparseableBytes();
 // kLiveness; its status, and its reply's bytes in `*reply` when given.
 grpc::Status RawUnaryCall(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
                           const std::string& request, std::string* reply = nullptr);
+
+// A bidirectional stream of bytes on `method`, one operation at a time, each within kLiveness.
+class RawStream {
+ public:
+  RawStream(const std::shared_ptr<grpc::Channel>& channel, const std::string& method);
+  ~RawStream();
+
+  // Each returns false when the operation failed (the stream is over).
+  bool Write(const std::string& bytes);
+  bool Read(std::string* bytes);
+  bool WritesDone();
+  // Ends the call (after the reads have returned false); its status.
+  grpc::Status Finish();
+
+ private:
+  bool Await(void* tag);
+
+  grpc::CompletionQueue queue_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call_;
+  intptr_t next_tag_ = 1;
+};
+
+// A KServe request for the prompt {1, 5, 9} (input_ids, typed contents) and `max_tokens`, with
+// id `id`.
+inference::ModelInferRequest KServeIdsRequest(const std::string& id, int32_t max_tokens);
+// The output_ids of a response (empty when it has none).
+std::vector<int32_t> KServeOutputIds(const inference::ModelInferResponse& response);
+// Whether a ModelStreamInfer response is the last one of its request (triton_final_response).
+bool KServeIsFinal(const inference::ModelInferResponse& response);
 
 }  // namespace convoy::testing
 

@@ -18,6 +18,7 @@
 #include "frontend/inference_service.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "inference/grpc_service.pb.h"
 #include "reactor_harness.h"
 
 namespace convoy::testing {
@@ -161,19 +162,27 @@ TEST_F(ReactorTest, ALateRefusalByTheEngineEndsTheCallWithItsStatus) {
   EXPECT_THAT(engine_.cancelled(), ::testing::Not(::testing::Contains(id)));
 }
 
-// Bytes that are no InferRequest (a varint field cut short) get INVALID_ARGUMENT naming the
-// message, on both RPCs (gRPC's own parsing answered UNIMPLEMENTED with no message), and the engine
-// never sees them; the server goes on serving.
+// Bytes that are no request (a varint field cut short) get INVALID_ARGUMENT naming the message, on
+// convoy.v1's Infer and InferStream and on KServe's ModelInfer (gRPC's own parsing answered
+// UNIMPLEMENTED with no message), each counted as an invalid_argument refusal, and the engine never
+// sees them; the server goes on serving.
 TEST_F(ReactorTest, AnUnparseableRequestIsInvalidArgument) {
-  for (const char* method : {"/convoy.v1.Inference/Infer", "/convoy.v1.Inference/InferStream"}) {
-    const grpc::Status status = RawUnaryCall(channel_, method, UnparseableBytes());
+  const struct {
+    const char* method;
+    const char* message;
+  } kCalls[] = {
+      {"/convoy.v1.Inference/Infer", "not a valid convoy.v1.InferRequest"},
+      {"/convoy.v1.Inference/InferStream", "not a valid convoy.v1.InferRequest"},
+      {"/inference.GRPCInferenceService/ModelInfer", "not a valid inference.ModelInferRequest"},
+  };
+  for (const auto& call : kCalls) {
+    const grpc::Status status = RawUnaryCall(channel_, call.method, UnparseableBytes());
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
-        << method << ": " << status.error_code() << " " << status.error_message();
-    EXPECT_THAT(status.error_message(), ::testing::HasSubstr("not a valid convoy.v1.InferRequest"))
-        << method;
+        << call.method << ": " << status.error_code() << " " << status.error_message();
+    EXPECT_THAT(status.error_message(), ::testing::HasSubstr(call.message)) << call.method;
   }
   EXPECT_TRUE(engine_.AwaitSubmitted(0).empty());
-  EXPECT_EQ(service_->hub()->rejections()[static_cast<int>(RejectReason::kInvalidArgument)], 2);
+  EXPECT_EQ(service_->hub()->rejections()[static_cast<int>(RejectReason::kInvalidArgument)], 3);
   // A good request after them is served.
   grpc::Status status;
   std::thread unary = StartInfer(&status);
@@ -182,6 +191,46 @@ TEST_F(ReactorTest, AnUnparseableRequestIsInvalidArgument) {
   engine_.Final(id, Outcome::kCompleteLength, absl::OkStatus(), 1);
   unary.join();
   EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
+// On ModelStreamInfer, bytes that are no ModelInferRequest get a stream message of their own, as
+// any request refused on the stream does: error_message INVALID_ARGUMENT naming the message,
+// triton_final_response = true, no id (they have none). The stream stays open: the good request
+// after them is answered, and it ends OK when the client half-closes. One invalid_argument refusal.
+TEST_F(ReactorTest, AnUnparseableRequestOnModelStreamInferIsAnsweredInTheStream) {
+  RawStream stream(channel_, "/inference.GRPCInferenceService/ModelStreamInfer");
+  ASSERT_TRUE(stream.Write(UnparseableBytes()));
+  ASSERT_TRUE(stream.Write(KServeIdsRequest("good", 1).SerializeAsString()));
+  std::string bytes;
+  inference::ModelStreamInferResponse refused;
+  ASSERT_TRUE(stream.Read(&bytes));
+  ASSERT_TRUE(refused.ParseFromString(bytes));
+  EXPECT_THAT(refused.error_message(), ::testing::StartsWith("INVALID_ARGUMENT"));
+  EXPECT_THAT(refused.error_message(),
+              ::testing::HasSubstr("not a valid inference.ModelInferRequest"));
+  EXPECT_TRUE(KServeIsFinal(refused.infer_response()));
+  EXPECT_EQ(refused.infer_response().id(), "");
+
+  const RequestId id = engine_.AwaitSubmitted(1).at(0);
+  engine_.Token(id, 0);
+  engine_.Final(id, Outcome::kCompleteLength, absl::OkStatus(), 1);
+  // Its answer: a chunk with the token, then a final response, or both in one.
+  std::vector<int32_t> ids;
+  inference::ModelStreamInferResponse answered;
+  do {
+    ASSERT_TRUE(stream.Read(&bytes));
+    ASSERT_TRUE(answered.ParseFromString(bytes));
+    EXPECT_EQ(answered.error_message(), "");
+    EXPECT_EQ(answered.infer_response().id(), "good");
+    const std::vector<int32_t> chunk = KServeOutputIds(answered.infer_response());
+    ids.insert(ids.end(), chunk.begin(), chunk.end());
+  } while (!KServeIsFinal(answered.infer_response()));
+  EXPECT_THAT(ids, ::testing::ElementsAre(10));
+  ASSERT_TRUE(stream.WritesDone());
+  EXPECT_FALSE(stream.Read(&bytes));
+  const grpc::Status status = stream.Finish();
+  EXPECT_TRUE(status.ok()) << status.error_code() << ": " << status.error_message();
+  EXPECT_EQ(service_->hub()->rejections()[static_cast<int>(RejectReason::kInvalidArgument)], 1);
 }
 
 }  // namespace
