@@ -1,0 +1,288 @@
+// KServe v2's ModelInfer and ModelStreamInfer reactors over a scripted fake engine, on a real gRPC
+// server and client on loopback, as reactor_test drives convoy.v1.Inference's: the test decides
+// the order in which the engine's events, the client's cancel and the server's abort arrive. In
+// each, a request ends exactly once (ModelInfer: its status; ModelStreamInfer: one response with
+// triton_final_response = true, its error_message set when it failed, the stream staying open),
+// the engine is told to cancel exactly the requests it still holds, and no call or session stays
+// open.
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "engine/engine_loop.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "inference/grpc_service.grpc.pb.h"
+#include "reactor_harness.h"
+
+namespace convoy::testing {
+namespace {
+
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+using inference::ModelInferResponse;
+using inference::ModelStreamInferResponse;
+
+using KServeStream =
+    grpc::ClientReaderWriter<inference::ModelInferRequest, inference::ModelStreamInferResponse>;
+
+class KServeReactorTest : public ReactorFixture {
+ protected:
+  void SetUp() override {
+    ReactorFixture::SetUp();
+    stub_ = inference::GRPCInferenceService::NewStub(channel_);
+  }
+
+  // A ModelInfer of 4 tokens on its own thread, cancellable through `*context`; its status and
+  // response once joined.
+  std::thread StartModelInfer(grpc::ClientContext* context, grpc::Status* status,
+                              ModelInferResponse* response) {
+    return std::thread([this, context, status, response] {
+      *status = stub_->ModelInfer(context, KServeIdsRequest("unary", 4), response);
+    });
+  }
+
+  // Writes a request of `max_tokens` with id `id` on `stream` and waits until the engine has it;
+  // its id in the engine.
+  RequestId Send(KServeStream* stream, const std::string& id, int32_t max_tokens) {
+    const size_t before = engine_.AwaitSubmitted(0).size();
+    EXPECT_TRUE(stream->Write(KServeIdsRequest(id, max_tokens)));
+    const std::vector<RequestId> submitted = engine_.AwaitSubmitted(before + 1);
+    EXPECT_EQ(submitted.size(), before + 1) << id << " did not reach the engine";
+    return submitted.empty() ? RequestId{} : submitted.back();
+  }
+
+  std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
+};
+
+// What one request of a stream got: the ids of every response, and its last response.
+struct StreamedAnswer {
+  std::vector<int32_t> ids;
+  int responses = 0;
+  int finals = 0;
+  ModelStreamInferResponse last;
+};
+
+// Reads `stream` until `requests` requests have had their final response; what each got, by id.
+std::map<std::string, StreamedAnswer> ReadFinals(KServeStream* stream, int requests) {
+  std::map<std::string, StreamedAnswer> answers;
+  int finals = 0;
+  ModelStreamInferResponse message;
+  while (finals < requests && stream->Read(&message)) {
+    StreamedAnswer& answer = answers[message.infer_response().id()];
+    const std::vector<int32_t> ids = KServeOutputIds(message.infer_response());
+    answer.ids.insert(answer.ids.end(), ids.begin(), ids.end());
+    ++answer.responses;
+    if (KServeIsFinal(message.infer_response())) {
+      ++answer.finals;
+      ++finals;
+    }
+    answer.last = message;
+  }
+  EXPECT_EQ(finals, requests) << "the stream ended early";
+  return answers;
+}
+
+std::string Parameter(const ModelInferResponse& response, const std::string& key) {
+  auto it = response.parameters().find(key);
+  return it == response.parameters().end() ? "" : it->second.string_param();
+}
+
+// The last token and the final event come before the client's cancel of the stream (which stays
+// open after its requests end): the request is complete, its final response holds every token,
+// and the engine is not asked to cancel a request it has already finished.
+TEST_F(KServeReactorTest, TheLastTokenBeforeACancelCompletesTheRequest) {
+  grpc::ClientContext context;
+  std::unique_ptr<KServeStream> stream = stub_->ModelStreamInfer(&context);
+  const RequestId id = Send(stream.get(), "a", 2);
+  engine_.Token(id, 0);
+  engine_.Token(id, 1);
+  engine_.Final(id, Outcome::kCompleteLength, absl::OkStatus(), 2);
+  std::map<std::string, StreamedAnswer> answers = ReadFinals(stream.get(), 1);
+  context.TryCancel();  // after the request's end: nothing left to cancel in the engine
+  ModelStreamInferResponse message;
+  EXPECT_FALSE(stream->Read(&message));
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_THAT(answers["a"].ids, ElementsAre(10, 11));
+  EXPECT_EQ(answers["a"].finals, 1);
+  EXPECT_THAT(answers["a"].last.error_message(), IsEmpty());
+  EXPECT_EQ(Parameter(answers["a"].last.infer_response(), "finish_reason"), "length");
+  EXPECT_TRUE(service_->WaitForNoCalls(kLiveness));
+  EXPECT_THAT(engine_.cancelled(), Not(Contains(id)));
+}
+
+// The client cancels a stream before its request's last token: the engine is told to cancel it
+// once, the token and final event it sends afterwards (a step already running) are dropped, and
+// the call ends CANCELLED once, after the tokens sent before the cancel.
+TEST_F(KServeReactorTest, ACancelBeforeTheLastTokenEndsTheStreamOnceAndDropsLateEvents) {
+  grpc::ClientContext context;
+  std::unique_ptr<KServeStream> stream = stub_->ModelStreamInfer(&context);
+  const RequestId id = Send(stream.get(), "a", 3);
+  engine_.Token(id, 0);
+  ModelStreamInferResponse message;
+  ASSERT_TRUE(stream->Read(&message));
+  EXPECT_THAT(KServeOutputIds(message.infer_response()), ElementsAre(10));
+  EXPECT_FALSE(KServeIsFinal(message.infer_response()));
+  context.TryCancel();
+  ASSERT_TRUE(engine_.AwaitCancelled(id));
+  engine_.Token(id, 1);
+  engine_.Final(id, Outcome::kCancelled, absl::CancelledError("cancelled"), 2);
+  while (stream->Read(&message)) {
+  }
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(service_->WaitForNoCalls(kLiveness));
+  const std::vector<RequestId> cancelled = engine_.cancelled();
+  EXPECT_EQ(std::count(cancelled.begin(), cancelled.end(), id), 1);
+}
+
+// The same race on ModelInfer: the call ends CANCELLED once, the request is cancelled once, and
+// the events after the cancel are dropped.
+TEST_F(KServeReactorTest, ACancelBeforeTheLastTokenEndsModelInferOnce) {
+  grpc::ClientContext context;
+  grpc::Status status;
+  ModelInferResponse response;
+  std::thread unary = StartModelInfer(&context, &status, &response);
+  const RequestId id = engine_.AwaitSubmitted(1).at(0);
+  engine_.Token(id, 0);
+  context.TryCancel();
+  ASSERT_TRUE(engine_.AwaitCancelled(id));
+  engine_.Token(id, 1);
+  engine_.Final(id, Outcome::kCancelled, absl::CancelledError("cancelled"), 2);
+  unary.join();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED) << status.error_message();
+  EXPECT_TRUE(service_->WaitForNoCalls(kLiveness));
+  const std::vector<RequestId> cancelled = engine_.cancelled();
+  EXPECT_EQ(std::count(cancelled.begin(), cancelled.end(), id), 1);
+}
+
+// The drain timeout ran out (the daemon calls InferenceService::AbortAll, whose hub KServe
+// shares): ModelInfer ends with UNAVAILABLE; on ModelStreamInfer the request held gets its tokens
+// so far and then a final response whose error_message is UNAVAILABLE, the stream stays open and
+// a request sent after it is refused there too, never reaching the engine. Each held request is
+// cancelled in the engine; a final event that comes after changes nothing.
+TEST_F(KServeReactorTest, AbortAllEndsHeldRequestsWithUnavailableAndCancelsThem) {
+  grpc::ClientContext unary_context;
+  grpc::Status unary_status;
+  ModelInferResponse unary_response;
+  std::thread unary = StartModelInfer(&unary_context, &unary_status, &unary_response);
+  const RequestId unary_id = engine_.AwaitSubmitted(1).at(0);
+  grpc::ClientContext stream_context;
+  std::unique_ptr<KServeStream> stream = stub_->ModelStreamInfer(&stream_context);
+  const RequestId stream_id = Send(stream.get(), "a", 4);
+  for (RequestId id : {unary_id, stream_id}) engine_.Token(id, 0);
+  ModelStreamInferResponse message;
+  ASSERT_TRUE(stream->Read(&message));
+  EXPECT_THAT(KServeOutputIds(message.infer_response()), ElementsAre(10));
+  service_->StopAccepting();
+  service_->AbortAll();
+  for (RequestId id : {unary_id, stream_id}) {
+    EXPECT_TRUE(engine_.AwaitCancelled(id)) << "request " << id;
+    engine_.Final(id, Outcome::kCancelled, absl::CancelledError("x"), 1);
+  }
+  unary.join();
+  EXPECT_EQ(unary_status.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << unary_status.error_message();
+
+  std::map<std::string, StreamedAnswer> answers = ReadFinals(stream.get(), 1);
+  EXPECT_EQ(answers["a"].responses, 1);
+  EXPECT_THAT(answers["a"].last.error_message(), StartsWith("UNAVAILABLE"));
+  // The stream is still open: a new request on it is refused in it.
+  ASSERT_TRUE(stream->Write(KServeIdsRequest("late", 4)));
+  answers = ReadFinals(stream.get(), 1);
+  EXPECT_THAT(answers["late"].last.error_message(), StartsWith("UNAVAILABLE"));
+  ASSERT_TRUE(stream->WritesDone());
+  EXPECT_FALSE(stream->Read(&message));
+  const grpc::Status stream_status = stream->Finish();
+  EXPECT_TRUE(stream_status.ok()) << stream_status.error_message();
+  EXPECT_EQ(engine_.AwaitSubmitted(0).size(), 2u);
+  EXPECT_TRUE(service_->WaitForNoCalls(kLiveness));
+}
+
+// The engine refuses a request later (the scheduler's kRejected final event): ModelInfer ends
+// with the engine's status, a streamed request gets it as its error_message and the stream goes
+// on serving; nothing is cancelled.
+TEST_F(KServeReactorTest, ALateRefusalByTheEngineEndsTheRequestWithItsStatus) {
+  grpc::ClientContext unary_context;
+  grpc::Status unary_status;
+  ModelInferResponse unary_response;
+  std::thread unary = StartModelInfer(&unary_context, &unary_status, &unary_response);
+  const RequestId unary_id = engine_.AwaitSubmitted(1).at(0);
+  engine_.Final(unary_id, Outcome::kRejected, absl::InvalidArgumentError("the prompt is too long"),
+                0);
+  unary.join();
+  EXPECT_EQ(unary_status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(unary_status.error_message(), HasSubstr("the prompt is too long"));
+
+  grpc::ClientContext context;
+  std::unique_ptr<KServeStream> stream = stub_->ModelStreamInfer(&context);
+  const RequestId refused = Send(stream.get(), "refused", 4);
+  engine_.Final(refused, Outcome::kRejected, absl::InvalidArgumentError("the prompt is too long"),
+                0);
+  std::map<std::string, StreamedAnswer> answers = ReadFinals(stream.get(), 1);
+  EXPECT_EQ(answers["refused"].responses, 1);
+  EXPECT_THAT(answers["refused"].last.error_message(), StartsWith("INVALID_ARGUMENT"));
+  EXPECT_THAT(answers["refused"].last.error_message(), HasSubstr("the prompt is too long"));
+  const RequestId next = Send(stream.get(), "next", 1);
+  engine_.Token(next, 0);
+  engine_.Final(next, Outcome::kCompleteLength, absl::OkStatus(), 1);
+  answers = ReadFinals(stream.get(), 1);
+  EXPECT_THAT(answers["next"].ids, ElementsAre(10));
+  EXPECT_THAT(answers["next"].last.error_message(), IsEmpty());
+  ASSERT_TRUE(stream->WritesDone());
+  const grpc::Status status = stream->Finish();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(service_->WaitForNoCalls(kLiveness));
+  EXPECT_THAT(engine_.cancelled(), IsEmpty());
+}
+
+// Three requests in flight on one stream, their events interleaved; the middle one fails in the
+// engine after a token: it gets that token, then its error as its final response; the other two
+// complete with all their tokens; each request has exactly one final response, and the stream
+// ends OK once the client half-closes.
+TEST_F(KServeReactorTest, OneFailingRequestOfAStreamLeavesTheOthersToComplete) {
+  grpc::ClientContext context;
+  std::unique_ptr<KServeStream> stream = stub_->ModelStreamInfer(&context);
+  const RequestId a = Send(stream.get(), "a", 2);
+  const RequestId b = Send(stream.get(), "b", 2);
+  const RequestId c = Send(stream.get(), "c", 2);
+  for (RequestId id : {a, b, c}) engine_.Token(id, 0);
+  engine_.Final(b, Outcome::kFailed, absl::InternalError("the step failed"), 1);
+  for (RequestId id : {a, c}) engine_.Token(id, 1);
+  for (RequestId id : {a, c}) engine_.Final(id, Outcome::kCompleteLength, absl::OkStatus(), 2);
+  std::map<std::string, StreamedAnswer> answers = ReadFinals(stream.get(), 3);
+  ASSERT_TRUE(stream->WritesDone());
+  ModelStreamInferResponse message;
+  EXPECT_FALSE(stream->Read(&message));
+  const grpc::Status status = stream->Finish();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(answers.size(), 3u);
+  for (const char* id : {"a", "c"}) {
+    SCOPED_TRACE(id);
+    EXPECT_THAT(answers[id].ids, ElementsAre(10, 11));
+    EXPECT_EQ(answers[id].finals, 1);
+    EXPECT_THAT(answers[id].last.error_message(), IsEmpty());
+    EXPECT_EQ(Parameter(answers[id].last.infer_response(), "finish_reason"), "length");
+  }
+  EXPECT_THAT(answers["b"].ids, ElementsAre(10));
+  EXPECT_EQ(answers["b"].finals, 1);
+  EXPECT_THAT(answers["b"].last.error_message(), StartsWith("INTERNAL"));
+  // The engine's own message stays in the server's log; the client is told which request failed.
+  EXPECT_THAT(answers["b"].last.error_message(), HasSubstr(absl::StrCat("request ", b, ";")));
+  EXPECT_TRUE(service_->WaitForNoCalls(kLiveness));
+  EXPECT_THAT(engine_.cancelled(), IsEmpty());
+}
+
+}  // namespace
+}  // namespace convoy::testing
