@@ -519,17 +519,20 @@ void GenerationSession::End(absl::Status status, v1::FinishReason reason, bool c
 }
 
 void GenerationSession::CountRefusal(const absl::Status& status) {
-  RejectReason reason;
   if (refused_as_) {
-    reason = *refused_as_;
-  } else if (status.code() == absl::StatusCode::kResourceExhausted) {
-    reason = RejectReason::kQueueFull;
-  } else if (status.code() == absl::StatusCode::kInvalidArgument) {
-    reason = RejectReason::kInvalidArgument;
+    hub_->CountRefusal(*refused_as_, absl::Now() - arrival_);
   } else {
-    return;  // not a refusal of the request itself (loading, draining, no key, ...)
+    hub_->CountRefusal(status, absl::Now() - arrival_);
   }
-  hub_->CountRefusal(reason, absl::Now() - arrival_);
+}
+
+void GenerationHub::CountRefusal(const absl::Status& status,
+                                 std::optional<absl::Duration> time_to_refusal) {
+  if (status.code() == absl::StatusCode::kResourceExhausted) {
+    CountRefusal(RejectReason::kQueueFull, time_to_refusal);
+  } else if (status.code() == absl::StatusCode::kInvalidArgument) {
+    CountRefusal(RejectReason::kInvalidArgument, time_to_refusal);
+  }
 }
 
 void GenerationHub::CountRefusal(RejectReason reason,

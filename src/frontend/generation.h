@@ -119,6 +119,11 @@ class GenerationHub {
   // took from arrival when known (convoy_request_refusal_seconds).
   void CountRefusal(RejectReason reason,
                     std::optional<absl::Duration> time_to_refusal = std::nullopt);
+  // The same for a refusal known by its status: RESOURCE_EXHAUSTED counts as kQueueFull,
+  // INVALID_ARGUMENT as kInvalidArgument; any other (loading, draining, no key) is not a refusal
+  // of the request itself and counts nothing.
+  void CountRefusal(const absl::Status& status,
+                    std::optional<absl::Duration> time_to_refusal = std::nullopt);
 
  private:
   friend class GenerationSession;

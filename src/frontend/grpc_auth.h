@@ -1,11 +1,12 @@
 // Who a gRPC call comes from: the API key it presents (its `authorization` metadata, api_keys.h)
-// and its peer's address.
+// and its peer's address; and when it must end by.
 #ifndef CONVOY_FRONTEND_GRPC_AUTH_H_
 #define CONVOY_FRONTEND_GRPC_AUTH_H_
 
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/time/time.h"
 #include "frontend/generation.h"
 #include "grpcpp/server_context.h"
 
@@ -35,6 +36,13 @@ inline std::string GrpcPeerAddress(const std::string& peer) {
 
 inline CallOrigin GrpcCallOrigin(const grpc::ServerContextBase& context) {
   return CallOrigin{GrpcAuthorization(context), GrpcPeerAddress(context.peer())};
+}
+
+// The call's gRPC deadline; InfiniteFuture() for none.
+inline absl::Time GrpcCallDeadline(const grpc::ServerContextBase& context) {
+  const auto deadline = context.deadline();
+  return deadline == std::chrono::system_clock::time_point::max() ? absl::InfiniteFuture()
+                                                                  : absl::FromChrono(deadline);
 }
 
 }  // namespace convoy

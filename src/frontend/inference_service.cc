@@ -23,13 +23,6 @@ uint64_t Micros(absl::Duration d) {
   return d <= absl::ZeroDuration() ? 0 : static_cast<uint64_t>(absl::ToInt64Microseconds(d));
 }
 
-// The call's gRPC deadline; InfiniteFuture() for none.
-absl::Time CallDeadline(const grpc::CallbackServerContext& context) {
-  const auto deadline = context.deadline();
-  return deadline == std::chrono::system_clock::time_point::max() ? absl::InfiniteFuture()
-                                                                  : absl::FromChrono(deadline);
-}
-
 // Fills a response or stream message with new output.
 template <typename Message>
 void AppendOutput(const SessionOutput& out, Message* message) {
@@ -60,7 +53,7 @@ class InferenceService::UnaryCall final : public grpc::ServerUnaryReactor {
             const v1::InferRequest& request, grpc::ByteBuffer* response)
       : service_(service), out_(response) {
     session_ = GenerationSession::Create(&service->hub_, [this] { Pump(); });
-    session_->Begin(request, CallDeadline(*context), GrpcCallOrigin(*context));
+    session_->Begin(request, GrpcCallDeadline(*context), GrpcCallOrigin(*context));
   }
 
   void OnCancel() override { session_->ClientGone(); }
@@ -111,7 +104,7 @@ class InferenceService::StreamCall final : public grpc::ServerWriteReactor<grpc:
              const v1::InferRequest& request)
       : context_(context) {
     session_ = GenerationSession::Create(&service->hub_, [this] { Pump(); });
-    session_->Begin(request, CallDeadline(*context), GrpcCallOrigin(*context));
+    session_->Begin(request, GrpcCallDeadline(*context), GrpcCallOrigin(*context));
   }
 
   void OnWriteDone(bool ok) override {

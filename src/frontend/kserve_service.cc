@@ -26,12 +26,6 @@ using inference::ModelStreamInferResponse;
 
 constexpr char kFinalFlag[] = "triton_final_response";
 
-absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {
-  const auto deadline = context.deadline();
-  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
-  return absl::FromChrono(deadline);
-}
-
 void SetParameter(ModelInferResponse* response, const std::string& key, bool value) {
   (*response->mutable_parameters())[key].set_bool_param(value);
 }
@@ -105,12 +99,13 @@ class KServeService::UnaryCall final : public grpc::ServerUnaryReactor {
       : hub_(service->hub_), out_(response) {
     absl::StatusOr<KServeRequest> parsed = ParseKServeRequest(request, /*streaming=*/false);
     if (!parsed.ok()) {
+      hub_->CountRefusal(parsed.status());
       Finish(ToGrpcStatus(parsed.status()));
       return;
     }
     request_ = *std::move(parsed);
     session_ = GenerationSession::Create(hub_, [this] { Pump(); });
-    session_->Begin(request_.request, DeadlineOf(*context), GrpcCallOrigin(*context));
+    session_->Begin(request_.request, GrpcCallDeadline(*context), GrpcCallOrigin(*context));
   }
 
   void OnCancel() override {
@@ -175,7 +170,7 @@ class KServeService::StreamCall final
   StreamCall(KServeService* service, grpc::CallbackServerContext* context)
       : hub_(service->hub_),
         context_(context),
-        deadline_(DeadlineOf(*context)),
+        deadline_(GrpcCallDeadline(*context)),
         origin_(GrpcCallOrigin(*context)) {
     if (absl::Status caller = hub_->Authenticate(origin_.authorization).status(); !caller.ok()) {
       {
@@ -231,6 +226,7 @@ class KServeService::StreamCall final
   void Accept(const ModelInferRequest& request) {
     absl::StatusOr<KServeRequest> parsed = ParseKServeRequest(request, /*streaming=*/true);
     if (!parsed.ok()) {
+      hub_->CountRefusal(parsed.status());
       Refuse(request.id(), parsed.status());
       return;
     }

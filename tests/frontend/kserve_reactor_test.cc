@@ -247,6 +247,29 @@ TEST_F(KServeReactorTest, ALateRefusalByTheEngineEndsTheRequestWithItsStatus) {
   EXPECT_THAT(engine_.cancelled(), IsEmpty());
 }
 
+// A request whose tensors are wrong (here input_ids declared FP32) is refused before the engine
+// sees it, on ModelInfer with INVALID_ARGUMENT and on the stream with its error message, and each
+// refusal is counted with the front end's other invalid_argument refusals.
+TEST_F(KServeReactorTest, ARequestWithABadTensorIsRefusedAndCounted) {
+  inference::ModelInferRequest bad = KServeIdsRequest("bad", 4);
+  bad.mutable_inputs(0)->set_datatype("FP32");
+  grpc::ClientContext unary_context;
+  ModelInferResponse unary_response;
+  const grpc::Status unary_status = stub_->ModelInfer(&unary_context, bad, &unary_response);
+  EXPECT_EQ(unary_status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(unary_status.error_message(), HasSubstr("input_ids"));
+
+  grpc::ClientContext context;
+  std::unique_ptr<KServeStream> stream = stub_->ModelStreamInfer(&context);
+  ASSERT_TRUE(stream->Write(bad));
+  std::map<std::string, StreamedAnswer> answers = ReadFinals(stream.get(), 1);
+  EXPECT_THAT(answers["bad"].last.error_message(), StartsWith("INVALID_ARGUMENT"));
+  ASSERT_TRUE(stream->WritesDone());
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_TRUE(engine_.AwaitSubmitted(0).empty());
+  EXPECT_EQ(service_->hub()->rejections()[static_cast<int>(RejectReason::kInvalidArgument)], 2);
+}
+
 // Three requests in flight on one stream, their events interleaved; the middle one fails in the
 // engine after a token: it gets that token, then its error as its final response; the other two
 // complete with all their tokens; each request has exactly one final response, and the stream
