@@ -11,7 +11,8 @@
 # convoyd's resident memory is read from /proc once a second throughout. Prints a Markdown table:
 # per phase the requests sent, completed, refused for load (RESOURCE_EXHAUSTED) and failed
 # otherwise, how fast refusals came (p50, p99, max), TTFT p50/p99, and the RSS; then the checks
-# (nothing failed but refusals, RSS bounded, recovery's TTFT against baseline's). Builds nothing.
+# (nothing failed but refusals, RSS bounded, recovery's TTFT against baseline's) and the refusal
+# latency the server measured (convoy_request_refusal_seconds). Builds nothing.
 #
 #   scripts/overload.sh BUILD_DIR
 #
@@ -84,7 +85,14 @@ print(next(c for c in r['classes'] if c['name']=='all')['requests_per_s'])" "$ou
 half=$(python3 -c "print(f'{$capacity / 2:.4g}')")
 over=$(python3 -c "print(f'{$capacity * $factor:.4g}')")
 phase baseline --rate "$half" --duration-s "$phase_s"
+scrape() {  # scrape FILE: convoyd's /metrics (on its HTTP port) into FILE
+  python3 -c "import sys, urllib.request; \
+sys.stdout.write(urllib.request.urlopen('http://$convoyd_http/metrics', timeout=30).read().decode())" \
+    >"$1"
+}
+scrape "$out/metrics-before-overload.txt"
 phase overload --rate "$over" --duration-s "$overload_s"
+scrape "$out/metrics-after-overload.txt"
 phase recovery --rate "$half" --duration-s "$phase_s"
 kill "$sampler" 2>/dev/null || true
 sampler=""
@@ -138,6 +146,27 @@ over_top = rss_in(marks["overload"], marks["overload-end"])[0]
 print(f"- failures other than refusals for load, all phases: {fails}")
 print(f"- refused during the overload: {over.get('refused', 0)} of {over['sent']} sent; "
       f"refusal p99 {ms(over, 'refusal_s', 'p99'):.2f} ms (target: under 1 ms)")
+# The server's own view: convoy_request_refusal_seconds over the overload (arrival at the front
+# end to the refusal), as the bucket bounds that hold the quantiles.
+def buckets(path):
+    b = {}
+    for line in open(path):
+        if line.startswith("convoy_request_refusal_seconds_bucket{"):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            b[float(le)] = float(line.rsplit(" ", 1)[1])
+    return b
+before = buckets(f"{out}/metrics-before-overload.txt")
+after = buckets(f"{out}/metrics-after-overload.txt")
+delta = sorted((le, after[le] - before.get(le, 0)) for le in after)
+count = delta[-1][1] if delta else 0
+def bound(q):
+    for le, n in delta:
+        if n >= q * count:
+            return "more than 5 s" if math.isinf(le) else f"at most {le * 1e3:g} ms"
+    return "-"
+if count:
+    print(f"- refusals measured by the server (convoy_request_refusal_seconds, {count:.0f} in the "
+          f"overload): p50 {bound(0.5)}, p99 {bound(0.99)}")
 print(f"- RSS: {base_top:.0f} MiB at most in the baseline, {over_top:.0f} MiB at most in the overload "
       f"({over_top / base_top:.2f}x)")
 print(f"- recovery TTFT p50 {ms(rec, 'ttft_s', 'p50'):.0f} ms against the baseline's "
