@@ -100,14 +100,18 @@ const ModelWeights& Weights() {
   return *weights;
 }
 
-// The weight format and the product that runs few rows: "bf16" takes the project's few-row kernel
-// where the CPU has AVX-512 BF16 (what convoyd runs), "bf16_onednn" keeps every product in oneDNN.
+// The weight format, the product that runs few rows and the attention's work items: "bf16" takes
+// the project's few-row kernel where the CPU has AVX-512 BF16 and attention items that share K
+// and V (what convoyd runs); "bf16_onednn" keeps every product in oneDNN; "bf16_attn1" runs one
+// attention item per token and head.
 struct Variant {
   CpuWeightFormat format;
   bool few_row_kernel;
+  bool share_attention_kv = true;
 };
 constexpr Variant kBf16{CpuWeightFormat::kBF16, true};
 constexpr Variant kBf16OneDnn{CpuWeightFormat::kBF16, false};
+constexpr Variant kBf16Attn1{CpuWeightFormat::kBF16, true, false};
 constexpr Variant kF32{CpuWeightFormat::kF32, false};
 
 // One executor (one copy of the weights) in memory at a time.
@@ -115,11 +119,13 @@ CpuExecutor& Executor(Variant variant) {
   static std::unique_ptr<CpuExecutor> executor;
   static Variant current{CpuWeightFormat::kAuto, false};
   if (executor == nullptr || current.format != variant.format ||
-      current.few_row_kernel != variant.few_row_kernel) {
+      current.few_row_kernel != variant.few_row_kernel ||
+      current.share_attention_kv != variant.share_attention_kv) {
     executor.reset();
     CpuExecutorOptions options;
     options.weight_format = variant.format;
     options.few_row_kernel = variant.few_row_kernel;
+    options.share_attention_kv = variant.share_attention_kv;
     options.kv_cache_bytes = int64_t{1} << 30;
     auto created = CpuExecutor::Create(Weights(), options);
     if (!created.ok()) {
@@ -265,6 +271,13 @@ BENCHMARK_CAPTURE(BM_Prefill, bf16, kBf16)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(2.0)
     ->UseRealTime();
+// The same prompts with one attention item per token and head: sharing K and V's gain.
+BENCHMARK_CAPTURE(BM_Prefill, bf16_attn1, kBf16Attn1)
+    ->Arg(128)
+    ->Arg(512)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_Decode, bf16, kBf16)
     ->Arg(1)
     ->Arg(2)
@@ -281,6 +294,12 @@ BENCHMARK_CAPTURE(BM_Decode, bf16_onednn, kBf16OneDnn)
     ->Arg(2)
     ->Arg(4)
     ->Arg(8)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Decode, bf16_attn1, kBf16Attn1)
+    ->Arg(1)
+    ->Arg(16)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(2.0)
     ->UseRealTime();

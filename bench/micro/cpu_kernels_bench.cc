@@ -89,7 +89,7 @@ void BM_RopeApply(benchmark::State& state) {
 BENCHMARK(BM_RopeApply)->Arg(1)->Arg(64);
 
 // One decode token per row over a 1024-token context, one layer; state.range(0): rows, each with
-// its own context.
+// its own context; state.range(1): 1 when work items share K and V (AttentionShape::share_kv).
 void BM_PagedAttentionDecode(benchmark::State& state) {
   constexpr int32_t kContext = 1024;
   constexpr int32_t kBlockSize = 16;
@@ -126,9 +126,9 @@ void BM_PagedAttentionDecode(benchmark::State& state) {
     rows[r] = {&q[r * q_size], &out[r * q_size], /*len=*/1, /*start_pos=*/kContext - 1,
                &blocks[r * kBlocksPerRow]};
   }
-  const AttentionShape shape{kHeads,   kKvHeads,
-                             kHeadDim, q_size,
-                             q_size,   static_cast<float>(1.0 / std::sqrt(double{kHeadDim}))};
+  AttentionShape shape{kHeads, kKvHeads, kHeadDim,
+                       q_size, q_size,   static_cast<float>(1.0 / std::sqrt(double{kHeadDim}))};
+  shape.share_kv = state.range(1) != 0;
   for (auto _ : state) {
     PagedAttention(&cache, 0, shape, rows.data(), num_rows);
     benchmark::DoNotOptimize(out.data());
@@ -137,7 +137,10 @@ void BM_PagedAttentionDecode(benchmark::State& state) {
   // K and V of the whole context, read once per row.
   state.SetBytesProcessed(state.iterations() * num_rows * spec.BytesPerBlock() * kBlocksPerRow);
 }
-BENCHMARK(BM_PagedAttentionDecode)->Arg(1)->Arg(8)->UseRealTime();
+BENCHMARK(BM_PagedAttentionDecode)
+    ->ArgsProduct({{1, 8}, {0, 1}})
+    ->ArgNames({"rows", "share"})
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace convoy

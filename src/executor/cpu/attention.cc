@@ -69,6 +69,205 @@ void WeightedValues(PagedKvCache* cache, const BlockId* blocks, int32_t layer, i
   }
 }
 
+#if defined(__AVX512F__)
+// Scores of N queries against the first `n` keys of one transposed K block of 16 keys:
+// scores[i * stride + s] = q_i . K[:, s], the queries contiguous in `q` ([N][head_dim]). Each row
+// of K is loaded once for all N; the N sums are independent chains, so the multiply-adds are not
+// held up by one another's latency. Per query the sum runs over d in order, as BlockScores'.
+template <int N>
+void BlockScores16(const float* q, const float* kt, int32_t head_dim, int32_t n, float* scores,
+                   int64_t stride) {
+  __m512 acc[N];
+  for (int i = 0; i < N; ++i) acc[i] = _mm512_setzero_ps();
+  for (int32_t d = 0; d < head_dim; ++d) {
+    const __m512 k = _mm512_loadu_ps(kt + d * 16);
+    for (int i = 0; i < N; ++i) {
+      acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(q[i * head_dim + d]), k, acc[i]);
+    }
+  }
+  const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1);
+  for (int i = 0; i < N; ++i) _mm512_mask_storeu_ps(scores + i * stride, mask, acc[i]);
+}
+
+// The most queries one BlockScores16 takes: N sums and a row of K in registers.
+constexpr int kScoreQueries = 12;
+
+void BlockScoresMany(int count, const float* q, const float* kt, int32_t head_dim, int32_t n,
+                     float* scores, int64_t stride) {
+  switch (count) {
+#define CONVOY_SCORES_CASE(N)                             \
+  case N:                                                 \
+    BlockScores16<N>(q, kt, head_dim, n, scores, stride); \
+    return;
+    CONVOY_SCORES_CASE(1)
+    CONVOY_SCORES_CASE(2)
+    CONVOY_SCORES_CASE(3)
+    CONVOY_SCORES_CASE(4)
+    CONVOY_SCORES_CASE(5)
+    CONVOY_SCORES_CASE(6)
+    CONVOY_SCORES_CASE(7)
+    CONVOY_SCORES_CASE(8)
+    CONVOY_SCORES_CASE(9)
+    CONVOY_SCORES_CASE(10)
+    CONVOY_SCORES_CASE(11)
+    CONVOY_SCORES_CASE(12)
+#undef CONVOY_SCORES_CASE
+    default:
+      break;
+  }
+}
+
+// out_i += sum over j < context of weights[i * stride + j] * V[j] for N queries over 64 elements
+// of the head starting at d0, V read block by block once for all N (zero weights past a query's
+// own context leave its sums as they are). Per query the sums run over j in order, as
+// WeightedValues'.
+template <int N>
+void WeightedValues64(PagedKvCache* cache, const BlockId* blocks, int32_t layer, int32_t kv_head,
+                      const float* weights, int64_t stride, int32_t context, int32_t d0,
+                      float* const* out) {
+  const int32_t hd = cache->spec().head_dim;
+  const int32_t block_size = cache->spec().block_size;
+  __m512 acc[N][4];
+  for (int i = 0; i < N; ++i) {
+    for (int c = 0; c < 4; ++c) acc[i][c] = _mm512_setzero_ps();
+  }
+  for (int32_t b = 0; b * block_size < context; ++b) {
+    const float* v = cache->Value(blocks[b], layer, kv_head, 0) + d0;
+    const int32_t n = std::min(block_size, context - b * block_size);
+    const float* w = weights + static_cast<int64_t>(b) * block_size;
+    for (int32_t s = 0; s < n; ++s, v += hd) {
+      const __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16),
+                   v2 = _mm512_loadu_ps(v + 32), v3 = _mm512_loadu_ps(v + 48);
+      for (int i = 0; i < N; ++i) {
+        const __m512 wi = _mm512_set1_ps(w[i * stride + s]);
+        acc[i][0] = _mm512_fmadd_ps(wi, v0, acc[i][0]);
+        acc[i][1] = _mm512_fmadd_ps(wi, v1, acc[i][1]);
+        acc[i][2] = _mm512_fmadd_ps(wi, v2, acc[i][2]);
+        acc[i][3] = _mm512_fmadd_ps(wi, v3, acc[i][3]);
+      }
+    }
+  }
+  for (int i = 0; i < N; ++i) {
+    for (int c = 0; c < 4; ++c) _mm512_storeu_ps(out[i] + d0 + 16 * c, acc[i][c]);
+  }
+}
+
+// The most queries one WeightedValues64 takes: 4N sums and 4 registers of V.
+constexpr int kValueQueries = 6;
+
+void WeightedValuesMany(int count, PagedKvCache* cache, const BlockId* blocks, int32_t layer,
+                        int32_t kv_head, const float* weights, int64_t stride, int32_t context,
+                        int32_t d0, float* const* out) {
+  switch (count) {
+#define CONVOY_VALUES_CASE(N)                                                              \
+  case N:                                                                                  \
+    WeightedValues64<N>(cache, blocks, layer, kv_head, weights, stride, context, d0, out); \
+    return;
+    CONVOY_VALUES_CASE(1)
+    CONVOY_VALUES_CASE(2)
+    CONVOY_VALUES_CASE(3)
+    CONVOY_VALUES_CASE(4)
+    CONVOY_VALUES_CASE(5)
+    CONVOY_VALUES_CASE(6)
+#undef CONVOY_VALUES_CASE
+    default:
+      break;
+  }
+}
+#endif  // __AVX512F__
+
+// One work item: `num_tokens` consecutive tokens from `first_token` of a row, and `num_heads`
+// query heads from `first_head`, all of KV head `kv_head`.
+struct AttentionItem {
+  int32_t row;
+  int32_t kv_head;
+  int32_t first_token;
+  int32_t num_tokens;
+  int32_t first_head;
+  int32_t num_heads;
+};
+
+// Queries one item aims at when it may share K and V: a score kernel's worth.
+constexpr int32_t kScoreQueriesPerItem = 12;
+
+// The queries of one item, their scores and their outputs; reused by a thread across items.
+struct ItemScratch {
+  std::vector<float> q;       // [queries][head_dim], contiguous for the score kernels
+  std::vector<float> scores;  // [queries][stride]: scores, then softmax weights
+  std::vector<float*> out;    // per query
+  std::vector<int32_t> context;
+};
+
+void RunItem(PagedKvCache* cache, int32_t layer, const AttentionShape& shape,
+             const AttentionRow& row, const AttentionItem& item, ItemScratch* scratch) {
+  const int32_t hd = shape.head_dim;
+  const int32_t block_size = cache->spec().block_size;
+  const int32_t queries = item.num_tokens * item.num_heads;
+  // Every query's context ends within the item's last token's: scores and weights are computed
+  // up to it, a query's weights past its own context set to 0.
+  const int32_t longest = row.start_pos + item.first_token + item.num_tokens;
+  const int64_t stride = (longest + 15) / 16 * 16;
+  scratch->q.resize(static_cast<size_t>(queries) * hd);
+  scratch->scores.resize(static_cast<size_t>(queries) * stride);
+  scratch->out.resize(queries);
+  scratch->context.resize(queries);
+  for (int32_t t = 0; t < item.num_tokens; ++t) {
+    for (int32_t h = 0; h < item.num_heads; ++h) {
+      const int32_t i = t * item.num_heads + h;
+      const int32_t token = item.first_token + t;
+      const int64_t head_offset = static_cast<int64_t>(item.first_head + h) * hd;
+      std::memcpy(&scratch->q[static_cast<size_t>(i) * hd],
+                  row.q + token * shape.q_stride + head_offset, sizeof(float) * hd);
+      scratch->out[i] = row.out + token * shape.out_stride + head_offset;
+      scratch->context[i] = row.start_pos + token + 1;
+    }
+  }
+  const float* q = scratch->q.data();
+  float* scores = scratch->scores.data();
+
+  for (int32_t b = 0; b * block_size < longest; ++b) {
+    const float* kt = cache->KeyBlock(row.blocks[b], layer, item.kv_head);
+    const int32_t n = std::min(block_size, longest - b * block_size);
+#if defined(__AVX512F__)
+    if (block_size == 16) {
+      for (int32_t i = 0; i < queries; i += kScoreQueries) {
+        BlockScoresMany(std::min(kScoreQueries, queries - i), q + static_cast<int64_t>(i) * hd, kt,
+                        hd, n, scores + i * stride + b * block_size, stride);
+      }
+      continue;
+    }
+#endif
+    for (int32_t i = 0; i < queries; ++i) {
+      BlockScores(q + static_cast<int64_t>(i) * hd, kt, hd, block_size, n,
+                  scores + i * stride + b * block_size);
+    }
+  }
+  for (int32_t i = 0; i < queries; ++i) {
+    float* w = scores + i * stride;
+    const int32_t context = scratch->context[i];
+    const float max_score = ScaleAndMax(w, context, shape.scale);
+    const float inv_sum = 1.0f / ExpShiftedSum(w, context, max_score);
+    for (int32_t j = 0; j < context; ++j) w[j] *= inv_sum;
+    std::fill(w + context, w + longest, 0.0f);
+  }
+#if defined(__AVX512F__)
+  if (hd % 64 == 0) {
+    for (int32_t i = 0; i < queries; i += kValueQueries) {
+      for (int32_t d0 = 0; d0 < hd; d0 += 64) {
+        WeightedValuesMany(std::min(kValueQueries, queries - i), cache, row.blocks, layer,
+                           item.kv_head, scores + i * stride, stride, longest, d0,
+                           scratch->out.data() + i);
+      }
+    }
+    return;
+  }
+#endif
+  for (int32_t i = 0; i < queries; ++i) {
+    WeightedValues(cache, row.blocks, layer, item.kv_head, scores + i * stride, scratch->context[i],
+                   scratch->out[i]);
+  }
+}
+
 }  // namespace
 
 PagedKvCache::PagedKvCache(const KvCacheSpec& spec) : spec_(spec) {
@@ -88,47 +287,37 @@ void PagedKvCache::Write(BlockId block, int32_t layer, int32_t head, int32_t slo
 
 void PagedAttention(PagedKvCache* cache, int32_t layer, const AttentionShape& shape,
                     const AttentionRow* rows, int32_t num_rows) {
-  // Work items: (row, token, head), flattened so small batches still spread over every thread.
-  std::vector<int64_t> row_offsets(num_rows + 1, 0);
-  for (int32_t r = 0; r < num_rows; ++r) {
-    row_offsets[r + 1] = row_offsets[r] + static_cast<int64_t>(rows[r].len) * shape.num_heads;
-  }
-  const int64_t total = row_offsets[num_rows];
+  const int32_t group = shape.num_heads / shape.num_kv_heads;
+  // Tokens per item: enough that the item's queries (tokens x the group's heads) fill the score
+  // kernel; one when a group alone does.
+  const int32_t tile = shape.share_kv ? std::max(1, kScoreQueriesPerItem / group) : 1;
+  std::vector<AttentionItem> items;
   // Multiply-adds of the whole pass, to decide whether waking the thread team pays.
   int64_t work = 0;
   for (int32_t r = 0; r < num_rows; ++r) {
-    work += static_cast<int64_t>(rows[r].len) * shape.num_heads *
-            (rows[r].start_pos + rows[r].len) * shape.head_dim * 2;
+    const AttentionRow& row = rows[r];
+    work += static_cast<int64_t>(row.len) * shape.num_heads * (row.start_pos + row.len) *
+            shape.head_dim * 2;
+    for (int32_t g = 0; g < shape.num_kv_heads; ++g) {
+      for (int32_t t = 0; t < row.len; t += tile) {
+        const int32_t tokens = std::min(tile, row.len - t);
+        if (shape.share_kv) {
+          items.push_back({r, g, t, tokens, g * group, group});
+        } else {
+          for (int32_t h = 0; h < group; ++h) items.push_back({r, g, t, 1, g * group + h, 1});
+        }
+      }
+    }
   }
-  const int32_t group = shape.num_heads / shape.num_kv_heads;
-  const int32_t hd = shape.head_dim;
-  const int32_t block_size = cache->spec().block_size;
+  const int64_t total = static_cast<int64_t>(items.size());
 
 #pragma omp parallel if (work >= kMinParallelWork)
   {
-    std::vector<float> scores;
-#pragma omp for schedule(dynamic, 4)
-    for (int64_t item = 0; item < total; ++item) {
-      const int32_t r = static_cast<int32_t>(
-          std::upper_bound(row_offsets.begin(), row_offsets.end(), item) - row_offsets.begin() - 1);
-      const AttentionRow& row = rows[r];
-      const int64_t local = item - row_offsets[r];
-      const int32_t t = static_cast<int32_t>(local / shape.num_heads);
-      const int32_t h = static_cast<int32_t>(local % shape.num_heads);
-      const int32_t kv_head = h / group;
-      const float* q = row.q + t * shape.q_stride + static_cast<int64_t>(h) * hd;
-      float* out = row.out + t * shape.out_stride + static_cast<int64_t>(h) * hd;
-      const int32_t context = row.start_pos + t + 1;
-
-      scores.resize(context);
-      for (int32_t b = 0; b * block_size < context; ++b) {
-        BlockScores(q, cache->KeyBlock(row.blocks[b], layer, kv_head), hd, block_size,
-                    std::min(block_size, context - b * block_size), scores.data() + b * block_size);
-      }
-      const float max_score = ScaleAndMax(scores.data(), context, shape.scale);
-      const float inv_sum = 1.0f / ExpShiftedSum(scores.data(), context, max_score);
-      for (int32_t j = 0; j < context; ++j) scores[j] *= inv_sum;
-      WeightedValues(cache, row.blocks, layer, kv_head, scores.data(), context, out);
+    ItemScratch scratch;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < total; ++i) {
+      const AttentionItem& item = items[i];
+      RunItem(cache, layer, shape, rows[item.row], item, &scratch);
     }
   }
 }

@@ -65,10 +65,16 @@ struct AttentionShape {
   int64_t q_stride;
   int64_t out_stride;
   float scale;  // 1 / sqrt(head_dim)
+  // Whether one work item takes several queries that read the same K and V: the query heads of
+  // one KV head's group, and a few consecutive tokens of a row (a prompt chunk's), so that each
+  // K and V block is read once for all of them and their scores are independent chains of
+  // multiply-adds. false: one work item per token and head (the baseline for benchmarks). The
+  // results are the same either way, bit for bit.
+  bool share_kv = true;
 };
 
 // For each row, token t and head h: softmax over context positions [0, start_pos + t] (causal)
-// of q . k * scale, times V. Parallel over rows, heads and tokens.
+// of q . k * scale, times V. Parallel over rows, KV heads and tiles of tokens.
 void PagedAttention(PagedKvCache* cache, int32_t layer, const AttentionShape& shape,
                     const AttentionRow* rows, int32_t num_rows);
 

@@ -45,6 +45,7 @@ struct CpuExecutor::Impl {
   std::unique_ptr<RopeTable> rope;
   int num_threads = 1;
   bool skip_padding = false;
+  bool share_attention_kv = true;
 
   // Step scratch, reused.
   std::vector<float> x, h, qkv, attn, proj, gate_up, act, cos_sin, logits;
@@ -95,6 +96,7 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
   impl->config = c;
   impl->num_threads = options.num_threads > 0 ? options.num_threads : omp_get_num_procs();
   impl->skip_padding = options.skip_padding;
+  impl->share_attention_kv = options.share_attention_kv;
   omp_set_num_threads(impl->num_threads);
 
   if (options.block_size <= 0) {
@@ -224,12 +226,13 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
                          static_cast<int32_t>(row.token_ids.size()), row.start_pos,
                          row.block_table.data()};
   }
-  const AttentionShape shape{static_cast<int32_t>(c.num_attention_heads),
-                             static_cast<int32_t>(c.num_key_value_heads),
-                             static_cast<int32_t>(hd),
-                             qkv_width,
-                             q_size,
-                             static_cast<float>(1.0 / std::sqrt(hd))};
+  AttentionShape shape{static_cast<int32_t>(c.num_attention_heads),
+                       static_cast<int32_t>(c.num_key_value_heads),
+                       static_cast<int32_t>(hd),
+                       qkv_width,
+                       q_size,
+                       static_cast<float>(1.0 / std::sqrt(hd))};
+  shape.share_kv = share_attention_kv;
   const int32_t block_size = kv_spec.block_size;
 
   for (int32_t l = 0; l < static_cast<int32_t>(layers.size()); ++l) {

@@ -31,6 +31,10 @@ struct CpuExecutorOptions {
   // bf16 products of few rows (decode steps) through the project's kernel (gemv_bf16.h) where the
   // CPU has AVX-512 BF16; false keeps them in oneDNN (for benchmarks that compare the two).
   bool few_row_kernel = true;
+  // Attention work items that share each K and V block across the queries of a KV head's group
+  // and a few tokens (AttentionShape::share_kv); false: one item per token and head (for
+  // benchmarks that compare the two; the results are the same).
+  bool share_attention_kv = true;
 };
 
 class CpuExecutor final : public Executor {
