@@ -69,13 +69,18 @@ start=$(date +%s.%N)
 ) >"$out/rss.txt" &
 sampler=$!
 
+# Each phase draws other prompts (--seed): with the same ones, a phase would find the prompts of
+# the phase before it in the prefix cache, and the baseline (after the capacity run) would be
+# served from cache while the recovery (after the overload had evicted it) would not.
+phase_seed=100
 phase() {  # phase NAME convoy-bench-run-arguments...
   local name=$1
   shift
+  phase_seed=$((phase_seed + 1))
   echo "$name ..." >&2
   echo "$name $(date +%s.%N)" >>"$out/phases.txt"
   "${client_pin[@]}" "$bench" run --addr "$addr" --workload "$workload" --label "$name" --noprogress --drain-s 120 \
-    --json "$out/$name.json" "$@" >"$out/$name.txt" 2>"$out/$name.err"
+    --seed "$phase_seed" --json "$out/$name.json" "$@" >"$out/$name.txt" 2>"$out/$name.err"
   echo "$name-end $(date +%s.%N)" >>"$out/phases.txt"
 }
 

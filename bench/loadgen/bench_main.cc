@@ -58,6 +58,10 @@ ABSL_FLAG(double, drain_s, 60,
           "After sending stops, seconds the requests in flight may take before they are "
           "cancelled");
 ABSL_FLAG(int32_t, warmup, 2, "Unmeasured requests sent one at a time first");
+ABSL_FLAG(uint64_t, seed, 0,
+          "The workload's seed instead of the file's (0: the file's): other prompts, lengths and "
+          "arrival gaps of the same distributions, e.g. for runs that must not hit one another's "
+          "prefix cache");
 ABSL_FLAG(std::string, json, "", "Write the results as JSON here");
 ABSL_FLAG(std::string, csv, "", "Write the results as CSV here (one line per run and class)");
 ABSL_FLAG(std::string, svg, "", "Write a plot of latency percentiles against throughput here");
@@ -75,9 +79,18 @@ namespace {
 
 namespace bench = convoy::bench;
 
-const std::vector<std::string> kCommonFlags = {
-    "workload", "duration_s", "requests", "rate", "concurrency", "ttft_ms",  "itl_ms",  "drain_s",
-    "warmup",   "json",       "csv",      "svg",  "markdown",    "progress", "protocol"};
+const std::vector<std::string> kCommonFlags = {"workload",    "duration_s", "requests", "rate",
+                                               "concurrency", "ttft_ms",    "itl_ms",   "drain_s",
+                                               "warmup",      "seed",       "json",     "csv",
+                                               "svg",         "markdown",   "progress", "protocol"};
+
+// --workload's file, with --seed applied.
+absl::StatusOr<bench::v1::Workload> WorkloadFromFlags() {
+  absl::StatusOr<bench::v1::Workload> workload = bench::LoadWorkload(absl::GetFlag(FLAGS_workload));
+  if (workload.ok() && absl::GetFlag(FLAGS_seed) != 0)
+    workload->set_seed(absl::GetFlag(FLAGS_seed));
+  return workload;
+}
 
 convoy::cli::CommandLine RunCommandLine() {
   convoy::cli::CommandLine spec = {
@@ -202,7 +215,7 @@ int RunCommand(int argc, char** argv) {
     return convoy::cli::BadUsage(spec, "give --rate or --concurrency, not both");
   }
   options.config_label = absl::GetFlag(FLAGS_label).empty() ? addr : absl::GetFlag(FLAGS_label);
-  absl::StatusOr<bench::v1::Workload> workload = bench::LoadWorkload(absl::GetFlag(FLAGS_workload));
+  absl::StatusOr<bench::v1::Workload> workload = WorkloadFromFlags();
   if (!workload.ok()) return convoy::cli::BadUsage(spec, std::string(workload.status().message()));
 
   target.channel = bench::MakeChannel(addr);
@@ -341,7 +354,7 @@ int SweepCommand(int argc, char** argv) {
     if (!axis.ok()) return convoy::cli::BadUsage(spec, std::string(axis.status().message()));
     axes.push_back(*std::move(axis));
   }
-  absl::StatusOr<bench::v1::Workload> workload = bench::LoadWorkload(absl::GetFlag(FLAGS_workload));
+  absl::StatusOr<bench::v1::Workload> workload = WorkloadFromFlags();
   if (!workload.ok()) return convoy::cli::BadUsage(spec, std::string(workload.status().message()));
   const std::string base_path = absl::GetFlag(FLAGS_base_config);
   std::ifstream base_in(base_path);
