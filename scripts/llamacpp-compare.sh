@@ -398,8 +398,12 @@ engines=(convoy)
 for t in $serve_types; do engines+=("llama-$t"); done
 
 # One load point ($1: c<N> for a closed loop of N, r<R> for R requests/s) on every engine in turn.
+# Each point draws its own prompts (--seed), the same for every engine: with one seed for all, a
+# point would find the prompts of the points before it in convoyd's prefix cache.
+point_seed=100
 run_point() {
   local point=$1 load engine file
+  point_seed=$((point_seed + 1))
   case $point in
     c*) load=(--concurrency "${point#c}") ;;
     r*) load=(--rate "${point#r}") ;;
@@ -410,7 +414,7 @@ run_point() {
     measured "$file" "$bench" run --addr "$convoy_grpc" --http-addr "${http[$engine]}" \
       --protocol openai --workload "$workload" --duration-s "$duration" --drain-s "$drain" "${load[@]}" \
       --ttft-ms "$slo_ttft_ms" --itl-ms "$slo_itl_ms" --label "$engine" --noprogress \
-      --json "$file.json"
+      --seed "$point_seed" --json "$file.json"
   done
 }
 

@@ -65,14 +65,17 @@ server_cpu() {
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 protocols=(native openai kserve)
 TIMEFORMAT='%3U %3S'
+seed=100
 for round in $(seq "$rounds"); do
   for protocol in "${protocols[@]}"; do
     echo "round $round: $protocol ($requests requests, concurrency $concurrency) ..." >&2
     run=$out/round$round-$protocol
     before=$(server_cpu)
-    # convoy-bench waits for the server to be SERVING before it sends.
+    # convoy-bench waits for the server to be SERVING before it sends. Each run draws its own
+    # prompts (--seed), so that none finds the prompts of the run before in the prefix cache.
+    seed=$((seed + 1))
     { time "$bench" run --addr "$addr" --http-addr "$http_addr" --protocol "$protocol" \
-      --workload "$workload" --requests "$requests" --concurrency "$concurrency" \
+      --workload "$workload" --requests "$requests" --concurrency "$concurrency" --seed "$seed" \
       --label "$protocol" --noprogress --json "$run.json" >"$run.txt" 2>"$run.err"; } \
       2>"$run.time"
     echo "$before $(server_cpu)" >"$run.server-cpu"
