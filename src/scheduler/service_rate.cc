@@ -10,12 +10,11 @@ void QueueServiceRate::Observe(absl::Time now, int64_t started, bool still_waiti
     const double decay = std::exp(-dt / absl::ToDoubleSeconds(time_constant_));
     busy_seconds_ *= decay;
     started_ *= decay;
-    // Starts after an interval with nobody waiting served new arrivals, not the queue.
-    if (waiting_) {
-      busy_seconds_ += dt;
-      started_ += static_cast<double>(started);
-    }
+    if (waiting_) busy_seconds_ += dt;
   }
+  // Starts after an interval with nobody waiting served new arrivals, not the queue. (A pass at
+  // the same instant as the last one adds its starts to that interval.)
+  if (last_ && waiting_) started_ += static_cast<double>(started);
   if (!last_ || now > *last_) last_ = now;
   waiting_ = still_waiting;
 }
