@@ -107,7 +107,10 @@ def tearDownModule():
 def convoy_generate(*flags):
     """convoy's own answer: `convoy generate --json` for the same request."""
     out = subprocess.run([ARGS.convoy, "generate", "--addr", DAEMON.address, "--json", *flags],
-                         check=True, capture_output=True, text=True, timeout=LIVENESS_S)
+                         capture_output=True, text=True, timeout=LIVENESS_S)
+    if out.returncode != 0:
+        raise AssertionError(f"convoy generate {' '.join(flags)} exited {out.returncode}: "
+                             f"{out.stderr.strip()}")
     return json.loads(out.stdout)
 
 
