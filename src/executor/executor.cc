@@ -76,17 +76,16 @@ absl::StatusOr<StepResult> RunStepIsolatingRows(Executor& executor, const StepPl
   for (size_t r = 0; r < plan.rows.size(); ++r) {
     if (checks[r].ok()) good.rows.push_back(plan.rows[r]);
   }
-  StepResult ran;
+  StepResult result;  // stays empty when no row is good: nothing runs
   if (!good.rows.empty()) {
-    ASSIGN_OR_RETURN(ran, executor.Step(good));
-    if (ran.rows.size() != good.rows.size()) {
+    ASSIGN_OR_RETURN(result, executor.Step(good));
+    if (result.rows.size() != good.rows.size()) {
       return absl::InternalError(absl::StrFormat("the executor returned %d rows for a step of %d",
-                                                 ran.rows.size(), good.rows.size()));
+                                                 result.rows.size(), good.rows.size()));
     }
   }
-  StepResult result = std::move(ran);
-  std::vector<RowResult> good_rows = std::move(result.rows);
-  result.rows.clear();
+  std::vector<RowResult> good_rows;
+  good_rows.swap(result.rows);
   result.rows.reserve(plan.rows.size());
   size_t next_good = 0;
   for (size_t r = 0; r < plan.rows.size(); ++r) {
