@@ -40,8 +40,11 @@ void GenerationHub::Post(std::shared_ptr<GenerationSession> session, const Event
 
 void GenerationHub::Dispatch() {
   std::vector<Queued> batch;
-  absl::Time next_scan = absl::Now() + ScanInterval();
+  absl::Time last_scan = absl::Now();
   while (true) {
+    // Read each pass: the interval follows the serving limits, which arrive after the hub starts
+    // (Start) and change on reload; a first scan fixed at construction came a second late.
+    const absl::Time next_scan = last_scan + ScanInterval();
     {
       absl::MutexLock lock(&queue_mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
@@ -56,7 +59,7 @@ void GenerationHub::Dispatch() {
     // On this thread, as every engine event: a session's tokens and its end never race.
     if (const absl::Time now = absl::Now(); now >= next_scan) {
       EndSlowClients(now);
-      next_scan = now + ScanInterval();
+      last_scan = now;
     }
   }
 }
