@@ -58,9 +58,34 @@ inline float ScaleAndMax(float* x, int64_t n, float scale) {
   return best;
 }
 
-// x[i] = exp(x[i] - shift) for i < n; returns their sum. With AVX-512: a degree-7 polynomial for
-// 2^f after range reduction (relative error about 1e-6 over the softmax's range, x - shift <= 0),
-// sixteen at a time; inputs below -87 give 0 as expf's do.
+#if defined(__AVX512F__)
+// exp of 16 lanes: a degree-7 polynomial for 2^f after range reduction (relative error about 1e-6);
+// lanes below -87 give 0 as expf's do, lanes above 88.7 give infinity, NaN stays NaN.
+inline __m512 Exp16(__m512 v) {
+  const __m512 t =
+      _mm512_mul_ps(_mm512_max_ps(v, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(1.44269504088896341f));
+  const __m512 whole = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(t, whole);  // in [-0.5, 0.5]
+  __m512 p = _mm512_set1_ps(1.525273380405984e-05f);
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.5403530393381608e-04f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-03f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618129107628477e-03f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550410866482158e-02f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402265069591007e-01f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931471805599453e-01f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+  const __m512 e = _mm512_scalef_ps(p, whole);
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_set1_ps(-87.0f), _CMP_LT_OQ), e,
+                              _mm512_setzero_ps());
+}
+
+// The mask of the first min(n - i, 16) lanes.
+inline __mmask16 TailMask(int64_t n, int64_t i) {
+  return n - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
+}
+#endif
+
+// x[i] = exp(x[i] - shift) for i < n; returns their sum. With AVX-512 sixteen at a time (Exp16).
 inline float ExpShiftedSum(float* x, int64_t n, float shift) {
   int64_t i = 0;
   float sum = 0.0f;
@@ -68,24 +93,8 @@ inline float ExpShiftedSum(float* x, int64_t n, float shift) {
   const __m512 vshift = _mm512_set1_ps(shift);
   __m512 vsum = _mm512_setzero_ps();
   for (; i < n; i += 16) {
-    const __mmask16 mask =
-        n - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
-    const __m512 v = _mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + i), vshift);
-    const __m512 t = _mm512_mul_ps(_mm512_max_ps(v, _mm512_set1_ps(-87.0f)),
-                                   _mm512_set1_ps(1.44269504088896341f));
-    const __m512 whole = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m512 f = _mm512_sub_ps(t, whole);  // in [-0.5, 0.5]
-    __m512 p = _mm512_set1_ps(1.525273380405984e-05f);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.5403530393381608e-04f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-03f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618129107628477e-03f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550410866482158e-02f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402265069591007e-01f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931471805599453e-01f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    __m512 e = _mm512_scalef_ps(p, whole);
-    e = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_set1_ps(-87.0f), _CMP_LT_OQ), e,
-                             _mm512_setzero_ps());
+    const __mmask16 mask = TailMask(n, i);
+    const __m512 e = Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + i), vshift));
     _mm512_mask_storeu_ps(x + i, mask, e);
     vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(mask, e));
   }
@@ -104,8 +113,7 @@ inline void ConvertToBF16(const float* src, uint16_t* dst, int64_t n) {
 #if defined(__AVX512BF16__)
 #pragma omp parallel for schedule(static) if (n >= (int64_t{1} << 16))
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 mask =
-        n - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __mmask16 mask = TailMask(n, i);
     const __m512 v = _mm512_maskz_loadu_ps(mask, src + i);
     _mm256_mask_storeu_epi16(dst + i, mask, reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
   }

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "common/simd.h"
+
 namespace convoy {
 
 void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,
@@ -24,7 +26,18 @@ void SiluMul(const float* gate_up, int64_t rows, int64_t inter, float* out) {
     const float* g = gate_up + r * 2 * inter;
     const float* u = g + inter;
     float* o = out + r * inter;
-    for (int64_t i = 0; i < inter; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    int64_t i = 0;
+#if defined(__AVX512F__)
+    // libm's expf, one value at a time, took a tenth of a prefill step.
+    for (; i < inter; i += 16) {
+      const __mmask16 mask = TailMask(inter, i);
+      const __m512 gv = _mm512_maskz_loadu_ps(mask, g + i);
+      const __m512 e = Exp16(_mm512_sub_ps(_mm512_setzero_ps(), gv));
+      const __m512 silu = _mm512_div_ps(gv, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+      _mm512_mask_storeu_ps(o + i, mask, _mm512_mul_ps(silu, _mm512_maskz_loadu_ps(mask, u + i)));
+    }
+#endif
+    for (; i < inter; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
   }
 }
 
