@@ -1,5 +1,6 @@
-// The CPU executor's elementwise operations against double-precision references, over widths
-// that leave the last vector partly filled and inputs out to where exp under- and overflows.
+// The CPU executor's elementwise operations (SiLU-and-multiply, RMS norm) against double-precision
+// references, over widths that leave the last vector partly filled and inputs out to where exp
+// under- and overflows.
 #include "executor/cpu/ops.h"
 
 #include <cmath>
@@ -55,6 +56,55 @@ TEST(SiluMulTest, SmallGatesKeepTheirPrecision) {
     const double want = Silu(gate_up[i]);
     EXPECT_NEAR(out[i], want, 2e-6 * want) << "g = 2^-" << i;
   }
+}
+
+double RmsScale(const std::vector<double>& x, float eps) {
+  double sum = 0.0;
+  for (double v : x) sum += v * v;
+  return 1.0 / std::sqrt(sum / static_cast<double>(x.size()) + eps);
+}
+
+TEST(RmsNormTest, MatchesADoublePrecisionReferenceAloneAndAfterTheResidualAdd) {
+  const float eps = 1e-5f;
+  for (int64_t dim : {1, 15, 16, 17, 576, 2051}) {
+    const int64_t rows = 3;
+    std::vector<float> x(rows * dim), delta(rows * dim), weight(dim);
+    for (int64_t i = 0; i < rows * dim; ++i) {
+      x[i] = static_cast<float>((i * 37) % 101 - 50) / 17.0f;
+      delta[i] = static_cast<float>((i * 11) % 23 - 11) / 7.0f;
+    }
+    for (int64_t i = 0; i < dim; ++i) weight[i] = 0.5f + static_cast<float>(i % 9) / 8.0f;
+
+    std::vector<float> plain(rows * dim, -1.0f), fused(rows * dim, -1.0f), summed = x;
+    RmsNorm(x.data(), weight.data(), rows, dim, eps, plain.data());
+    AddRmsNorm(summed.data(), delta.data(), weight.data(), rows, dim, eps, fused.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<double> a(dim), b(dim);
+      for (int64_t i = 0; i < dim; ++i) {
+        a[i] = x[r * dim + i];
+        b[i] = static_cast<double>(x[r * dim + i]) + delta[r * dim + i];
+      }
+      const double sa = RmsScale(a, eps), sb = RmsScale(b, eps);
+      for (int64_t i = 0; i < dim; ++i) {
+        const int64_t at = r * dim + i;
+        EXPECT_NEAR(summed[at], b[i], 1e-6 * std::abs(b[i])) << "the sum is written back";
+        const double want_plain = weight[i] * a[i] * sa, want_fused = weight[i] * b[i] * sb;
+        EXPECT_NEAR(plain[at], want_plain, 1e-6 * std::abs(want_plain) + 1e-7)
+            << "dim " << dim << " row " << r << " i " << i;
+        EXPECT_NEAR(fused[at], want_fused, 1e-6 * std::abs(want_fused) + 1e-7)
+            << "dim " << dim << " row " << r << " i " << i;
+      }
+    }
+  }
+}
+
+TEST(RmsNormTest, NormalisesInPlace) {
+  std::vector<float> x = {3.0f, -4.0f}, weight = {1.0f, 2.0f}, expected(2);
+  RmsNorm(x.data(), weight.data(), 1, 2, 0.0f, expected.data());
+  RmsNorm(x.data(), weight.data(), 1, 2, 0.0f, x.data());
+  EXPECT_EQ(x, expected);
+  EXPECT_NEAR(x[0], 3.0 / std::sqrt(12.5), 1e-6);
+  EXPECT_NEAR(x[1], 2.0 * -4.0 / std::sqrt(12.5), 1e-6);
 }
 
 }  // namespace

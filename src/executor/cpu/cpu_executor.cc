@@ -235,9 +235,10 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
   shape.share_kv = share_attention_kv;
   const int32_t block_size = kv_spec.block_size;
 
+  // The first layer's input norm; each later one comes with the residual add before it.
+  if (!layers.empty()) RmsNorm(xs, layers[0].input_norm.data(), m, hidden, eps, hs);
   for (int32_t l = 0; l < static_cast<int32_t>(layers.size()); ++l) {
     Layer& layer = layers[l];
-    RmsNorm(xs, layer.input_norm.data(), m, hidden, eps, hs);
     layer.qkv->Forward(hs, m, qkvs);
 
     // Rotary embedding on Q and K, then K and V into their paged slots (real tokens only).
@@ -269,13 +270,15 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
       }
     }
     layer.o->Forward(attns, m, projs);
-    AddInPlace(xs, projs, m * hidden);
-
-    RmsNorm(xs, layer.post_attention_norm.data(), m, hidden, eps, hs);
+    AddRmsNorm(xs, projs, layer.post_attention_norm.data(), m, hidden, eps, hs);
     layer.gate_up->Forward(hs, m, gus);
     SiluMul(gus, m, inter, acts);
     layer.down->Forward(acts, m, projs);
-    AddInPlace(xs, projs, m * hidden);
+    if (l + 1 < static_cast<int32_t>(layers.size())) {
+      AddRmsNorm(xs, projs, layers[l + 1].input_norm.data(), m, hidden, eps, hs);
+    } else {
+      AddInPlace(xs, projs, m * hidden);
+    }
   }
 
   // Logits only where they are used: each sampling row's last token, every token of rows that

@@ -7,16 +7,60 @@
 
 namespace convoy {
 
+namespace {
+
+// One row of RmsNorm; with `delta`, x += delta first (and written back). Sums of squares in
+// sixteen fp32 lanes, added up in double.
+inline void NormRow(float* x, const float* delta, const float* weight, int64_t dim, float eps,
+                    float* out) {
+  int64_t i = 0;
+  double sum = 0.0;
+#if defined(__AVX512F__)
+  __m512 squares = _mm512_setzero_ps();
+  for (; i + 16 <= dim; i += 16) {
+    __m512 v = _mm512_loadu_ps(x + i);
+    if (delta != nullptr) {
+      v = _mm512_add_ps(v, _mm512_loadu_ps(delta + i));
+      _mm512_storeu_ps(x + i, v);
+    }
+    squares = _mm512_fmadd_ps(v, v, squares);
+  }
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, squares);
+  for (float lane : lanes) sum += lane;
+#endif
+  for (; i < dim; ++i) {
+    if (delta != nullptr) x[i] += delta[i];
+    sum += static_cast<double>(x[i]) * x[i];
+  }
+  const float scale = static_cast<float>(1.0 / std::sqrt(sum / dim + eps));
+  i = 0;
+#if defined(__AVX512F__)
+  const __m512 vscale = _mm512_set1_ps(scale);
+  for (; i + 16 <= dim; i += 16) {
+    const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), vscale);
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_loadu_ps(weight + i), v));
+  }
+#endif
+  for (; i < dim; ++i) out[i] = weight[i] * (x[i] * scale);
+}
+
+}  // namespace
+
 void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,
              float* out) {
 #pragma omp parallel for schedule(static) if (rows * dim >= kMinParallelWork)
   for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * dim;
-    float* yr = out + r * dim;
-    double sum = 0.0;
-    for (int64_t i = 0; i < dim; ++i) sum += static_cast<double>(xr[i]) * xr[i];
-    const float scale = static_cast<float>(1.0 / std::sqrt(sum / dim + eps));
-    for (int64_t i = 0; i < dim; ++i) yr[i] = weight[i] * (xr[i] * scale);
+    // Without a delta the row is only read.
+    NormRow(const_cast<float*>(x + r * dim), nullptr, weight, dim, eps, out + r * dim);
+  }
+}
+
+void AddRmsNorm(float* x, const float* delta, const float* weight, int64_t rows, int64_t dim,
+                float eps, float* out) {
+#pragma omp parallel for schedule(static) if (rows * dim >= kMinParallelWork)
+  for (int64_t r = 0; r < rows; ++r) {
+    NormRow(x + r * dim, delta + r * dim, weight, dim, eps, out + r * dim);
   }
 }
 

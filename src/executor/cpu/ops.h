@@ -18,6 +18,11 @@ inline constexpr int64_t kMinParallelWork = int64_t{1} << 16;
 // `out` may alias `x`.
 void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* out);
 
+// x[r] += delta[r], then out[r] = RmsNorm(x[r]): the residual add and the next norm in one pass.
+// `out` must not alias `x` or `delta`.
+void AddRmsNorm(float* x, const float* delta, const float* weight, int64_t rows, int64_t dim,
+                float eps, float* out);
+
 // out[r, i] = silu(gate_up[r, i]) * gate_up[r, inter + i]; gate_up rows hold gate then up.
 void SiluMul(const float* gate_up, int64_t rows, int64_t inter, float* out);
 
