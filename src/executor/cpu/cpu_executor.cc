@@ -49,7 +49,6 @@ struct CpuExecutor::Impl {
 
   // Step scratch, reused.
   std::vector<float> x, h, qkv, attn, proj, gate_up, act, cos_sin, logits;
-  std::vector<std::pair<float, int32_t>> sample_scratch;
   std::vector<int32_t> slot_row, slot_pos;
 
   absl::StatusOr<StepResult> Run(const StepPlan& plan);
@@ -307,7 +306,12 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
   }
 
   result.rows.resize(num_rows);
+  // Rows sample on their own (each SampleToken reads its logits and writes its RowResult), so
+  // they share the threads: on one thread a decode step of 16 rows over a 49,152-token vocabulary
+  // spent a tenth of its time here while the other thread waited.
+#pragma omp parallel for schedule(dynamic) if (num_rows > 1 && num_rows * vocab >= kMinParallelWork)
   for (int32_t r = 0; r < num_rows; ++r) {
+    thread_local std::vector<std::pair<float, int32_t>> sample_scratch;
     const StepRow& row = plan.rows[r];
     RowResult& out = result.rows[r];
     out.seq_id = row.seq_id;
