@@ -111,14 +111,18 @@ inline float ExpShiftedSum(float* x, int64_t n, float shift) {
 // AVX512-BF16 the hardware converts (denormal inputs become zero); otherwise FloatToBF16.
 inline void ConvertToBF16(const float* src, uint16_t* dst, int64_t n) {
 #if defined(__AVX512BF16__)
+#if defined(_OPENMP)
 #pragma omp parallel for schedule(static) if (n >= (int64_t{1} << 16))
+#endif
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 mask = TailMask(n, i);
     const __m512 v = _mm512_maskz_loadu_ps(mask, src + i);
     _mm256_mask_storeu_epi16(dst + i, mask, reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
   }
 #else
+#if defined(_OPENMP)
 #pragma omp parallel for schedule(static) if (n >= (int64_t{1} << 16))
+#endif
   for (int64_t i = 0; i < n; ++i) dst[i] = FloatToBF16(src[i]);
 #endif
 }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/sampling_rule.h"
+#include "common/simd.h"
 
 namespace convoy {
 namespace {
@@ -13,6 +14,50 @@ namespace {
 // Larger logit first; equal logits by lower token id, so every order is total and deterministic.
 bool ByLogitDesc(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
   return a.first > b.first || (a.first == b.first && a.second < b.second);
+}
+
+struct LogSumExp {
+  float max_logit = -INFINITY;
+  int32_t argmax = 0;  // the first token holding max_logit
+  float log_z = 0.0f;  // max_logit + log(sum(exp(logit - max_logit)))
+};
+
+// With AVX-512 sixteen logits at a time, each exp in fp32 (Exp16, relative error about 1e-6) and
+// their sum in double; one value at a time in double took a tenth of a 16-row decode step over a
+// 49,152-token vocabulary.
+LogSumExp ComputeLogSumExp(const float* logits, int32_t n) {
+  LogSumExp r;
+  int32_t i = 0;
+  double sum = 0.0;
+#if defined(__AVX512F__)
+  __m512 vmax = _mm512_set1_ps(-INFINITY);
+  for (; i + 16 <= n; i += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(logits + i));
+  r.max_logit = _mm512_reduce_max_ps(vmax);
+  for (; i < n; ++i) r.max_logit = std::max(r.max_logit, logits[i]);
+  while (r.argmax < n && !(logits[r.argmax] == r.max_logit)) ++r.argmax;
+  if (r.argmax == n) r.argmax = 0;  // every logit NaN
+  const __m512 shift = _mm512_set1_ps(r.max_logit);
+  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+  for (i = 0; i < n; i += 16) {
+    const __mmask16 mask = TailMask(n, i);
+    const __m512 e = _mm512_maskz_mov_ps(
+        mask, Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, logits + i), shift)));
+    lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    hi = _mm512_add_pd(
+        hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+  }
+  sum = _mm512_reduce_add_pd(_mm512_add_pd(lo, hi));
+#else
+  for (; i < n; ++i) {
+    if (logits[i] > r.max_logit) {
+      r.max_logit = logits[i];
+      r.argmax = i;
+    }
+  }
+  for (i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i] - r.max_logit));
+#endif
+  r.log_z = r.max_logit + static_cast<float>(std::log(sum));
+  return r;
 }
 
 }  // namespace
@@ -28,18 +73,10 @@ absl::Status ValidateSamplingParams(const SamplingParams& p, int32_t vocab_size)
 SampledToken SampleToken(const float* logits, int32_t vocab_size, const SamplingParams& params,
                          int64_t sample_index, std::vector<std::pair<float, int32_t>>* scratch) {
   // log_softmax of the raw logits, for the reported logprobs.
-  float max_logit = -INFINITY;
-  int32_t argmax = 0;
-  for (int32_t i = 0; i < vocab_size; ++i) {
-    if (logits[i] > max_logit) {
-      max_logit = logits[i];
-      argmax = i;
-    }
-  }
-  double sum = 0.0;
-  for (int32_t i = 0; i < vocab_size; ++i)
-    sum += std::exp(static_cast<double>(logits[i] - max_logit));
-  const float log_z = max_logit + static_cast<float>(std::log(sum));
+  const LogSumExp lse = ComputeLogSumExp(logits, vocab_size);
+  const float max_logit = lse.max_logit;
+  const int32_t argmax = lse.argmax;
+  const float log_z = lse.log_z;
 
   SampledToken result;
   result.token = argmax;

@@ -30,6 +30,26 @@ TEST(SamplerTest, GreedyPicksArgmaxWithItsLogprob) {
   EXPECT_NEAR(t.logprob, LogSoftmaxAt(logits, 1), 1e-6);
 }
 
+TEST(SamplerTest, GreedyOverALargeVocabularyMatchesADoubleLogSoftmax) {
+  // Sizes with and without a partial last vector; the largest logit twice (the first one wins),
+  // in the tail or in the body; -inf logits (a masked token) add nothing.
+  for (int32_t vocab : {15, 16, 17, 32000, 49152, 49157}) {
+    std::vector<float> logits(vocab);
+    uint32_t s = 12345u + vocab;
+    for (float& l : logits) {
+      s = s * 1664525u + 1013904223u;
+      l = static_cast<float>(s >> 8) / (1 << 24) * 60.0f - 30.0f;  // [-30, 30)
+    }
+    logits[vocab / 3] = -INFINITY;
+    const int32_t first = vocab - 5, second = vocab - 2;
+    logits[first] = logits[second] = 31.0f;
+    std::vector<std::pair<float, int32_t>> scratch;
+    SampledToken t = SampleToken(logits.data(), vocab, SamplingParams{}, 0, &scratch);
+    EXPECT_EQ(t.token, first) << vocab;
+    EXPECT_NEAR(t.logprob, LogSoftmaxAt(logits, first), 1e-5) << vocab;
+  }
+}
+
 TEST(SamplerTest, TopKOneAndTinyTopPAreGreedy) {
   std::vector<float> logits = {0.1f, 0.3f, 3.0f, 0.2f};
   std::vector<std::pair<float, int32_t>> scratch;
