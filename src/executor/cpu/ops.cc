@@ -9,10 +9,10 @@ namespace convoy {
 
 namespace {
 
-// One row of RmsNorm; with `delta`, x += delta first (and written back). Sums of squares in
-// sixteen fp32 lanes, added up in double.
-inline void NormRow(float* x, const float* delta, const float* weight, int64_t dim, float eps,
-                    float* out) {
+// One row of RmsNorm over x, or, with `delta`, over x + delta, which is also written to `sum`
+// (it may alias x). Sums of squares in sixteen fp32 lanes, added up in double.
+inline void NormRow(const float* x, const float* delta, float* sum_out, const float* weight,
+                    int64_t dim, float eps, float* out) {
   int64_t i = 0;
   double sum = 0.0;
 #if defined(__AVX512F__)
@@ -21,7 +21,7 @@ inline void NormRow(float* x, const float* delta, const float* weight, int64_t d
     __m512 v = _mm512_loadu_ps(x + i);
     if (delta != nullptr) {
       v = _mm512_add_ps(v, _mm512_loadu_ps(delta + i));
-      _mm512_storeu_ps(x + i, v);
+      _mm512_storeu_ps(sum_out + i, v);
     }
     squares = _mm512_fmadd_ps(v, v, squares);
   }
@@ -30,19 +30,21 @@ inline void NormRow(float* x, const float* delta, const float* weight, int64_t d
   for (float lane : lanes) sum += lane;
 #endif
   for (; i < dim; ++i) {
-    if (delta != nullptr) x[i] += delta[i];
-    sum += static_cast<double>(x[i]) * x[i];
+    float v = x[i];
+    if (delta != nullptr) sum_out[i] = v = v + delta[i];
+    sum += static_cast<double>(v) * v;
   }
+  const float* normed = delta != nullptr ? sum_out : x;
   const float scale = static_cast<float>(1.0 / std::sqrt(sum / dim + eps));
   i = 0;
 #if defined(__AVX512F__)
   const __m512 vscale = _mm512_set1_ps(scale);
   for (; i + 16 <= dim; i += 16) {
-    const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), vscale);
+    const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(normed + i), vscale);
     _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_loadu_ps(weight + i), v));
   }
 #endif
-  for (; i < dim; ++i) out[i] = weight[i] * (x[i] * scale);
+  for (; i < dim; ++i) out[i] = weight[i] * (normed[i] * scale);
 }
 
 }  // namespace
@@ -51,8 +53,7 @@ void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, flo
              float* out) {
 #pragma omp parallel for schedule(static) if (rows * dim >= kMinParallelWork)
   for (int64_t r = 0; r < rows; ++r) {
-    // Without a delta the row is only read.
-    NormRow(const_cast<float*>(x + r * dim), nullptr, weight, dim, eps, out + r * dim);
+    NormRow(x + r * dim, nullptr, nullptr, weight, dim, eps, out + r * dim);
   }
 }
 
@@ -60,7 +61,7 @@ void AddRmsNorm(float* x, const float* delta, const float* weight, int64_t rows,
                 float eps, float* out) {
 #pragma omp parallel for schedule(static) if (rows * dim >= kMinParallelWork)
   for (int64_t r = 0; r < rows; ++r) {
-    NormRow(x + r * dim, delta + r * dim, weight, dim, eps, out + r * dim);
+    NormRow(x + r * dim, delta + r * dim, x + r * dim, weight, dim, eps, out + r * dim);
   }
 }
 
