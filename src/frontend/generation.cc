@@ -452,7 +452,7 @@ void GenerationSession::ClientGone() {
   End(deadline ? absl::DeadlineExceededError("the deadline passed")
                : absl::CancelledError("the client cancelled the call"),
       deadline ? v1::FINISH_REASON_TIMEOUT : v1::FINISH_REASON_CANCELLED,
-      /*cancel_in_engine=*/true, /*client_gone=*/true);
+      /*cancel_in_engine=*/true, Drop::kClientGone);
 }
 
 bool GenerationSession::EndIfSlowClient(absl::Time now, absl::Duration timeout) {
@@ -463,13 +463,16 @@ bool GenerationSession::EndIfSlowClient(absl::Time now, absl::Duration timeout) 
     waited = now - pending_since_;
     if (waited < timeout) return false;
   }
-  slow_client_.store(true, std::memory_order_release);
+  // The flag is set with the output dropped, under the session's lock: whoever sees it finds
+  // nothing left to take.
+  if (!End(absl::ResourceExhaustedError(absl::StrCat(
+               "the client read none of the output for ", absl::FormatDuration(waited),
+               " (frontend.slow_client_timeout_microseconds); request ", id_, " was cancelled")),
+           v1::FINISH_REASON_CANCELLED, /*cancel_in_engine=*/true, Drop::kSlowClient)) {
+    return false;  // it ended some other way meanwhile
+  }
   spdlog::warn("request {}: its client left the output unread for {}; cancelled", id_,
                absl::FormatDuration(waited));
-  End(absl::ResourceExhaustedError(absl::StrCat(
-          "the client read none of the output for ", absl::FormatDuration(waited),
-          " (frontend.slow_client_timeout_microseconds); request ", id_, " was cancelled")),
-      v1::FINISH_REASON_CANCELLED, /*cancel_in_engine=*/true, /*client_gone=*/true);
   return true;
 }
 
@@ -489,8 +492,9 @@ void GenerationSession::Wake() {
   if (wake_) wake_();
 }
 
-void GenerationSession::End(absl::Status status, v1::FinishReason reason, bool cancel_in_engine,
-                            bool client_gone) {
+bool GenerationSession::End(absl::Status status, v1::FinishReason reason, bool cancel_in_engine,
+                            Drop drop) {
+  const bool client_gone = drop != Drop::kNone;
   bool first = false;
   {
     absl::MutexLock lock(&mu_);
@@ -498,6 +502,7 @@ void GenerationSession::End(absl::Status status, v1::FinishReason reason, bool c
     if (!ended_) {
       first = true;
       ended_ = true;
+      if (drop == Drop::kSlowClient) slow_client_.store(true, std::memory_order_release);
       if (status.ok() && !client_gone) {
         if (detokenizer_ != nullptr) held_text_.append(detokenizer_->Flush());
         if (ReleaseTextLocked(/*at_end=*/true)) reason = v1::FINISH_REASON_STOP;
@@ -515,10 +520,11 @@ void GenerationSession::End(absl::Status status, v1::FinishReason reason, bool c
       end_.timings.set_total_microseconds(Micros(now - arrival_));
     }
   }
-  if (!first) return;
+  if (!first) return false;
   if (client_slot_) hub_->ReleaseClientSlot(*client_slot_);
   if (cancel_in_engine && id_ != 0) hub_->serving()->engine->Cancel(id_);
   Wake();
+  return true;
 }
 
 void GenerationSession::CountRefusal(const absl::Status& status) {

@@ -255,9 +255,16 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   void OnToken(const Event& event);
   // Ends the session when output has waited untaken since before now - timeout. True if it did.
   bool EndIfSlowClient(absl::Time now, absl::Duration timeout);
-  // The first call ends the session; later calls only drop output (with `client_gone`).
-  void End(absl::Status status, v1::FinishReason reason, bool cancel_in_engine,
-           bool client_gone = false);
+  // How End treats the output not taken yet.
+  enum class Drop {
+    kNone,        // kept for the front end to take
+    kClientGone,  // dropped: nobody will read it
+    kSlowClient,  // dropped, and slow_client() becomes true (before anyone is woken)
+  };
+  // The first call ends the session and returns true; later calls only drop output (with a Drop
+  // other than kNone) and return false.
+  bool End(absl::Status status, v1::FinishReason reason, bool cancel_in_engine,
+           Drop drop = Drop::kNone);
   // Abort from the hub (drain timeout).
   void Abort();
   friend class GenerationHub;
