@@ -472,6 +472,9 @@ def share(path):
 
 # Single stream: per measurement and engine, {round: (tokens/s, the others' CPU share)}.
 single = {}
+# Prefill: per measurement, {round: (the machine's multiply-add peak in FLOP/s, product FLOP per
+# token)} from convoy's run of that round.
+peaks = {}
 retry_above = float(machine["retry_above"])
 
 
@@ -491,6 +494,10 @@ for path in rounds("convoy-r*.out"):
         if key:
             single.setdefault((key, "convoy"), {})[round_of(path)] = (
                 b["tokens/s"], share(path[:-len(".out")] + ".noise"))
+        if key and "peak_TFLOP/s" in b:
+            # The multiply-add peak measured around this prefill, and the products' work per token.
+            peaks.setdefault(key, {})[round_of(path)] = (b["peak_TFLOP/s"] * 1e12,
+                                                         b["matmul_flop_per_token"])
 for t in ["bf16", "f16", "q4_1"]:
     for path in rounds(f"llama-{t}-*-r*.out"):
         for test in json.load(open(path)):
@@ -541,6 +548,22 @@ for key in ["prefill128", "prefill512", "decode"]:
         if len(paired) > 1:
             cell += f" ({min(paired):.2f}–{max(paired):.2f})"
         row += [fmt(median(list(l.values()))), cell]
+    print("| " + " | ".join(row) + " |")
+# The products' rate as a share of the machine's peak (cpu_forward_bench measures it around each
+# prefill): llama.cpp's from its tokens/s, the same work per token and the peak of the same round.
+# Only for the engines whose products run on the instruction measured (BF16 and F16 weights).
+for key in ["prefill128", "prefill512"]:
+    if not peaks.get(key):
+        continue
+    row = [names[key].replace("tokens/s", "products' share of the machine's peak")]
+
+    def shares(engine):
+        runs = clean(single.get((key, engine), {}))
+        return [v * peaks[key][r][1] / peaks[key][r][0] for r, v in runs.items() if r in peaks[key]]
+    row.append(pct(median(shares("convoy"))) if shares("convoy") else "–")
+    for t in ratio_types:
+        row += [pct(median(shares(f"llama-{t}"))) if t != "q4_1" and shares(f"llama-{t}") else "–",
+                ""]
     print("| " + " | ".join(row) + " |")
 row = ["single stream: rounds used (others took at most "
        f"{retry_above:.0%} of the CPUs) / run"]
@@ -647,6 +670,19 @@ print(f"llama.cpp: llama-cpp-python {machine['llamacpp_version']} sdist, vendore
 print(f"Pinned to CPUs {machine['cpus']}, {machine['threads']} threads each; single stream: "
       f"median over {machine['rounds']} interleaved rounds, leaving out those the other "
       f"processes disturbed (the range of the per-round ratios in brackets).")
+if peaks.get("prefill512"):
+    peak = median([p for p, _ in peaks["prefill512"].values()])
+    per_token = median([f for _, f in peaks["prefill512"].values()])
+    print(f"The machine's peak: {peak / 1e12:.3f} TFLOP/s (median of the rounds; every thread "
+          f"running chains of the bf16 dot-product instruction the products use, measured by "
+          f"cpu_forward_bench right before and after each prefill). Twice llama.cpp BF16's prefill "
+          f"would need the products at", end="")
+    for key in ["prefill128", "prefill512"]:
+        l = clean(single.get((key, "llama-bf16"), {}))
+        if l:
+            print(f" {pct(2 * median(list(l.values())) * per_token / peak)} of it "
+                  f"({key[len('prefill'):]} tokens)", end=";" if key == "prefill128" else ".")
+    print()
 f16 = {k: median(list(clean(single.get((k, "llama-f16"), {})).values()))
        for k in ["prefill128", "prefill512", "decode"]}
 print(f"llama.cpp F16 single stream (tokens/s): prefill 128 {fmt(f16['prefill128'])}, "

@@ -1,8 +1,9 @@
 // The CPU executor's forward step on a TinyLlama-shaped random model (1.1B parameters; or a real
 // model, see CONVOY_BENCH_MODEL):
-// prefill tokens/s and the matrix-product rate it implies, decode tokens/s at several batch sizes,
-// and batch-1 decode's weight-read rate as a fraction of the streaming-read bandwidth measured in
-// the same run.
+// prefill tokens/s and the matrix-product rate it implies, as a fraction of this machine's
+// multiply-add peak measured in the same run (compute_peak.h), decode tokens/s at several batch
+// sizes, and batch-1 decode's weight-read rate as a fraction of the streaming-read bandwidth
+// measured in the same run.
 //
 //   build/bench/cpu/cpu_forward_bench [--benchmark_filter=...]
 // Environment: CONVOY_BENCH_MODEL_DIR (where the random model is written once and reused; default
@@ -23,6 +24,7 @@
 #include "executor/cpu/linear.h"
 #include "kv/block_allocator.h"
 #include "kv/block_table.h"
+#include "compute_peak.h"
 #include "memory_bandwidth.h"
 #include "model/model_weights.h"
 #include "model/random_model.h"
@@ -221,19 +223,30 @@ void BM_Prefill(benchmark::State& state, Variant variant) {
   // One untimed step: the first run of a batch shape creates oneDNN's primitives and touches
   // fresh scratch memory.
   if (!executor.Step(plan).ok()) state.SkipWithError("warm-up step failed");
+  // The machine's multiply-add peak drifts with other tenants as its bandwidth does: measured
+  // right before and right after the steps and averaged.
+  const ComputePeak peak_before = MeasureComputePeak(3);
   for (auto _ : state) {
     auto result = executor.Step(plan);
     if (!result.ok()) state.SkipWithError(std::string(result.status().message()).c_str());
     benchmark::DoNotOptimize(result);
   }
+  const double peak = (peak_before.flops + MeasureComputePeak(3).flops) / 2;
   // Linear layers for every token; the lm_head runs for the sampled position only.
   const double layer_params =
       LinearParameters(c) - static_cast<double>(c.vocab_size) * c.hidden_size;
+  const double flop_per_token = 2.0 * layer_params;
   state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(length),
                                                   benchmark::Counter::kIsIterationInvariantRate);
   state.counters["matmul_TFLOP/s"] = benchmark::Counter(
-      2.0 * layer_params * length / 1e12, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(FormatName(format));
+      flop_per_token * length / 1e12, benchmark::Counter::kIsIterationInvariantRate);
+  // What another engine's prefill rate is converted with to compare it to the same peak.
+  state.counters["matmul_flop_per_token"] = flop_per_token;
+  state.counters["peak_TFLOP/s"] = peak / 1e12;
+  // The products' rate against the peak (attention, norms and the rest not counted as work).
+  state.counters["peak_fraction"] = benchmark::Counter(
+      flop_per_token * length / peak, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(FormatName(format)) + " (peak: " + peak_before.instruction + ")");
 }
 
 // The library's ceiling: one bf16 product of TinyLlama's MLP shape (M tokens x 2048 -> 5632),
