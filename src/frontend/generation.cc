@@ -498,7 +498,11 @@ bool GenerationSession::End(absl::Status status, v1::FinishReason reason, bool c
   bool first = false;
   {
     absl::MutexLock lock(&mu_);
-    if (client_gone) pending_ = SessionOutput();
+    // A slow-client verdict that came after the session had ended some other way leaves the
+    // output to its client.
+    if (drop == Drop::kClientGone || (drop == Drop::kSlowClient && !ended_)) {
+      pending_ = SessionOutput();
+    }
     if (!ended_) {
       first = true;
       ended_ = true;

@@ -261,8 +261,8 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
     kClientGone,  // dropped: nobody will read it
     kSlowClient,  // dropped, and slow_client() becomes true (before anyone is woken)
   };
-  // The first call ends the session and returns true; later calls only drop output (with a Drop
-  // other than kNone) and return false.
+  // The first call ends the session and returns true; later calls return false, and drop the
+  // output only with kClientGone.
   bool End(absl::Status status, v1::FinishReason reason, bool cancel_in_engine,
            Drop drop = Drop::kNone);
   // Abort from the hub (drain timeout).
