@@ -6,14 +6,14 @@
 namespace convoy::bench {
 
 struct ComputePeak {
-  double flops = 0.0;        // floating-point operations per second, a multiply-add counted as 2
-  const char* instruction;   // what was measured, e.g. "vdpbf16ps"
+  double flops = 0.0;  // floating-point operations per second, a multiply-add counted as 2
+  const char* instruction = "";  // what was measured, e.g. "vdpbf16ps"
 };
 
 // Each OpenMP thread runs independent chains of the widest bf16 dot-product instruction the build
-// targets (AVX-512 BF16's vdpbf16ps, which oneDNN's and our bf16 products use; fp32 AVX-512 or
-// scalar multiply-adds without it) on values held in registers, nothing read from memory;
-// `repeats` passes after one warm-up, the best returned.
+// targets (AVX-512 BF16's vdpbf16ps, which oneDNN's and our bf16 products use; without it fp32
+// AVX-512 or AVX2 multiply-adds, or scalar ones) on values held in registers, nothing read from
+// memory; `repeats` passes after one warm-up, the best returned.
 ComputePeak MeasureComputePeak(int repeats);
 
 }  // namespace convoy::bench

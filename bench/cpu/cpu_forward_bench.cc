@@ -20,11 +20,11 @@
 #include <vector>
 
 #include "common/half.h"
+#include "compute_peak.h"
 #include "executor/cpu/cpu_executor.h"
 #include "executor/cpu/linear.h"
 #include "kv/block_allocator.h"
 #include "kv/block_table.h"
-#include "compute_peak.h"
 #include "memory_bandwidth.h"
 #include "model/model_weights.h"
 #include "model/random_model.h"
