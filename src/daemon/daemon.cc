@@ -464,6 +464,8 @@ int RunDaemon(const DaemonOptions& options) {
   SetReloadableLimits(config, &serving.limits);
   serving.limits.max_top_logprobs = engine->executor->limits().max_top_logprobs;
   serving.limits.tokenizer = engine->tokenizer.get();
+  serving.limits.end_of_generation_ids =
+      model.EndOfGenerationIds(engine->tokenizer ? engine->tokenizer->eos_id() : std::nullopt);
   if (engine->chat_template) serving.limits.chat_template = &*engine->chat_template;
   serving.limits.no_chat_template_reason = engine->no_chat_template_reason;
   serving.model_info =

@@ -34,6 +34,7 @@ EngineLoop::EngineLoop(Executor* executor, const EngineLoopOptions& options,
       scheduler_(std::move(scheduler)),
       inbox_per_level_(scheduler_->options().priority_levels, 0),
       waiting_per_level_(scheduler_->options().priority_levels, 0),
+      new_waiting_per_level_(scheduler_->options().priority_levels, 0),
       options_(scheduler_->options()) {}
 
 EngineLoop::~EngineLoop() { Shutdown(/*drain=*/false); }
@@ -125,7 +126,8 @@ absl::Status EngineLoop::Submit(Request request, EventCallback on_event) {
   ASSIGN_OR_RETURN(const int32_t level, options_.ResolveLevel(request.priority));
   if (stopping_) return absl::UnavailableError("the engine is shutting down");
   const int32_t bound = options_.queue_policy(level).max_queue_size;
-  if (bound > 0 && inbox_per_level_[level - 1] + waiting_per_level_[level - 1] >= bound) {
+  // The scheduler's own bound (Scheduler::Submit), checked here on the caller's thread.
+  if (bound > 0 && inbox_per_level_[level - 1] + new_waiting_per_level_[level - 1] >= bound) {
     return absl::ResourceExhaustedError(absl::StrCat("the queue of priority level ", level,
                                                      " is full (max_queue_size ", bound,
                                                      "); retry later"));
@@ -173,6 +175,7 @@ void EngineLoop::Dispatch(std::vector<Event> events) {
 void EngineLoop::PublishWaiting() {
   for (int32_t level = 1; level <= scheduler_->options().priority_levels; ++level) {
     waiting_per_level_[level - 1] = scheduler_->num_waiting(level);
+    new_waiting_per_level_[level - 1] = scheduler_->num_new_waiting(level);
   }
 }
 
@@ -239,6 +242,12 @@ void EngineLoop::Run() {
 
     ScheduleDecision decision = scheduler_->Schedule(now);
     if (decision.plan) {
+      {
+        // Those the plan admitted no longer wait: the queue bound counts them out during the
+        // step, not one pass late.
+        absl::MutexLock lock(&mu_);
+        PublishWaiting();
+      }
       absl::StatusOr<StepResult> result = RunStepIsolatingRows(*executor_, *decision.plan);
       now = clock_->Now();
       if (result.ok()) {

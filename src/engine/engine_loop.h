@@ -131,10 +131,12 @@ class EngineLoop final : public RequestEngine {
   mutable absl::Mutex mu_;
   std::vector<std::pair<Request, EventCallback>> inbox_ ABSL_GUARDED_BY(mu_);
   std::vector<RequestId> cancels_ ABSL_GUARDED_BY(mu_);
-  // Per level: requests in the inbox, and waiting in the scheduler as of the last pass (refreshed
-  // after the inbox is handed to the scheduler and after each step).
+  // Per level: requests in the inbox, waiting in the scheduler, and of those the ones never
+  // started (what max_queue_size bounds), as of the last pass (refreshed after the inbox is
+  // handed to the scheduler, when a step is planned and after each step).
   std::vector<int64_t> inbox_per_level_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> waiting_per_level_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> new_waiting_per_level_ ABSL_GUARDED_BY(mu_);
   // The scheduler's as of the last pass.
   QueueServiceRate service_rate_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -171,6 +171,12 @@ std::array<int64_t, kNumRejectReasons> GenerationHub::rejections() const {
   return counts;
 }
 
+std::array<int64_t, kNumOutcomes> GenerationHub::outcomes() const {
+  std::array<int64_t, kNumOutcomes> counts{};
+  for (int i = 0; i < kNumOutcomes; ++i) counts[i] = outcomes_[i].load(std::memory_order_relaxed);
+  return counts;
+}
+
 absl::Status GenerationHub::AcquireClientSlot(const std::string& client, int32_t limit) {
   absl::MutexLock lock(&mu_);
   int64_t& count = in_flight_by_client_[client];
@@ -255,6 +261,7 @@ absl::Status GenerationSession::Submit(const v1::InferRequest& request, absl::Ti
   top_logprobs_ = request.top_logprobs() > 0;
   prompt_tokens_ = static_cast<int32_t>(engine_request.prompt_tokens.size());
   client_request_id_ = request.client_request_id();
+  seed_ = engine_request.sampling.seed;
   if (request.return_prompt_token_ids()) {
     absl::MutexLock lock(&mu_);
     end_.prompt_token_ids = engine_request.prompt_tokens;
@@ -273,6 +280,7 @@ absl::Status GenerationSession::Submit(const v1::InferRequest& request, absl::Ti
     refused_as_ = RejectReason::kClientLimit;
     return slot;
   }
+  engine_request.client = client;  // the scheduler's fair share is per client too
   client_slot_ = std::move(client);
   id_ = hub_->NextId();
   engine_request.id = id_;
@@ -515,6 +523,7 @@ bool GenerationSession::End(absl::Status status, v1::FinishReason reason, bool c
       end_.finish_reason = reason;
       end_.stop_string = stop_matched_;
       end_.prompt_tokens = prompt_tokens_;
+      end_.seed = seed_;
       end_.completion_tokens = num_tokens_;
       const absl::Time now = absl::Now();
       end_.timings.set_queue_microseconds(Micros(queue_time_));
@@ -562,6 +571,7 @@ void GenerationSession::ReportDone(const Event& event, Outcome outcome,
   RequestSummary summary;
   summary.id = id_;
   summary.client_request_id = client_request_id_;
+  summary.seed = seed_;
   summary.outcome = outcome;
   summary.prompt_tokens = prompt_tokens_;
   summary.status = status;
@@ -572,6 +582,9 @@ void GenerationSession::ReportDone(const Event& event, Outcome outcome,
     if (first_token_) summary.time_to_first_token = *first_token_ - arrival_;
   }
   summary.e2e_latency = absl::Now() - arrival_;
+  if (outcome != Outcome::kRejected) {
+    hub_->outcomes_[static_cast<int>(outcome)].fetch_add(1, std::memory_order_relaxed);
+  }
   const ServingContext* serving = hub_->serving();
   if (serving->metrics != nullptr) serving->metrics->OnRequestDone(summary);
   LogRequestDone(summary);

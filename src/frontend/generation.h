@@ -114,6 +114,10 @@ class GenerationHub {
   // engine saw them) and the scheduler's (a full queue, ...) together, as
   // convoy_requests_rejected_total counts them. GetServerInfo reports these.
   std::array<int64_t, kNumRejectReasons> rejections() const;
+  // Accepted requests by how they ended, as their clients saw it (a request ended at a stop
+  // string is complete, one ended at its deadline timed out), as convoy_requests_total counts
+  // them; kRejected stays 0 (rejections() counts those). GetServerInfo reports these.
+  std::array<int64_t, kNumOutcomes> outcomes() const;
   // Counts a refused request in rejections() and convoy_requests_rejected_total: one refused before
   // it became a session (a message that does not parse), or at a session's door; with the time it
   // took from arrival when known (convoy_request_refusal_seconds).
@@ -161,6 +165,7 @@ class GenerationHub {
   std::atomic<RequestId> next_id_{1};
   // The front end's own refusals, by RejectReason (the scheduler counts its own).
   std::array<std::atomic<int64_t>, kNumRejectReasons> refusals_{};
+  std::array<std::atomic<int64_t>, kNumOutcomes> outcomes_{};
 
   mutable absl::Mutex mu_;
   int64_t open_sessions_ ABSL_GUARDED_BY(mu_) = 0;
@@ -202,6 +207,9 @@ struct SessionEnd {
   v1::Timings timings;
   // The prompt's ids, when the request asked for them (return_prompt_token_ids).
   std::vector<int32_t> prompt_token_ids;
+  // The seed of the request's random draws (its own, or the one drawn for it); 0 when it was
+  // refused before one was set.
+  uint64_t seed = 0;
 };
 
 class GenerationSession : public std::enable_shared_from_this<GenerationSession> {
@@ -286,6 +294,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   bool return_logprobs_ = false;
   bool top_logprobs_ = false;
   int32_t prompt_tokens_ = 0;
+  uint64_t seed_ = 0;
   std::string client_request_id_;
   std::vector<std::string> stop_strings_;
   std::atomic<bool> slow_client_{false};

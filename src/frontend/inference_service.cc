@@ -82,6 +82,7 @@ class InferenceService::UnaryCall final : public grpc::ServerUnaryReactor {
         *response.mutable_timings() = end->timings;
         response.mutable_prompt_token_ids()->Add(end->prompt_token_ids.begin(),
                                                  end->prompt_token_ids.end());
+        response.set_seed(end->seed);
         SerializeToBytes(response, out_);
       }
     }
@@ -179,6 +180,7 @@ class InferenceService::StreamCall final : public grpc::ServerWriteReactor<grpc:
           *writing_message_.mutable_timings() = end->timings;
           writing_message_.mutable_prompt_token_ids()->Add(end->prompt_token_ids.begin(),
                                                            end->prompt_token_ids.end());
+          writing_message_.set_seed(end->seed);
           if (status.ok()) {
             finished_ = true;
             action = Action::kWriteAndFinish;
@@ -320,7 +322,8 @@ grpc::ServerUnaryReactor* InferenceService::GetServerInfo(
   response->set_num_running(snapshot.num_running);
   response->set_num_waiting(snapshot.num_waiting);
   response->set_steps(stats.steps);
-  const auto outcome = [&stats](Outcome o) { return stats.outcomes[static_cast<int>(o)]; };
+  const std::array<int64_t, kNumOutcomes> outcomes = hub_.outcomes();
+  const auto outcome = [&outcomes](Outcome o) { return outcomes[static_cast<int>(o)]; };
   response->set_requests_completed(outcome(Outcome::kCompleteLength) +
                                    outcome(Outcome::kCompleteStop));
   response->set_requests_cancelled(outcome(Outcome::kCancelled));

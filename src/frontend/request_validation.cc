@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <random>
 #include <string_view>
 #include <utility>
 
@@ -68,6 +69,13 @@ absl::StatusOr<std::vector<int32_t>> EncodeChat(const v1::InferRequest& request,
   return ids;
 }
 
+// A seed for a request that names none, from the operating system's entropy: every unseeded
+// request samples on its own, as OpenAI's API and other servers do.
+uint64_t DrawSeed() {
+  thread_local std::random_device entropy;
+  return (static_cast<uint64_t>(entropy()) << 32) ^ entropy();
+}
+
 }  // namespace
 
 absl::Time RequestDeadline(absl::Time call_deadline, uint64_t timeout_microseconds,
@@ -121,6 +129,19 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::InferRequest& request,
     }
     out.prompt_tokens.assign(request.prompt_token_ids().begin(), request.prompt_token_ids().end());
   }
+  if (text) {
+    // A tokenizer may know more tokens than the model has embeddings for (added tokens).
+    for (size_t i = 0; i < out.prompt_tokens.size(); ++i) {
+      const int32_t id = out.prompt_tokens[i];
+      if (id < 0 || id >= limits.vocab_size) {
+        return Invalid(
+            prompt_field,
+            absl::StrFormat("the tokenizer made token %d (at position %d) of it, outside "
+                            "the model's vocabulary [0, %d)",
+                            id, i, limits.vocab_size));
+      }
+    }
+  }
   const int64_t prompt_len = static_cast<int64_t>(out.prompt_tokens.size());
   if (prompt_len == 0) return Invalid(prompt_field, "the prompt is empty");
   if (prompt_len >= limits.max_context_length) {
@@ -146,7 +167,7 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::InferRequest& request,
   if (s.has_temperature()) out.sampling.temperature = s.temperature();
   if (s.has_top_k()) out.sampling.top_k = s.top_k();
   if (s.has_top_p()) out.sampling.top_p = s.top_p();
-  if (s.has_seed()) out.sampling.seed = s.seed();
+  out.sampling.seed = s.has_seed() ? s.seed() : DrawSeed();
   out.sampling.num_top_logprobs = request.top_logprobs();
   // The ranges are CheckSamplingParams' (the samplers check the same); here they name the field.
   if (std::optional<SamplingParamError> error =
@@ -190,9 +211,18 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::InferRequest& request,
       prepared.stop_strings.push_back(s.stop(i));
     }
   }
-  // A text prompt ends at the tokenizer's end-of-sequence token, as text APIs do; a prompt of ids
-  // stops only where the request says.
-  if (text && limits.tokenizer->eos_id()) out.stop_token_ids.push_back(*limits.tokenizer->eos_id());
+  // Generation from text ends at the model's end-of-generation tokens, as text APIs do; a prompt
+  // of ids stops only where the request says.
+  if (text) {
+    std::vector<int32_t> ends = limits.end_of_generation_ids;
+    if (limits.tokenizer->eos_id()) ends.push_back(*limits.tokenizer->eos_id());
+    for (int32_t id : ends) {
+      if (std::find(out.stop_token_ids.begin(), out.stop_token_ids.end(), id) ==
+          out.stop_token_ids.end()) {
+        out.stop_token_ids.push_back(id);
+      }
+    }
+  }
 
   if (request.priority() < 0 || request.priority() > limits.priority_levels) {
     return Invalid("priority",

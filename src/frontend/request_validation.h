@@ -37,6 +37,10 @@ struct ServingLimits {
   // frontend.slow_client_timeout_microseconds: how long a session's output may wait untaken
   // (its client not reading) before the request is cancelled. InfiniteDuration(): no limit.
   absl::Duration slow_client_timeout = absl::Seconds(60);
+  // The model's end-of-generation tokens (its config's eos_token_ids: e.g. Llama 3's
+  // <|end_of_text|>, <|eot_id|> and <|eom_id|>). Generation from text or messages stops at each of
+  // them and at the tokenizer's end-of-sequence token.
+  std::vector<int32_t> end_of_generation_ids;
   // The model's tokenizer, for prompts as text; null when the model has none. Not owned.
   const Tokenizer* tokenizer = nullptr;
   // The model's chat template, for prompts as messages; null when there is none (then
@@ -60,7 +64,8 @@ absl::Time RequestDeadline(absl::Time call_deadline, uint64_t timeout_microsecon
 
 // The engine request for `request`: prompt (token ids, text tokenized, or messages rendered by the
 // chat template and tokenized), sampling, max_tokens (0 when unset: the engine's default), stop
-// tokens and priority, and the stop strings. Leaves id and timeout for the caller.
+// tokens and priority, and the stop strings. A request without a seed gets one drawn from the
+// operating system's entropy (sampling.seed). Leaves id and timeout for the caller.
 absl::StatusOr<PreparedRequest> PrepareRequest(const v1::InferRequest& request,
                                                const ServingLimits& limits);
 

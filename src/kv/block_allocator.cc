@@ -7,7 +7,7 @@
 namespace convoy {
 
 BlockAllocator::BlockAllocator(int32_t num_blocks)
-    : ref_counts_(num_blocks, 0), lru_pos_(num_blocks), hash_(num_blocks) {
+    : ref_counts_(num_blocks, 0), lru_pos_(num_blocks), content_(num_blocks) {
   free_list_.reserve(num_blocks);
   // Popped from the back: block 0 is handed out first.
   for (BlockId b = num_blocks - 1; b >= 0; --b) free_list_.push_back(b);
@@ -36,13 +36,13 @@ absl::Status BlockAllocator::Allocate(int32_t n, std::vector<BlockId>* out) {
 
 void BlockAllocator::Evict(BlockId block) {
   lru_.erase(lru_pos_[block]);
-  by_hash_.erase(*hash_[block]);
-  hash_[block].reset();
+  by_hash_.erase(content_[block]->hash);
+  content_[block].reset();
   ++evictions_;
 }
 
 absl::Status BlockAllocator::AddRef(BlockId block) {
-  if (block < 0 || block >= num_blocks() || (ref_counts_[block] == 0 && !hash_[block])) {
+  if (block < 0 || block >= num_blocks() || (ref_counts_[block] == 0 && !content_[block])) {
     return absl::FailedPreconditionError(
         absl::StrFormat("AddRef on block %d, which is neither in use nor cached", block));
   }
@@ -57,7 +57,7 @@ absl::Status BlockAllocator::Release(BlockId block) {
         absl::StrFormat("Release of block %d, which is not in use", block));
   }
   if (--ref_counts_[block] == 0) {
-    if (hash_[block]) {
+    if (content_[block]) {
       lru_pos_[block] = lru_.insert(lru_.end(), block);
     } else {
       free_list_.push_back(block);
@@ -66,16 +66,36 @@ absl::Status BlockAllocator::Release(BlockId block) {
   return absl::OkStatus();
 }
 
-bool BlockAllocator::Publish(BlockId block, BlockHash hash) {
-  if (block < 0 || block >= num_blocks() || ref_counts_[block] == 0 || hash_[block]) return false;
+bool BlockAllocator::Publish(BlockId block, BlockHash hash, absl::Span<const int32_t> tokens,
+                             std::optional<BlockId> parent) {
+  if (block < 0 || block >= num_blocks() || ref_counts_[block] == 0 || content_[block]) {
+    return false;
+  }
+  uint64_t parent_serial = 0;
+  if (parent) {
+    if (*parent < 0 || *parent >= num_blocks() || !content_[*parent]) return false;
+    parent_serial = content_[*parent]->serial;
+  }
   if (!by_hash_.emplace(hash, block).second) return false;
-  hash_[block] = hash;
+  content_[block] = Content{hash, next_serial_++, parent_serial,
+                            std::vector<int32_t>(tokens.begin(), tokens.end())};
   return true;
 }
 
-std::optional<BlockId> BlockAllocator::Lookup(BlockHash hash) const {
+std::optional<BlockId> BlockAllocator::Lookup(BlockHash hash, absl::Span<const int32_t> tokens,
+                                              std::optional<BlockId> parent) const {
   auto it = by_hash_.find(hash);
   if (it == by_hash_.end()) return std::nullopt;
+  const Content& content = *content_[it->second];
+  uint64_t parent_serial = 0;
+  if (parent) {
+    if (*parent < 0 || *parent >= num_blocks() || !content_[*parent]) return std::nullopt;
+    parent_serial = content_[*parent]->serial;
+  }
+  if (content.parent_serial != parent_serial ||
+      !std::equal(content.tokens.begin(), content.tokens.end(), tokens.begin(), tokens.end())) {
+    return std::nullopt;
+  }
   return it->second;
 }
 
@@ -102,21 +122,21 @@ absl::Status BlockAllocator::CheckInvariants() const {
     if (ref_counts_[b] < 0) {
       return absl::InternalError(absl::StrFormat("block %d has ref count %d", b, ref_counts_[b]));
     }
-    const int expected = ref_counts_[b] > 0 ? 0 : (hash_[b] ? 2 : 1);
+    const int expected = ref_counts_[b] > 0 ? 0 : (content_[b] ? 2 : 1);
     if (list_of[b] != expected) {
       return absl::InternalError(absl::StrFormat("block %d (ref count %d, %s) is on the wrong list",
                                                  b, ref_counts_[b],
-                                                 hash_[b] ? "cached" : "no content"));
+                                                 content_[b] ? "cached" : "no content"));
     }
-    if (hash_[b]) {
-      auto it = by_hash_.find(*hash_[b]);
+    if (content_[b]) {
+      auto it = by_hash_.find(content_[b]->hash);
       if (it == by_hash_.end() || it->second != b) {
         return absl::InternalError(absl::StrFormat("block %d's hash does not name it", b));
       }
     }
   }
   for (const auto& [hash, b] : by_hash_) {
-    if (b < 0 || b >= num_blocks() || hash_[b] != hash) {
+    if (b < 0 || b >= num_blocks() || !content_[b] || content_[b]->hash != hash) {
       return absl::InternalError(absl::StrFormat("hash %016x names block %d wrongly", hash, b));
     }
   }

@@ -6,6 +6,11 @@
 //   them writes it);
 // - cached: a count of 0, and content published under a hash (block_hash.h), so a new sequence may
 //   take it back with AddRef instead of recomputing it; kept in least-recently-released order;
+//
+// A hash only finds a block; it never vouches for one. A 64-bit hash can collide, and collisions
+// can be built on purpose, so each published block also keeps its own tokens and which
+// publication of its parent block it followed, and Lookup hands out a block only when both match
+// what the caller holds: a block is reused only for the same tokens after the same prefix.
 // - free: a count of 0 and no known content.
 // Allocate takes free blocks first, then evicts cached ones, least recently released first: cached
 // blocks count as free space. A block in use is never evicted; a published block keeps its hash
@@ -25,6 +30,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "kv/block_hash.h"
 
 namespace convoy {
@@ -57,11 +63,17 @@ class BlockAllocator {
   absl::Status Release(BlockId block);
   int32_t ref_count(BlockId block) const { return ref_counts_[block]; }
 
-  // Records that `block` (in use, full, written) holds the content named by `hash`. Returns false
-  // and changes nothing when another block already holds that content or `block` has a hash.
-  bool Publish(BlockId block, BlockHash hash);
-  // The block holding the content named by `hash`, in use or cached.
-  std::optional<BlockId> Lookup(BlockHash hash) const;
+  // Records that `block` (in use, full, written) holds the content named by `hash`: `tokens`
+  // after the prefix held by `parent` (nullopt: at the start of a sequence). Returns false and
+  // changes nothing when another block is published under `hash`, `block` has content already,
+  // or `parent` is not published.
+  bool Publish(BlockId block, BlockHash hash, absl::Span<const int32_t> tokens = {},
+               std::optional<BlockId> parent = std::nullopt);
+  // The block, in use or cached, published under `hash` with these `tokens` after this `parent`
+  // (the block the caller found for the previous position, as it is published now); nullopt when
+  // there is none, or when the block under `hash` holds other tokens or followed another prefix.
+  std::optional<BlockId> Lookup(BlockHash hash, absl::Span<const int32_t> tokens = {},
+                                std::optional<BlockId> parent = std::nullopt) const;
 
   absl::Status CheckInvariants() const;
 
@@ -72,7 +84,16 @@ class BlockAllocator {
   std::vector<BlockId> free_list_;  // LIFO: recently freed blocks are reused first
   std::list<BlockId> lru_;          // cached and not in use; front: released longest ago
   std::vector<std::list<BlockId>::iterator> lru_pos_;  // valid while on lru_
-  std::vector<std::optional<BlockHash>> hash_;         // published content, per block
+  struct Content {
+    BlockHash hash;
+    // Distinct for every publication, never reused: a child records its parent's, so a parent
+    // evicted and published again with other content no longer vouches for the child.
+    uint64_t serial;
+    uint64_t parent_serial;  // 0 at the start of a sequence
+    std::vector<int32_t> tokens;
+  };
+  std::vector<std::optional<Content>> content_;  // published content, per block
+  uint64_t next_serial_ = 1;
   absl::flat_hash_map<BlockHash, BlockId> by_hash_;
   int64_t evictions_ = 0;
 };

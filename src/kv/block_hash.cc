@@ -1,7 +1,7 @@
 #include "kv/block_hash.h"
 
 namespace convoy {
-namespace {
+namespace block_hash_internal {
 
 // splitmix64's finalizer: every input bit moves about half the output bits.
 uint64_t Mix(uint64_t x) {
@@ -13,7 +13,9 @@ uint64_t Mix(uint64_t x) {
   return x;
 }
 
-}  // namespace
+}  // namespace block_hash_internal
+
+using block_hash_internal::Mix;
 
 BlockHash HashBlock(BlockHash parent, absl::Span<const int32_t> tokens) {
   uint64_t h = Mix(parent ^ 0x9e3779b97f4a7c15ull);

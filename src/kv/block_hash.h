@@ -22,6 +22,12 @@ BlockHash HashBlock(BlockHash parent, absl::Span<const int32_t> tokens);
 void ExtendBlockHashes(absl::Span<const int32_t> tokens, int32_t block_size,
                        std::vector<BlockHash>* hashes);
 
+namespace block_hash_internal {
+// The mixing step HashBlock applies after each token: splitmix64's finalizer, a bijection (so a
+// 64-bit hash of blocks can be made to collide, and a match is never trusted on its own).
+uint64_t Mix(uint64_t x);
+}  // namespace block_hash_internal
+
 }  // namespace convoy
 
 #endif  // CONVOY_KV_BLOCK_HASH_H_

@@ -298,6 +298,7 @@ void LogRequestDone(const RequestSummary& summary, spdlog::logger* logger) {
     fields.emplace_back("client_request_id", summary.client_request_id);
   }
   fields.emplace_back("outcome", OutcomeName(summary.outcome));
+  if (summary.seed) fields.emplace_back("seed", *summary.seed);
   if (summary.outcome == Outcome::kRejected && summary.reject_reason) {
     fields.emplace_back("reject_reason", RejectReasonName(*summary.reject_reason));
   }

@@ -438,7 +438,7 @@ void Metrics::OnInterTokenTime(absl::Duration time_between_tokens) {
   generation_tokens_->Increment();
 }
 
-void Metrics::OnFinished(Outcome outcome) {
+void Metrics::CountOutcome(Outcome outcome) {
   requests_by_outcome_[static_cast<int>(outcome)]->Increment();
   switch (outcome) {
     case Outcome::kCompleteStop:
@@ -468,6 +468,7 @@ void Metrics::OnRequestDone(Outcome outcome, int64_t prompt_tokens, int64_t gene
     OnRefusalLatency(e2e_latency);
     return;
   }
+  CountOutcome(outcome);
   e2e_->Observe(Seconds(e2e_latency));
   request_prompt_tokens_->Observe(static_cast<double>(prompt_tokens));
   request_generation_tokens_->Observe(static_cast<double>(generated_tokens));

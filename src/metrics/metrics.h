@@ -6,11 +6,12 @@
 // Two sources feed it, and each thing is counted by exactly one of them:
 //  - the scheduler, through the SchedulerObserver interface (pass the Metrics to
 //    Scheduler::Create or EngineLoopOptions::observer): per-step statistics, gauges, queue time,
-//    TTFT, inter-token latency, preemptions, outcomes of accepted requests and the scheduler's own
-//    rejections;
-//  - the front end, at a request's end: OnRequestDone (end-to-end latency, prompt and generated
-//    tokens per request), and OnRejected for a request that EngineLoop::Submit refused before the
-//    scheduler saw it (a kRejected final event was already counted by the scheduler).
+//    TTFT, inter-token latency, preemptions and the scheduler's own rejections;
+//  - the front end, at a request's end: OnRequestDone (the outcome the client saw, end-to-end
+//    latency, prompt and generated tokens per request), and OnRejected for a request refused
+//    before the scheduler saw it (a kRejected final event was already counted by the scheduler).
+//    The outcome is the front end's to count: a request it ends at a stop string or at its own
+//    deadline reaches the scheduler as a cancellation, yet completed or timed out.
 //
 // Thread-safe: every method may be called from any thread.
 #ifndef CONVOY_METRICS_METRICS_H_
@@ -87,11 +88,10 @@ class Metrics : public SchedulerObserver {
   void OnQueueTime(int32_t priority_level, absl::Duration queue_time) override;
   void OnFirstToken(absl::Duration time_to_first_token) override;
   void OnInterTokenTime(absl::Duration time_between_tokens) override;
-  void OnFinished(Outcome outcome) override;
 
-  // The front end, once per request at its final event. Fills the end-to-end latency and the
-  // per-request token histograms; for kRejected only the refusal latency (OnRejected counts
-  // those). Counts no outcome (OnFinished and OnRejected do).
+  // The front end, once per request at its final event. Counts its outcome (as the client saw
+  // it), fills the end-to-end latency and the per-request token histograms; for kRejected only
+  // the refusal latency (OnRejected counts those).
   void OnRequestDone(Outcome outcome, int64_t prompt_tokens, int64_t generated_tokens,
                      absl::Duration e2e_latency);
   void OnRequestDone(const RequestSummary& summary);
@@ -106,6 +106,9 @@ class Metrics : public SchedulerObserver {
 
  private:
   explicit Metrics(std::shared_ptr<prometheus::Registry> registry);
+
+  // One accepted request ended this way (not kRejected: OnRejected counts those).
+  void CountOutcome(Outcome outcome);
 
   // Series of one priority level (1-based), created on first use.
   prometheus::Gauge& WaitingGauge(int32_t level);

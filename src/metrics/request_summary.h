@@ -18,6 +18,8 @@ struct RequestSummary {
   RequestId id = 0;
   // The client's own identifier for the request (InferRequest.client_request_id); may be empty.
   std::string client_request_id;
+  // The seed of its random draws (its own, or the one drawn for it); unset when none was set.
+  std::optional<uint64_t> seed;
   Outcome outcome = Outcome::kCompleteLength;
   // For kRejected, why (when the caller knows).
   std::optional<RejectReason> reject_reason;

@@ -1,5 +1,6 @@
 #include "model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -467,6 +468,19 @@ std::string ModelConfigToJson(const ModelConfig& config) {
   json["use_cache"] = true;
   json["vocab_size"] = config.vocab_size;
   return json.dump(2) + "\n";
+}
+
+std::vector<int32_t> ModelConfig::EndOfGenerationIds(std::optional<int32_t> tokenizer_eos) const {
+  std::vector<int32_t> ids;
+  auto add = [&ids](int64_t id) {
+    if (id >= 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) {
+      ids.push_back(static_cast<int32_t>(id));
+    }
+  };
+  for (int64_t id : eos_token_ids) add(id);
+  add(eos_token_id);
+  if (tokenizer_eos) add(*tokenizer_eos);
+  return ids;
 }
 
 }  // namespace convoy

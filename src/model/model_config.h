@@ -3,6 +3,7 @@
 #define CONVOY_MODEL_MODEL_CONFIG_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,10 @@ struct ModelConfig {
   // Every end-of-sequence id, in config.json's order. Empty means {eos_token_id}; when not empty,
   // its first element equals eos_token_id.
   std::vector<int64_t> eos_token_ids;
+
+  // The tokens that end generation from text: every id of eos_token_ids (or eos_token_id), and
+  // `tokenizer_eos` when given, each once.
+  std::vector<int32_t> EndOfGenerationIds(std::optional<int32_t> tokenizer_eos) const;
 
   int64_t q_size() const { return num_attention_heads * head_dim; }
   int64_t kv_size() const { return num_key_value_heads * head_dim; }

@@ -27,6 +27,9 @@ struct Request {
   std::vector<int32_t> stop_token_ids;
   // 1 is the highest level; 0: the configured default level.
   int32_t priority = 0;
+  // Who sent it (an API key's name, or the peer's address): within a priority level, clients
+  // share the queue fairly (scheduler/client_share.h). Empty: one anonymous client.
+  std::string client;
   // How long the request may wait in the queue before it is first scheduled. ZeroDuration(): the
   // level's default; InfiniteDuration(): never times out.
   absl::Duration timeout = absl::ZeroDuration();

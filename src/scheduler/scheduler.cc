@@ -29,6 +29,7 @@ Scheduler::Scheduler(const SchedulerOptions& options, SchedulerObserver* observe
       observer_(observer),
       allocator_(options.num_blocks),
       queues_(options.priority_levels),
+      client_share_(options.priority_levels),
       new_waiting_(options.priority_levels, 0),
       policy_(BatchPolicy::Create(options.mode)) {
   running_.reserve(options.max_batch_size);
@@ -115,8 +116,15 @@ absl::Status Scheduler::Submit(Request request, absl::Time now) {
     seq->deadline = now + timeout;
     deadlines_.emplace(*seq->deadline, seq->request.id);
   }
+  // After the preempted sequences and every new one its client's fair share puts before it.
+  seq->share_tag = client_share_.Arrive(seq->level, seq->request.client);
   auto& queue = queues_[seq->level - 1];
-  seq->queue_pos = queue.insert(queue.end(), seq.get());
+  auto pos = queue.end();
+  while (pos != queue.begin() && !(*std::prev(pos))->started &&
+         (*std::prev(pos))->share_tag > seq->share_tag) {
+    --pos;
+  }
+  seq->queue_pos = queue.insert(pos, seq.get());
   ++new_waiting_[seq->level - 1];
   const RequestId id = seq->request.id;
   sequences_.emplace(id, std::move(seq));
@@ -188,10 +196,9 @@ std::vector<Sequence*> Scheduler::NextCandidates(absl::Time now, size_t max_coun
 std::optional<absl::Time> Scheduler::OldestWaitingArrival() const {
   std::optional<absl::Time> oldest;
   for (const auto& queue : queues_) {
-    // Queues are in arrival order except for preempted sequences at the head, which arrived
-    // earlier still; the head is the oldest of each.
-    if (!queue.empty() && (!oldest || queue.front()->arrival < *oldest)) {
-      oldest = queue.front()->arrival;
+    // Fair order is not arrival order: every waiting sequence is looked at.
+    for (const Sequence* seq : queue) {
+      if (!oldest || seq->arrival < *oldest) oldest = seq->arrival;
     }
   }
   return oldest;
@@ -220,8 +227,12 @@ std::vector<BlockId> Scheduler::CachedPrefix(const Sequence& seq) const {
   // it must be the sequence's own to be written.
   const size_t limit = std::min(seq.block_hashes.size(),
                                 (seq.tokens.size() - 1) / static_cast<size_t>(options_.block_size));
+  const size_t block_size = static_cast<size_t>(options_.block_size);
   for (size_t i = 0; i < limit; ++i) {
-    const std::optional<BlockId> block = allocator_.Lookup(seq.block_hashes[i]);
+    // The hash finds a block; the allocator then checks its tokens and its parent.
+    const std::optional<BlockId> block = allocator_.Lookup(
+        seq.block_hashes[i], absl::MakeConstSpan(seq.tokens).subspan(i * block_size, block_size),
+        i == 0 ? std::nullopt : std::optional<BlockId>(cached.back()));
     if (!block) break;
     cached.push_back(*block);
   }
@@ -233,10 +244,14 @@ void Scheduler::PublishComputedBlocks(Sequence* seq) {
   ExtendBlockHashes(seq->tokens, options_.block_size, &seq->block_hashes);
   const auto& blocks = seq->blocks.blocks();
   const int64_t full = seq->num_computed / options_.block_size;
+  const size_t block_size = static_cast<size_t>(options_.block_size);
   for (; seq->num_published < full; ++seq->num_published) {
-    // False when another sequence computed the same content first: this block then stays
-    // private and is freed, not cached, when released.
-    allocator_.Publish(blocks[seq->num_published], seq->block_hashes[seq->num_published]);
+    // False when another sequence computed the same content first (or its parent block stayed
+    // private): this block then stays private and is freed, not cached, when released.
+    const size_t i = static_cast<size_t>(seq->num_published);
+    allocator_.Publish(blocks[i], seq->block_hashes[i],
+                       absl::MakeConstSpan(seq->tokens).subspan(i * block_size, block_size),
+                       i == 0 ? std::nullopt : std::optional<BlockId>(blocks[i - 1]));
   }
 }
 
@@ -364,6 +379,7 @@ int32_t Scheduler::Admit(absl::Time now, int32_t limit, bool joining, Draft* dra
       seq->admit_order = next_admit_order_++;
       if (!seq->started) {
         seq->started = true;
+        client_share_.Started(seq->level, seq->share_tag);
         ++started_this_pass_;
         seq->queue_time = now - seq->arrival;
         if (seq->deadline) {

@@ -8,7 +8,8 @@
 //   TakeEvents()         -> token events and final outcomes, in order
 //
 // Rules (each checked by tests/scheduler):
-// - Admission: a bounded queue per priority level (RESOURCE_EXHAUSTED when full); a queue timeout
+// - Admission: a bounded queue per priority level (RESOURCE_EXHAUSTED when full), shared fairly
+//   between the clients of the level (client_share.h), preempted sequences first; a queue timeout
 //   per request, reported through Schedule's wake_at so a caller sleeps exactly until it fires;
 //   a request is admitted to the running batch only when the KV blocks of all its tokens fit.
 // - Firing (firing_rule.h): an idle engine starts when the batch reaches max_batch_size or a
@@ -52,6 +53,7 @@
 #include "absl/time/time.h"
 #include "kv/block_allocator.h"
 #include "scheduler/batch_policy.h"
+#include "scheduler/client_share.h"
 #include "scheduler/request.h"
 #include "scheduler/scheduler_metrics.h"
 #include "scheduler/scheduler_options.h"
@@ -113,6 +115,9 @@ class Scheduler {
   int64_t num_held() const { return static_cast<int64_t>(sequences_.size()); }
   int64_t num_waiting() const;
   int64_t num_waiting(int32_t level) const { return queues_[level - 1].size(); }
+  // Waiting at `level` and never started: what the level's max_queue_size bounds (a preempted
+  // sequence waits too, but it was admitted already and its place is not a new request's).
+  int64_t num_new_waiting(int32_t level) const { return new_waiting_[level - 1]; }
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   const BlockAllocator& allocator() const { return allocator_; }
   const SchedulerStats& stats() const { return stats_; }
@@ -186,8 +191,11 @@ class Scheduler {
 
   BlockAllocator allocator_;
   absl::flat_hash_map<RequestId, std::unique_ptr<Sequence>> sequences_;
-  std::vector<std::list<Sequence*>> queues_;  // per level, index 0 is level 1
-  std::vector<int64_t> new_waiting_;          // per level: waiting and never started
+  // Per level, index 0 is level 1: preempted sequences first, then new ones in their clients'
+  // fair order (share_tag, then arrival).
+  std::vector<std::list<Sequence*>> queues_;
+  ClientShare client_share_;
+  std::vector<int64_t> new_waiting_;  // per level: waiting and never started
   std::vector<Sequence*> running_;
   std::set<std::pair<absl::Time, RequestId>> deadlines_;
   uint64_t next_arrival_order_ = 0;

@@ -30,6 +30,7 @@ struct Sequence {
   absl::Time arrival;
   std::optional<absl::Time> deadline;  // queue timeout; cleared once first scheduled
   uint64_t arrival_order = 0;          // tie-breaker: earlier submits rank first
+  uint64_t share_tag = 0;              // its client's fair share (ClientShare): lower starts first
 
   // The prompt followed by the generated tokens. After preemption they are all recomputed.
   std::vector<int32_t> tokens;

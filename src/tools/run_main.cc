@@ -269,7 +269,11 @@ int main(int argc, char** argv) {
     r.max_tokens = absl::GetFlag(FLAGS_max_tokens);
     r.sampling = sampling;
     r.stop_token_ids = stops;
-    if (text && (*tokenizer)->eos_id()) r.stop_token_ids.push_back(*(*tokenizer)->eos_id());
+    if (text) {
+      for (int32_t id : (*executor)->model_config().EndOfGenerationIds((*tokenizer)->eos_id())) {
+        r.stop_token_ids.push_back(id);
+      }
+    }
     requests.push_back(std::move(r));
     is_text.push_back(text);
   };

@@ -288,6 +288,7 @@ grpc::Status CallInferStream(v1::Inference::Stub& stub, const v1::InferRequest& 
       *response->mutable_usage() = message.usage();
       *response->mutable_timings() = message.timings();
       *response->mutable_prompt_token_ids() = message.prompt_token_ids();
+      response->set_seed(message.seed());
     }
   }
   if (messages != nullptr) *messages = with_tokens;

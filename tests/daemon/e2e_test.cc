@@ -206,6 +206,40 @@ TEST_F(DaemonTest, SixtyFourConcurrentStreamsAllCompleteWithTheRightTokens) {
   EXPECT_EQ(info.requests_completed() - before->requests_completed(), kStreams);
 }
 
+TEST_F(DaemonTest, UnseededRequestsDrawTheirOwnSeedAndReportIt) {
+  // Eight requests alike but for the seed they do not send, at temperature 1, side by side.
+  constexpr int kRequests = 8;
+  v1::InferRequest request = MakeRequest(Prompt(12, 5), 16);
+  request.mutable_sampling()->set_temperature(1.0f);
+  std::vector<v1::InferResponse> responses(kRequests);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kRequests; ++i) {
+    clients.emplace_back([&, i] {
+      auto stub = daemon_->inference();
+      EXPECT_TRUE(i % 2 == 0 ? CallInfer(*stub, request, &responses[i]).ok()
+                             : CallInferStream(*stub, request, &responses[i]).ok());
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  for (int i = 0; i < kRequests; ++i) {
+    for (int j = 0; j < i; ++j) {
+      EXPECT_NE(responses[i].seed(), responses[j].seed()) << i << " and " << j;
+      // 16 draws over the vocabulary of a random model: equal only if the seeds were.
+      EXPECT_NE(
+          std::vector<int32_t>(responses[i].token_ids().begin(), responses[i].token_ids().end()),
+          std::vector<int32_t>(responses[j].token_ids().begin(), responses[j].token_ids().end()))
+          << i << " and " << j;
+    }
+  }
+  // The seed reported reproduces the answer, alone.
+  v1::InferRequest again = request;
+  again.mutable_sampling()->set_seed(responses[3].seed());
+  v1::InferResponse replay;
+  ASSERT_TRUE(CallInfer(*stub_, again, &replay).ok());
+  EXPECT_EQ(replay.seed(), responses[3].seed());
+  EXPECT_THAT(replay.token_ids(), ElementsAreArray(responses[3].token_ids()));
+}
+
 // A model with a long context, so that a stream is still generating when the client cancels.
 const std::string& LongModelDir() {
   static const std::string* dir = [] {

@@ -1,5 +1,6 @@
 // convoyd's /metrics, scraped over HTTP while the daemon serves: a served request and a refused
 // one move the counters and histograms they should.
+#include <algorithm>
 #include <optional>
 #include <regex>
 #include <string>
@@ -134,6 +135,91 @@ TEST(DaemonMetricsTest, ServerInfoAndMetricsAgreeOnRejections) {
   ASSERT_TRUE(info.has_value());
   EXPECT_EQ(info->requests_rejected(), 5);
   EXPECT_EQ(static_cast<double>(info->requests_rejected()), rejected_metric) << metrics->body;
+}
+
+// Requests ended every way a client can see (length, stop token, stop string, their own
+// deadline, cancelled, refused) are counted as the client saw them, the same in GetServerInfo and
+// /metrics: a stop string or a deadline the front end enforces is not a cancellation.
+TEST(DaemonMetricsTest, ServerInfoAndMetricsCountEachEndAsTheClientSawIt) {
+  auto daemon = DaemonProcess::Start(
+      WriteSmolLm2VocabModel("metrics_ends", 8192, /*chat_template=*/false), DefaultTestConfig());
+  ASSERT_NE(daemon, nullptr);
+  const int port = MetricsPort(*daemon);
+  ASSERT_GT(port, 0) << daemon->Log();
+  auto stub = daemon->inference();
+  auto metrics_before = HttpGet(port, "/metrics");
+  ASSERT_TRUE(metrics_before.ok()) << metrics_before.status();
+  const std::optional<v1::ServerInfo> before = GetServerInfo(*stub);
+  ASSERT_TRUE(before.has_value());
+
+  // Length: a greedy answer of 24 tokens, whose text and tokens the next requests stop at.
+  v1::InferRequest request;
+  request.set_prompt_text("Once upon a time there was a");
+  request.mutable_sampling()->set_max_tokens(24);
+  v1::InferResponse whole;
+  ASSERT_TRUE(CallInfer(*stub, request, &whole).ok());
+  ASSERT_EQ(whole.finish_reason(), v1::FINISH_REASON_LENGTH);
+  ASSERT_EQ(whole.token_ids_size(), 24);
+  // Stop token: the fourth token generated (the same greedy answer up to it).
+  v1::InferRequest stop_token = request;
+  stop_token.mutable_sampling()->add_stop_token_ids(whole.token_ids(3));
+  v1::InferResponse response;
+  ASSERT_TRUE(CallInfer(*stub, stop_token, &response).ok());
+  EXPECT_EQ(response.finish_reason(), v1::FINISH_REASON_STOP);
+  // Stop string: a piece of the answer's text.
+  ASSERT_GE(whole.text().size(), 8u) << whole.text();
+  v1::InferRequest stop_string = request;
+  stop_string.mutable_sampling()->add_stop(whole.text().substr(whole.text().size() / 2, 2));
+  ASSERT_TRUE(CallInfer(*stub, stop_string, &response).ok());
+  EXPECT_EQ(response.finish_reason(), v1::FINISH_REASON_STOP);
+  // Its own deadline, passed while it generates.
+  v1::InferRequest deadline = request;
+  deadline.mutable_sampling()->set_max_tokens(8000);
+  deadline.set_timeout_microseconds(300000);
+  EXPECT_EQ(CallInfer(*stub, deadline, &response).error_code(),
+            grpc::StatusCode::DEADLINE_EXCEEDED);
+  // Cancelled by its client once it has a token.
+  {
+    grpc::ClientContext context;
+    auto stream = stub->InferStream(&context, MakeRequest({1, 2, 3}, 8000));
+    v1::InferStreamResponse message;
+    ASSERT_TRUE(stream->Read(&message));
+    context.TryCancel();
+    while (stream->Read(&message)) {
+    }
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  // Refused: an empty prompt.
+  EXPECT_EQ(CallInfer(*stub, v1::InferRequest(), &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  // The cancelled request's end reaches the counters when the engine lets it go.
+  std::optional<v1::ServerInfo> info;
+  const absl::Time give_up = absl::Now() + kLiveness;
+  while (absl::Now() < give_up) {
+    info = GetServerInfo(*stub);
+    if (info && info->requests_cancelled() > before->requests_cancelled()) break;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->requests_completed() - before->requests_completed(), 3);
+  EXPECT_EQ(info->requests_timed_out() - before->requests_timed_out(), 1);
+  EXPECT_EQ(info->requests_cancelled() - before->requests_cancelled(), 1);
+  EXPECT_EQ(info->requests_failed() - before->requests_failed(), 0);
+  EXPECT_EQ(info->requests_rejected() - before->requests_rejected(), 1);
+  auto metrics = HttpGet(port, "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  auto delta = [&](const std::string& outcome) {
+    const std::string series = absl::StrCat("convoy_requests_total{outcome=\"", outcome, "\"}");
+    return std::max(0.0, Sample(metrics->body, series)) -
+           std::max(0.0, Sample(metrics_before->body, series));
+  };
+  EXPECT_EQ(delta("complete_length"), 1) << metrics->body;
+  EXPECT_EQ(delta("complete_stop"), 2);
+  EXPECT_EQ(delta("timed_out"), 1);
+  EXPECT_EQ(delta("cancelled"), 1);
+  EXPECT_EQ(delta("failed"), 0);
+  EXPECT_EQ(delta("rejected"), 1);
 }
 
 // frontend.slow_client_timeout_microseconds: a stream whose client never reads is cancelled once

@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <initializer_list>
+#include <set>
 #include <utility>
 
 #include "gmock/gmock.h"
@@ -78,6 +79,21 @@ TEST(RequestValidationTest, SetFieldsAreCarriedOver) {
   EXPECT_THAT(request->stop_token_ids, ElementsAre(7));
   EXPECT_EQ(request->priority, 3);
   EXPECT_FALSE(request->use_prefix_cache);
+}
+
+TEST(RequestValidationTest, AnUnseededRequestDrawsItsOwnSeed) {
+  // Without a seed every request samples on its own; 64 draws of 64 bits never repeat unless the
+  // source is broken.
+  std::set<uint64_t> seeds;
+  for (int i = 0; i < 64; ++i) {
+    absl::StatusOr<Request> request = ToEngineRequest(Valid(), Limits());
+    ASSERT_OK(request);
+    seeds.insert(request->sampling.seed);
+  }
+  EXPECT_EQ(seeds.size(), 64u);
+  v1::InferRequest seeded = Valid();
+  seeded.mutable_sampling()->set_seed(0);
+  EXPECT_EQ(ToEngineRequest(seeded, Limits())->sampling.seed, 0u);
 }
 
 TEST(RequestValidationTest, MessagesStartWithTheField) {
@@ -176,6 +192,38 @@ TEST_F(TextPromptTest, TextIsTokenizedByTheModelsTokenizer) {
   v1::InferRequest ids;
   ids.add_prompt_token_ids(19556);
   EXPECT_THAT(ToEngineRequest(ids, TextLimits())->stop_token_ids, ::testing::IsEmpty());
+}
+
+TEST_F(TextPromptTest, TextStopsAtEveryEndOfGenerationTokenOfTheModel) {
+  // As Llama 3's config lists <|end_of_text|>, <|eot_id|> and <|eom_id|>: every one ends it,
+  // with the tokenizer's own end of sequence, each once.
+  ServingLimits limits = TextLimits();
+  limits.end_of_generation_ids = {0, 2, 7};
+  v1::InferRequest r;
+  r.set_prompt_text("Hello, world!");
+  r.mutable_sampling()->add_stop_token_ids(7);
+  absl::StatusOr<Request> request = ToEngineRequest(r, limits);
+  ASSERT_OK(request);
+  EXPECT_THAT(request->stop_token_ids, ElementsAre(7, 0, 2));
+}
+
+TEST_F(TextPromptTest, ATokenOutsideTheModelsVocabularyIsTheRequestsError) {
+  // The tokenizer knows 49,152 tokens; a model with fewer embeddings cannot take the last ones.
+  ServingLimits limits = TextLimits();
+  limits.vocab_size = 1000;
+  v1::InferRequest r;
+  r.set_prompt_text("Hello, world!");  // 19556, 28, 905, 17
+  EXPECT_THAT(ToEngineRequest(r, limits),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(StartsWith("prompt_text: "), HasSubstr("token 19556 (at position 0)"),
+                             HasSubstr("vocabulary [0, 1000)"))));
+  EXPECT_THAT(ToEngineRequest(Chat({{"user", "Hello"}}),
+                              [&] {
+                                ServingLimits chat = ChatLimits();
+                                chat.vocab_size = 1000;
+                                return chat;
+                              }()),
+              StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("messages: ")));
 }
 
 TEST_F(TextPromptTest, BadTextPromptsNameTheField) {

@@ -156,3 +156,49 @@ TEST(PrefixCacheAllocatorTest, ATableReleasesItsLastBlockFirst) {
 
 }  // namespace
 }  // namespace convoy
+
+namespace convoy {
+namespace {
+
+TEST(PrefixCacheAllocatorTest, LookupChecksTheTokensAndTheParentNotOnlyTheHash) {
+  BlockAllocator a(4);
+  std::vector<BlockId> got;
+  ASSERT_OK(a.Allocate(3, &got));
+  const std::vector<int32_t> first = {1, 2, 3, 4}, second = {5, 6, 7, 8};
+  ASSERT_TRUE(a.Publish(got[0], 11, first));
+  ASSERT_TRUE(a.Publish(got[1], 12, second, got[0]));
+  EXPECT_EQ(a.Lookup(11, first), got[0]);
+  EXPECT_EQ(a.Lookup(12, second, got[0]), got[1]);
+  // The same hash with other tokens, or after another parent, finds nothing.
+  EXPECT_EQ(a.Lookup(11, second), std::nullopt);
+  EXPECT_EQ(a.Lookup(12, first, got[0]), std::nullopt);
+  EXPECT_EQ(a.Lookup(12, second), std::nullopt);
+  EXPECT_EQ(a.Lookup(12, second, got[2]), std::nullopt);
+  // A parent that is not published vouches for no child.
+  EXPECT_FALSE(a.Publish(got[2], 13, first, BlockId{3}));
+  EXPECT_OK(a.CheckInvariants());
+}
+
+TEST(PrefixCacheAllocatorTest, AParentEvictedAndPublishedAgainNoLongerVouchesForItsChild) {
+  BlockAllocator a(3);
+  std::vector<BlockId> got;
+  ASSERT_OK(a.Allocate(2, &got));
+  const std::vector<int32_t> parent = {1, 2}, child = {3, 4}, other = {9, 9};
+  ASSERT_TRUE(a.Publish(got[0], 21, parent));
+  ASSERT_TRUE(a.Publish(got[1], 22, child, got[0]));
+  // The parent is released first, so it is evicted first; the child stays cached.
+  ASSERT_OK(a.Release(got[0]));
+  ASSERT_OK(a.Release(got[1]));
+  std::vector<BlockId> next;
+  ASSERT_OK(a.Allocate(2, &next));  // the free block, then the parent's, evicted
+  ASSERT_EQ(next[1], got[0]);
+  ASSERT_TRUE(a.Publish(got[0], 23, other));
+  ASSERT_OK(a.Release(got[0]));
+  ASSERT_OK(a.Release(next[0]));
+  // The child's hash is still published, but its parent's publication is gone.
+  EXPECT_EQ(a.Lookup(22, child, got[0]), std::nullopt);
+  EXPECT_OK(a.CheckInvariants());
+}
+
+}  // namespace
+}  // namespace convoy

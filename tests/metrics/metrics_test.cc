@@ -104,7 +104,6 @@ TEST_F(MetricsTest, FinishedRequestCountsAsSuccessAndFillsHistograms) {
   metrics_->OnQueueTime(1, absl::Milliseconds(20));
   metrics_->OnFirstToken(absl::Milliseconds(120));
   for (int i = 0; i < 3; ++i) metrics_->OnInterTokenTime(absl::Milliseconds(30));
-  metrics_->OnFinished(Outcome::kCompleteStop);
   metrics_->OnRequestDone(Outcome::kCompleteStop, /*prompt_tokens=*/12, /*generated_tokens=*/4,
                           absl::Milliseconds(300));
   const Samples after = Scrape();
@@ -165,10 +164,10 @@ TEST_F(MetricsTest, RefusalsAtTheDoorKeepTheirLatency) {
 
 TEST_F(MetricsTest, EndsOtherThanSuccessCountAsFailuresByReason) {
   const Samples before = Scrape();
-  metrics_->OnFinished(Outcome::kCancelled);
-  metrics_->OnFinished(Outcome::kTimedOut);
-  metrics_->OnFinished(Outcome::kFailed);
-  metrics_->OnFinished(Outcome::kFailed);
+  for (Outcome outcome :
+       {Outcome::kCancelled, Outcome::kTimedOut, Outcome::kFailed, Outcome::kFailed}) {
+    metrics_->OnRequestDone(outcome, 3, 1, absl::Milliseconds(10));
+  }
   const Samples after = Scrape();
 
   EXPECT_EQ(Delta(before, after, R"(convoy_requests_total{outcome="cancelled"})"), 1);
@@ -302,7 +301,7 @@ TEST(MetricsOptionsTest, WithoutHttpTheRegistryStillCounts) {
   EXPECT_EQ(before.count(R"(convoy_num_requests_waiting_by_priority{priority="1"})"), 1);
   EXPECT_EQ(before.count(level3), 0);
   (*metrics)->OnQueueTime(3, absl::Seconds(1));
-  (*metrics)->OnFinished(Outcome::kCompleteLength);
+  (*metrics)->OnRequestDone(Outcome::kCompleteLength, 4, 2, absl::Milliseconds(5));
   const Samples samples = ParseExposition((*metrics)->Serialize());
   EXPECT_EQ(samples.at(level3), 1);
   EXPECT_EQ(samples.at(R"(convoy_requests_total{outcome="complete_length"})"), 1);

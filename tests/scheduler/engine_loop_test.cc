@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "fake_executor.h"
@@ -288,6 +289,88 @@ TEST(EngineLoopTest, WithoutTheSwitchTheRequestWaitsAndTimesOut) {
   ASSERT_TRUE(q.collector.WaitForFinals(13));
   q.loop->Shutdown();
   EXPECT_EQ(q.collector.finals()[13][0].outcome, Outcome::kTimedOut);
+}
+
+// The FakeExecutor behind a gate: each step waits until the test lets one through, so the test
+// sees the loop between two steps, where it stays until the next Release.
+class GatedExecutor final : public Executor {
+ public:
+  GatedExecutor(int32_t num_blocks, int32_t block_size) : inner_(num_blocks, block_size) {}
+
+  absl::StatusOr<StepResult> Step(const StepPlan& plan) override {
+    {
+      absl::MutexLock lock(&mu_);
+      ++arrived_;
+      auto permitted = [this]()
+                           ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return open_ || permits_ > 0; };
+      mu_.Await(absl::Condition(&permitted));
+      if (!open_) --permits_;
+    }
+    return inner_.Step(plan);
+  }
+  const ModelConfig& model_config() const override { return inner_.model_config(); }
+  const KvCacheSpec& kv_spec() const override { return inner_.kv_spec(); }
+  ExecutorLimits limits() const override { return inner_.limits(); }
+
+  // Waits until `n` steps have come to the gate in all.
+  bool WaitForArrivals(int64_t n) {
+    absl::MutexLock lock(&mu_);
+    auto arrived = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return arrived_ >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&arrived), kLiveness);
+  }
+  void Release() {
+    absl::MutexLock lock(&mu_);
+    ++permits_;
+  }
+  void Open() {
+    absl::MutexLock lock(&mu_);
+    open_ = true;
+  }
+
+ private:
+  FakeExecutor inner_;
+  absl::Mutex mu_;
+  int64_t arrived_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t permits_ ABSL_GUARDED_BY(mu_) = 0;
+  bool open_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+TEST(EngineLoopTest, APreemptedSequenceTakesNoPlaceInTheQueueBound) {
+  // Four blocks of four tokens: two requests that each grow to three blocks cannot both keep
+  // theirs, so one is preempted and waits to be recomputed.
+  GatedExecutor executor(4, 4);
+  EngineLoopOptions options = LoopOptions();
+  options.scheduler.num_blocks = 4;
+  options.scheduler.default_queue_policy.max_queue_size = 1;
+  auto loop = EngineLoop::Create(&executor, options);
+  ASSERT_OK(loop);
+  absl::Cleanup open_gate = [&executor] { executor.Open(); };  // however the test ends
+  Collector collector;
+  ASSERT_OK((*loop)->Submit(MakeRequest(1, 4, 8), collector.Callback()));
+  ASSERT_TRUE(executor.WaitForArrivals(1));  // 1's prefill
+  executor.Release();
+  ASSERT_TRUE(executor.WaitForArrivals(2));  // 1's first decode: the queue is empty
+  ASSERT_OK((*loop)->Submit(MakeRequest(2, 4, 8), collector.Callback()));
+  int64_t arrivals = 2;
+  bool preempted_waiting = false;
+  while (!preempted_waiting && arrivals < 40) {
+    executor.Release();
+    ASSERT_TRUE(executor.WaitForArrivals(++arrivals));
+    const EngineLoopSnapshot snapshot = (*loop)->snapshot();
+    preempted_waiting = snapshot.stats.preemptions > 0 && snapshot.num_waiting == 1;
+  }
+  ASSERT_TRUE(preempted_waiting) << "no sequence was preempted";
+  // The one waiting was admitted before; a new request still has its level's one place.
+  EXPECT_OK((*loop)->Submit(MakeRequest(3, 4, 2), collector.Callback()));
+  EXPECT_THAT((*loop)->Submit(MakeRequest(4, 4, 2), collector.Callback()),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("full")));
+  executor.Open();
+  ASSERT_TRUE(collector.WaitForFinals(3));
+  (*loop)->Shutdown();
+  for (RequestId id : {1, 2, 3}) {
+    ASSERT_EQ(collector.finals()[id].size(), 1u) << id;
+    EXPECT_EQ(collector.finals()[id][0].outcome, Outcome::kCompleteLength) << id;
+  }
 }
 
 TEST(EngineLoopTest, RefusesABlockSizeThatDiffersFromTheCache) {

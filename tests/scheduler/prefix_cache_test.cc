@@ -1,10 +1,15 @@
 // Prefix caching in the scheduler, against the fake executor: what the step plans compute when a
 // prefix is cached, the opt-outs, preemption, KV admission and the counters.
+#include <cstdint>
 #include <map>
+#include <optional>
+#include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "gtest/gtest.h"
 #include "harness.h"
+#include "kv/block_hash.h"
 
 namespace convoy::testing {
 namespace {
@@ -27,6 +32,64 @@ const StepRow* FirstRow(const Harness& h, RequestId id) {
     }
   }
   return nullptr;
+}
+
+// Two different blocks of `block_size` tokens (ids below 2^20) with the same 64-bit hash
+// (HashBlock after no parent), as a client could build them: the hash is a chain of invertible
+// mixes, so two prefixes whose states agree in their high 32 bits are made to collide by their
+// last tokens. About 2^16 prefixes are tried (a birthday search).
+std::pair<std::vector<int32_t>, std::vector<int32_t>> CollidingBlocks(int32_t block_size) {
+  // The hash's state after every token but the last, as HashBlock computes it.
+  using block_hash_internal::Mix;
+  auto state = [&](const std::vector<int32_t>& head) {
+    uint64_t h = Mix(0 ^ 0x9e3779b97f4a7c15ull);
+    for (int32_t t : head) h = Mix(h ^ (static_cast<uint64_t>(static_cast<uint32_t>(t)) + 1));
+    return h;
+  };
+  absl::flat_hash_map<uint32_t, std::vector<int32_t>> by_high;
+  for (int32_t n = 0;; ++n) {
+    std::vector<int32_t> head(block_size - 1, 7);
+    head[0] = n % 1000;
+    head[1 % (block_size - 1)] += n / 1000;
+    const uint64_t s = state(head);
+    auto [it, fresh] = by_high.emplace(static_cast<uint32_t>(s >> 32), head);
+    if (fresh || it->second == head) continue;
+    const uint64_t other = state(it->second);
+    // s ^ (a + 1) == other ^ (b + 1): the low 32 bits decide b for each a.
+    for (uint64_t a = 0; a < (1u << 20); ++a) {
+      const uint64_t b_plus_1 = (s ^ other ^ (a + 1)) & 0xffffffffull;
+      if (b_plus_1 == 0 || b_plus_1 > (1u << 20)) continue;
+      std::vector<int32_t> first = head, second = it->second;
+      first.push_back(static_cast<int32_t>(a));
+      second.push_back(static_cast<int32_t>(b_plus_1 - 1));
+      return {first, second};
+    }
+  }
+}
+
+TEST(PrefixCacheTest, ABlockWhoseHashCollidesIsNotReused) {
+  const SchedulerOptions options = TestOptions();  // 4 tokens per block
+  const auto [first_block, second_block] = CollidingBlocks(options.block_size);
+  ASSERT_NE(first_block, second_block);
+  ASSERT_EQ(HashBlock(0, first_block), HashBlock(0, second_block));
+  Harness h(options);
+  Request first;
+  first.id = 1;
+  first.prompt_tokens = first_block;
+  first.prompt_tokens.insert(first.prompt_tokens.end(), {5, 6, 7});
+  first.max_tokens = 4;
+  ASSERT_OK(h.Submit(first));
+  h.RunUntilIdle();
+  Request second = first;
+  second.id = 2;
+  std::copy(second_block.begin(), second_block.end(), second.prompt_tokens.begin());
+  ASSERT_OK(h.Submit(second));
+  h.RunUntilIdle();
+  const StepRow* row = FirstRow(h, 2);
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(row->start_pos, 0) << "the first request's block was taken for other tokens";
+  EXPECT_EQ(h.tokens[2], FakeExpectedTokens(second.prompt_tokens, 4));
+  EXPECT_EQ(h.scheduler->stats().prefix_cache_hits, 0);
 }
 
 TEST(PrefixCacheTest, ASecondRequestComputesOnlyWhatFollowsTheCachedBlocks) {

@@ -44,6 +44,7 @@ struct CpuExecutor::Impl {
   std::vector<Layer> layers;
   std::unique_ptr<RopeTable> rope;
   int num_threads = 1;
+  int64_t step_memory_bytes = 0;
   bool skip_padding = false;
   bool share_attention_kv = true;
 
@@ -76,7 +77,23 @@ ExecutorLimits CpuExecutor::limits() const {
   limits.max_top_logprobs =
       static_cast<int32_t>(std::min<int64_t>(kMaxTopLogprobs, impl_->config.vocab_size));
   limits.computes_padding = !impl_->skip_padding;
+  limits.max_rows_per_step = kMaxRowsPerStep;
+  const int64_t logits_bytes =
+      int64_t{kMaxRowsPerStep} * impl_->config.vocab_size * static_cast<int64_t>(sizeof(float));
+  limits.max_tokens_per_step =
+      std::max<int64_t>(1, (impl_->step_memory_bytes - logits_bytes) / StepBytesPerToken());
   return limits;
+}
+
+int64_t CpuExecutor::StepBytesPerToken() const {
+  const ModelConfig& c = impl_->config;
+  // The scratch buffers of Impl::Run per activation row: x, h, proj (hidden each), qkv, attn,
+  // gate_up, act and the rotary angles; and the bf16 copy of a product's input (at most the
+  // widest input, two bytes a value).
+  const int64_t floats = 3 * c.hidden_size + (c.q_size() + 2 * c.kv_size()) + c.q_size() +
+                         3 * c.intermediate_size + c.head_dim;
+  const int64_t bf16_input = 2 * std::max(c.hidden_size, c.intermediate_size);
+  return static_cast<int64_t>(sizeof(float)) * floats + bf16_input;
 }
 CpuWeightFormat CpuExecutor::weight_format() const {
   return impl_->EveryLinear([](const Linear& l) { return l.format() == LinearFormat::kBF16; })
@@ -95,9 +112,14 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
   impl->config = c;
   impl->num_threads = options.num_threads > 0 ? options.num_threads : omp_get_num_procs();
   impl->skip_padding = options.skip_padding;
+  impl->step_memory_bytes = options.step_memory_bytes;
   impl->share_attention_kv = options.share_attention_kv;
   omp_set_num_threads(impl->num_threads);
 
+  if (options.step_memory_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("step_memory_bytes must be positive, got %d", options.step_memory_bytes));
+  }
   if (options.block_size <= 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("block_size must be positive, got %d", options.block_size));

@@ -22,6 +22,11 @@ enum class CpuWeightFormat {
 struct CpuExecutorOptions {
   int num_threads = 0;  // 0: every core
   int64_t kv_cache_bytes = int64_t{1} << 30;
+  // Memory a step's activations and logits may take: with kMaxRowsPerStep rows' logits set
+  // aside, it bounds the token slots of one step (limits().max_tokens_per_step), so that no
+  // config the engine accepts can ask a step for more memory than this. (Rows that ask for the
+  // logits of every position, tests' and debugging's, are not counted.)
+  int64_t step_memory_bytes = int64_t{2} << 30;
   int32_t block_size = 16;
   CpuWeightFormat weight_format = CpuWeightFormat::kAuto;
   // Rows of a step are padded to the longest and masked. With skip_padding the padding slots are
@@ -49,8 +54,15 @@ class CpuExecutor final : public Executor {
   absl::StatusOr<StepResult> Step(const StepPlan& plan) override;
   const ModelConfig& model_config() const override;
   const KvCacheSpec& kv_spec() const override;
-  // No step limit but memory; padding computed unless skip_padding.
+  // Rows one step may hold. More gain nothing on a CPU: a step of this many decode rows is
+  // already bound by compute, not by reading the weights.
+  static constexpr int32_t kMaxRowsPerStep = 1024;
+
+  // kMaxRowsPerStep rows, and the token slots that step_memory_bytes holds beside their logits
+  // (StepBytesPerToken each); padding computed unless skip_padding.
   ExecutorLimits limits() const override;
+  // The step memory one token slot's activations take at most, through one layer.
+  int64_t StepBytesPerToken() const;
   // The format the linear layers' weights are in: kBF16 only when every layer has bf16 weights
   // (bf16 was asked for, or kAuto on a bf16 checkpoint, and oneDNN has a bf16 product on this
   // CPU); kF32 otherwise. Never kAuto.
