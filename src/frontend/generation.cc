@@ -182,10 +182,12 @@ absl::Status GenerationHub::AcquireClientSlot(const std::string& client, int32_t
   int64_t& count = in_flight_by_client_[client];
   if (limit > 0 && count >= limit) {
     if (count == 0) in_flight_by_client_.erase(client);
-    return absl::ResourceExhaustedError(
-        absl::StrCat(client, " has ", count,
-                     " requests in flight, the most one client may have "
-                     "(request_limits.max_in_flight_per_client); retry when one has finished"));
+    return WithExhaustedCause(
+        absl::ResourceExhaustedError(
+            absl::StrCat(client, " has ", count,
+                         " requests in flight, the most one client may have "
+                         "(request_limits.max_in_flight_per_client); retry when one has finished")),
+        ExhaustedCause::kClientLimit);
   }
   ++count;
   return absl::OkStatus();
@@ -506,10 +508,13 @@ bool GenerationSession::EndIfSlowClient(absl::Time now, absl::Duration timeout) 
   }
   // The flag is set with the output dropped, under the session's lock: whoever sees it finds
   // nothing left to take.
-  if (!End(absl::ResourceExhaustedError(absl::StrCat(
-               "the client read none of the output for ", absl::FormatDuration(waited),
-               " (frontend.slow_client_timeout_microseconds); request ", id_, " was cancelled")),
-           v1::FINISH_REASON_CANCELLED, /*cancel_in_engine=*/true, Drop::kSlowClient)) {
+  if (!End(
+          WithExhaustedCause(
+              absl::ResourceExhaustedError(absl::StrCat(
+                  "the client read none of the output for ", absl::FormatDuration(waited),
+                  " (frontend.slow_client_timeout_microseconds); request ", id_, " was cancelled")),
+              ExhaustedCause::kSlowClient),
+          v1::FINISH_REASON_CANCELLED, /*cancel_in_engine=*/true, Drop::kSlowClient)) {
     return false;  // it ended some other way meanwhile
   }
   spdlog::warn("request {}: its client left the output unread for {}; cancelled", id_,

@@ -48,6 +48,8 @@ class OpenAiCall : public std::enable_shared_from_this<OpenAiCall> {
     if (!Authenticated(*hub, *exchange, endpoint)) return;
     ParsedOpenAiRequest parsed = ParseOpenAiRequest(endpoint, exchange->request().body);
     if (!parsed.request) {
+      // As gRPC counts a message that does not parse (a refusal before any session).
+      hub->CountRefusal(RejectReason::kInvalidArgument);
       RespondOpenAiError(*exchange, parsed.error);
       return;
     }
