@@ -273,6 +273,7 @@ absl::StatusOr<GrpcServerOptions> GrpcOptionsFromConfig(const v1::FrontendConfig
   options.listen_address = frontend.listen_address();
   options.port = static_cast<int>(frontend.port());
   options.max_message_bytes = static_cast<int>(frontend.max_message_bytes());
+  options.max_concurrent_streams = static_cast<int>(frontend.max_concurrent_streams());
   options.reflection = frontend.reflection();
   ASSIGN_OR_RETURN(options.tls, ReadTlsFiles<GrpcTlsOptions>(frontend.tls(), "tls"));
   return options;
