@@ -458,6 +458,11 @@ TEST_F(KServeTest, BadRequestsNameTheTensorOrParameterAndTheServerServesOn) {
     r.add_raw_input_contents(RawBytes({""}));
     cases.push_back({"empty stop string", r, "stop[0]: a stop string may not be empty"});
   }
+  {
+    ModelInferRequest r = RawTextRequest(model_, kPrompt, 4);
+    (*r.mutable_parameters())["max_new_tokens"].set_int64_param(4);
+    cases.push_back({"unknown parameter", r, "parameters.max_new_tokens: unknown parameter"});
+  }
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     ModelInferResponse response;
@@ -465,8 +470,15 @@ TEST_F(KServeTest, BadRequestsNameTheTensorOrParameterAndTheServerServesOn) {
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
     EXPECT_THAT(status.error_message(), HasSubstr(c.message));
   }
+  // What Triton's own clients send besides (tritonclient: priority, timeout, and on streams
+  // triton_enable_empty_final_response) is taken.
+  ModelInferRequest triton = RawTextRequest(model_, kPrompt, 3);
+  (*triton.mutable_parameters())["priority"].set_uint64_param(1);
+  (*triton.mutable_parameters())["timeout"].set_int64_param(60000000);
+  (*triton.mutable_parameters())["triton_enable_empty_final_response"].set_bool_param(true);
   ModelInferResponse fine;
-  ASSERT_TRUE(Infer(RawTextRequest(model_, kPrompt, 3), &fine).ok());
+  const grpc::Status status = Infer(triton, &fine);
+  ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_LE(Read(fine).ids.size(), 3u);
 }
 
