@@ -413,10 +413,13 @@ int RunDaemon(const DaemonOptions& options) {
                  metrics->port());
   }
 
+  // The OpenAI API's threads: made before the HTTP server, so that they end after it.
+  OpenAiService openai(inference.hub(), OpenAiOptions());
+
   // The HTTP port, up while the model loads (/ready says 503 until it is ready).
   HttpRouter http_routes;
   absl::Status routed = AddHealthRoutes(&health, &http_routes);
-  if (routed.ok()) routed = AddOpenAiRoutes(inference.hub(), &http_routes);
+  if (routed.ok()) routed = openai.AddRoutes(&http_routes);
   if (routed.ok() && metrics != nullptr) routed = metrics->AddHttpRoute("/metrics", &http_routes);
   if (!routed.ok()) {
     spdlog::error("cannot set up the HTTP routes: {}", routed.ToString());
