@@ -58,6 +58,7 @@ constexpr uint64_t kMaxMessageBytes = uint64_t{1} << 30;  // gRPC takes an int
 constexpr uint64_t kMaxCpuThreads = 1024;
 constexpr uint64_t kMaxStopTokenIds = 65536;
 constexpr uint64_t kMaxInFlightPerClient = 1000000;
+constexpr uint64_t kMaxConcurrentStreams = 1000000;
 
 absl::Status AtMost(const Locator& at, std::initializer_list<const char*> path, uint64_t value,
                     uint64_t max, int outer = -1) {
@@ -106,6 +107,8 @@ absl::Status CheckMaxima(const v1::ServerConfig& config, const Locator& at) {
                          kMaxInFlightPerClient));
   RETURN_IF_ERROR(AtMost(at, {"frontend", "max_message_bytes"},
                          config.frontend().max_message_bytes(), kMaxMessageBytes));
+  RETURN_IF_ERROR(AtMost(at, {"frontend", "max_concurrent_streams"},
+                         config.frontend().max_concurrent_streams(), kMaxConcurrentStreams));
   RETURN_IF_ERROR(AtMost(at, {"frontend", "drain_timeout_microseconds"},
                          config.frontend().drain_timeout_microseconds(), kMaxDrainMicros));
   RETURN_IF_ERROR(AtMost(at, {"frontend", "slow_client_timeout_microseconds"},
@@ -227,6 +230,11 @@ absl::Status Validate(const v1::ServerConfig& config, const Locator& at) {
         {"frontend", "max_message_bytes"}, -1,
         absl::StrCat("max_message_bytes ", f.max_message_bytes(), " is below the minimum of 4096"));
   }
+  if (f.max_concurrent_streams() < 1) {
+    return at.Error({"frontend", "max_concurrent_streams"}, -1,
+                    "max_concurrent_streams must be at least 1 (a connection with no call open "
+                    "serves nothing)");
+  }
   if (config.metrics().port() > 65535) {
     return at.Error(
         {"metrics", "port"}, -1,
@@ -327,6 +335,7 @@ void FillServerConfigDefaults(v1::ServerConfig* config) {
   if (!f->has_max_message_bytes()) f->set_max_message_bytes(64u << 20);
   if (!f->has_drain_timeout_microseconds()) f->set_drain_timeout_microseconds(30000000);
   if (!f->has_slow_client_timeout_microseconds()) f->set_slow_client_timeout_microseconds(60000000);
+  if (!f->has_max_concurrent_streams()) f->set_max_concurrent_streams(128);
   if (!f->has_http_port()) f->set_http_port(8000);
   if (!f->has_http_listen_address()) f->set_http_listen_address("127.0.0.1");
   if (!f->has_reflection()) f->set_reflection(false);

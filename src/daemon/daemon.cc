@@ -273,6 +273,7 @@ absl::StatusOr<GrpcServerOptions> GrpcOptionsFromConfig(const v1::FrontendConfig
   options.listen_address = frontend.listen_address();
   options.port = static_cast<int>(frontend.port());
   options.max_message_bytes = static_cast<int>(frontend.max_message_bytes());
+  options.max_concurrent_streams = static_cast<int>(frontend.max_concurrent_streams());
   options.reflection = frontend.reflection();
   ASSIGN_OR_RETURN(options.tls, ReadTlsFiles<GrpcTlsOptions>(frontend.tls(), "tls"));
   return options;
@@ -412,10 +413,13 @@ int RunDaemon(const DaemonOptions& options) {
                  metrics->port());
   }
 
+  // The OpenAI API's threads: made before the HTTP server, so that they end after it.
+  OpenAiService openai(inference.hub(), OpenAiOptions());
+
   // The HTTP port, up while the model loads (/ready says 503 until it is ready).
   HttpRouter http_routes;
   absl::Status routed = AddHealthRoutes(&health, &http_routes);
-  if (routed.ok()) routed = AddOpenAiRoutes(inference.hub(), &http_routes);
+  if (routed.ok()) routed = openai.AddRoutes(&http_routes);
   if (routed.ok() && metrics != nullptr) routed = metrics->AddHttpRoute("/metrics", &http_routes);
   if (!routed.ok()) {
     spdlog::error("cannot set up the HTTP routes: {}", routed.ToString());

@@ -152,6 +152,12 @@ int64_t GenerationHub::open_sessions() const {
   return open_sessions_;
 }
 
+int64_t GenerationHub::client_in_flight(const std::string& client) const {
+  absl::MutexLock lock(&mu_);
+  auto it = in_flight_by_client_.find(client);
+  return it == in_flight_by_client_.end() ? 0 : it->second;
+}
+
 absl::Status GenerationHub::Admission() const {
   if (!accepting()) {
     return absl::UnavailableError("the server is shutting down; retry on another replica");
@@ -182,10 +188,12 @@ absl::Status GenerationHub::AcquireClientSlot(const std::string& client, int32_t
   int64_t& count = in_flight_by_client_[client];
   if (limit > 0 && count >= limit) {
     if (count == 0) in_flight_by_client_.erase(client);
-    return absl::ResourceExhaustedError(
-        absl::StrCat(client, " has ", count,
-                     " requests in flight, the most one client may have "
-                     "(request_limits.max_in_flight_per_client); retry when one has finished"));
+    return WithExhaustedCause(
+        absl::ResourceExhaustedError(
+            absl::StrCat(client, " has ", count,
+                         " requests in flight, the most one client may have "
+                         "(request_limits.max_in_flight_per_client); retry when one has finished")),
+        ExhaustedCause::kClientLimit);
   }
   ++count;
   return absl::OkStatus();
@@ -244,6 +252,8 @@ void GenerationSession::Begin(const v1::InferRequest& request, absl::Time call_d
 
 absl::Status GenerationSession::Submit(const v1::InferRequest& request, absl::Time call_deadline,
                                        const CallOrigin& origin) {
+  // A client gone before its request was looked at costs nothing more (no tokenizing).
+  RETURN_IF_ERROR(GoneBeforeSubmit());
   ASSIGN_OR_RETURN(const Caller caller, hub_->Authenticate(origin.authorization));
   RETURN_IF_ERROR(hub_->Admission());
   const ServingContext& serving = *hub_->serving();
@@ -251,26 +261,26 @@ absl::Status GenerationSession::Submit(const v1::InferRequest& request, absl::Ti
   Request& engine_request = prepared.engine_request;
   RETURN_IF_ERROR(
       CapPriority(caller, serving.limits.default_priority_level, &engine_request.priority));
-  deadline_ = RequestDeadline(call_deadline, request.timeout_microseconds(), arrival_);
-  if (deadline_ <= arrival_) {
+  const absl::Time deadline =
+      RequestDeadline(call_deadline, request.timeout_microseconds(), arrival_);
+  if (deadline <= arrival_) {
     return absl::DeadlineExceededError("the deadline had passed when the request arrived");
   }
   // The deadline bounds the wait in the queue too (the scheduler times it out there).
-  if (deadline_ != absl::InfiniteFuture()) engine_request.timeout = deadline_ - arrival_;
+  if (deadline != absl::InfiniteFuture()) engine_request.timeout = deadline - arrival_;
   return_logprobs_ = request.return_logprobs();
   top_logprobs_ = request.top_logprobs() > 0;
   prompt_tokens_ = static_cast<int32_t>(engine_request.prompt_tokens.size());
   client_request_id_ = request.client_request_id();
   seed_ = engine_request.sampling.seed;
-  if (request.return_prompt_token_ids()) {
-    absl::MutexLock lock(&mu_);
-    end_.prompt_token_ids = engine_request.prompt_tokens;
-  }
   stop_strings_ = std::move(prepared.stop_strings);
-  if (serving.limits.tokenizer != nullptr) {
+  {
     absl::MutexLock lock(&mu_);
-    detokenizer_ = std::make_unique<IncrementalDetokenizer>(*serving.limits.tokenizer,
-                                                            /*skip_special=*/true);
+    if (request.return_prompt_token_ids()) end_.prompt_token_ids = engine_request.prompt_tokens;
+    if (serving.limits.tokenizer != nullptr) {
+      detokenizer_ = std::make_unique<IncrementalDetokenizer>(*serving.limits.tokenizer,
+                                                              /*skip_special=*/true);
+    }
   }
   // A client is its key when keys are asked for (one address may carry many clients: a proxy's).
   std::string client = caller.key_name.empty() ? absl::StrCat("address ", origin.address)
@@ -281,22 +291,51 @@ absl::Status GenerationSession::Submit(const v1::InferRequest& request, absl::Ti
     return slot;
   }
   engine_request.client = client;  // the scheduler's fair share is per client too
-  client_slot_ = std::move(client);
-  id_ = hub_->NextId();
-  engine_request.id = id_;
+  RequestId id = 0;
+  {
+    // From here End releases the slot and cancels the request, whenever the client goes.
+    absl::MutexLock lock(&mu_);
+    if (!ended_) {
+      deadline_ = deadline;
+      client_slot_ = client;
+      id = id_ = hub_->NextId();
+      submitting_ = true;
+    }
+  }
+  if (id == 0) {  // the client went away while the request was prepared
+    hub_->ReleaseClientSlot(client);
+    return GoneBeforeSubmit();
+  }
+  engine_request.id = id;
 
   std::shared_ptr<GenerationSession> self = shared_from_this();
-  hub_->EngineHolds(id_, self);
+  hub_->EngineHolds(id, self);
   // The engine's thread only queues the events; the hub's dispatcher runs them.
   absl::Status submitted = serving.engine->Submit(
       std::move(engine_request),
       [self = std::move(self)](const Event& event) { self->hub_->Post(self, event); });
-  if (!submitted.ok()) {
-    hub_->EngineReleased(id_);
-    hub_->ReleaseClientSlot(*client_slot_);
-    client_slot_.reset();
+  std::optional<std::string> slot;
+  bool cancel = false;
+  {
+    absl::MutexLock lock(&mu_);
+    submitting_ = false;
+    if (!submitted.ok()) slot.swap(client_slot_);
+    cancel = submitted.ok() && cancel_after_submit_;
   }
+  if (!submitted.ok()) {
+    hub_->EngineReleased(id);
+    if (slot) hub_->ReleaseClientSlot(*slot);
+  }
+  // The session ended while the engine took the request: a cancel sent then could have come
+  // before the request and been lost.
+  if (cancel) serving.engine->Cancel(id);
   return submitted;
+}
+
+absl::Status GenerationSession::GoneBeforeSubmit() {
+  absl::MutexLock lock(&mu_);
+  if (!ended_) return absl::OkStatus();
+  return absl::CancelledError("the client went away before its request was admitted");
 }
 
 // On the hub's dispatcher thread.
@@ -456,7 +495,11 @@ std::optional<SessionEnd> GenerationSession::Take(SessionOutput* out) {
 }
 
 void GenerationSession::ClientGone() {
-  const bool deadline = absl::Now() >= deadline_;
+  bool deadline = false;
+  {
+    absl::MutexLock lock(&mu_);
+    deadline = absl::Now() >= deadline_;
+  }
   End(deadline ? absl::DeadlineExceededError("the deadline passed")
                : absl::CancelledError("the client cancelled the call"),
       deadline ? v1::FINISH_REASON_TIMEOUT : v1::FINISH_REASON_CANCELLED,
@@ -473,10 +516,13 @@ bool GenerationSession::EndIfSlowClient(absl::Time now, absl::Duration timeout) 
   }
   // The flag is set with the output dropped, under the session's lock: whoever sees it finds
   // nothing left to take.
-  if (!End(absl::ResourceExhaustedError(absl::StrCat(
-               "the client read none of the output for ", absl::FormatDuration(waited),
-               " (frontend.slow_client_timeout_microseconds); request ", id_, " was cancelled")),
-           v1::FINISH_REASON_CANCELLED, /*cancel_in_engine=*/true, Drop::kSlowClient)) {
+  if (!End(
+          WithExhaustedCause(
+              absl::ResourceExhaustedError(absl::StrCat(
+                  "the client read none of the output for ", absl::FormatDuration(waited),
+                  " (frontend.slow_client_timeout_microseconds); request ", id_, " was cancelled")),
+              ExhaustedCause::kSlowClient),
+          v1::FINISH_REASON_CANCELLED, /*cancel_in_engine=*/true, Drop::kSlowClient)) {
     return false;  // it ended some other way meanwhile
   }
   spdlog::warn("request {}: its client left the output unread for {}; cancelled", id_,
@@ -504,6 +550,8 @@ bool GenerationSession::End(absl::Status status, v1::FinishReason reason, bool c
                             Drop drop) {
   const bool client_gone = drop != Drop::kNone;
   bool first = false;
+  std::optional<std::string> slot;
+  RequestId cancel_id = 0;
   {
     absl::MutexLock lock(&mu_);
     // A slow-client verdict that came after the session had ended some other way leaves the
@@ -531,11 +579,20 @@ bool GenerationSession::End(absl::Status status, v1::FinishReason reason, bool c
         end_.timings.set_time_to_first_token_microseconds(Micros(*first_token_ - arrival_));
       }
       end_.timings.set_total_microseconds(Micros(now - arrival_));
+      slot.swap(client_slot_);
+      if (cancel_in_engine && id_ != 0) {
+        // While Submit is in the engine's Submit, it sends the cancel once that has returned.
+        if (submitting_) {
+          cancel_after_submit_ = true;
+        } else {
+          cancel_id = id_;
+        }
+      }
     }
   }
   if (!first) return false;
-  if (client_slot_) hub_->ReleaseClientSlot(*client_slot_);
-  if (cancel_in_engine && id_ != 0) hub_->serving()->engine->Cancel(id_);
+  if (slot) hub_->ReleaseClientSlot(*slot);
+  if (cancel_id != 0) hub_->serving()->engine->Cancel(cancel_id);
   Wake();
   return true;
 }

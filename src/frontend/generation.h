@@ -103,6 +103,9 @@ class GenerationHub {
   // Waits until no session is open, at most `timeout`; true when none is.
   bool WaitForNoSessions(absl::Duration timeout);
   int64_t open_sessions() const;
+  // The requests `client` ("address IP" or "API key 'NAME'") has in flight, as
+  // request_limits.max_in_flight_per_client counts them.
+  int64_t client_in_flight(const std::string& client) const;
 
   // Null until Start.
   const ServingContext* serving() const { return serving_.load(std::memory_order_acquire); }
@@ -229,7 +232,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   // validates `request` and submits it to the engine. `call_deadline`: the protocol's own
   // deadline (InfiniteFuture() for none); the earlier of it and the request's
   // timeout_microseconds applies. A refusal ends the session at once (Take returns the end; wake
-  // is called). Called once.
+  // is called). Called once. After ClientGone (before or during Begin) the request never runs.
   void Begin(const v1::InferRequest& request, absl::Time call_deadline, const CallOrigin& origin);
 
   // Moves the output not taken yet into `*out` (appending to what it holds). Returns the end once
@@ -244,6 +247,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
 
   // The client cancelled or went away (or its protocol's deadline passed): ends the session,
   // cancels the request in the engine (freeing its KV blocks) and drops output not taken yet.
+  // Any time from Create on, from any thread, also while Begin runs.
   void ClientGone();
 
   // After Detach returns, wake is never called again and no call of it is in progress. The adapter
@@ -259,6 +263,8 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
 
   absl::Status Submit(const v1::InferRequest& request, absl::Time call_deadline,
                       const CallOrigin& origin);
+  // CANCELLED once the session has ended (the client went away) before its request was submitted.
+  absl::Status GoneBeforeSubmit();
   void OnEngineEvent(const Event& event);
   void OnToken(const Event& event);
   // Ends the session when output has waited untaken since before now - timeout. True if it did.
@@ -288,9 +294,9 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   absl::Mutex wake_mu_;
   WakeFn wake_ ABSL_GUARDED_BY(wake_mu_);
   const absl::Time arrival_;
-  // Set by Begin before the engine sees the request; constant after.
+  // Set by Begin (under mu_) before the engine sees the request; constant after.
   RequestId id_ = 0;
-  absl::Time deadline_ = absl::InfiniteFuture();
+  // Set by Begin before the engine sees the request; constant after.
   bool return_logprobs_ = false;
   bool top_logprobs_ = false;
   int32_t prompt_tokens_ = 0;
@@ -298,13 +304,20 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   std::string client_request_id_;
   std::vector<std::string> stop_strings_;
   std::atomic<bool> slow_client_{false};
-  // The client whose in-flight count this request holds (released when the session ends).
-  std::optional<std::string> client_slot_;
   // Set when Submit refuses for a reason its status code does not tell (the client's limit).
   std::optional<RejectReason> refused_as_;
 
   absl::Mutex mu_;
+  // Once ended_, Submit hands nothing to the engine; the first End releases the client's slot and
+  // cancels the request in the engine (after the engine's Submit has returned, when it ends
+  // during that call). So a client gone at any moment leaves neither a request nor a slot behind.
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  // The client whose in-flight count this request holds (released once, when the session ends).
+  std::optional<std::string> client_slot_ ABSL_GUARDED_BY(mu_);
+  // While Submit is in the engine's Submit; cancel_after_submit_ when the session ended meanwhile.
+  bool submitting_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancel_after_submit_ ABSL_GUARDED_BY(mu_) = false;
   // Set with ended_, handed out by Take once the output before it is taken.
   SessionEnd end_ ABSL_GUARDED_BY(mu_);
   SessionOutput pending_ ABSL_GUARDED_BY(mu_);

@@ -52,6 +52,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOp
   builder.AddListeningPort(address, Credentials(options.tls), &port);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
   builder.RegisterService(inference);
   builder.RegisterService(health);
   if (kserve != nullptr) builder.RegisterService(kserve);

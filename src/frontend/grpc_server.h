@@ -30,6 +30,8 @@ struct GrpcServerOptions {
   std::string listen_address = "127.0.0.1";
   int port = 50051;  // 0: any free port
   int max_message_bytes = 64 << 20;
+  // HTTP/2 streams (calls) one connection may have open at once, as the server announces it.
+  int max_concurrent_streams = 128;
   // grpc.reflection.v1alpha.ServerReflection.
   bool reflection = false;
   // Unset: plain text.

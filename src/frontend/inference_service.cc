@@ -271,30 +271,53 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceService::InferStream(
   return new StreamCall(this, context, parsed);
 }
 
-grpc::ServerUnaryReactor* InferenceService::GetModelInfo(grpc::CallbackServerContext* context,
-                                                         const v1::GetModelInfoRequest* /*request*/,
-                                                         v1::ModelInfo* response) {
+namespace {
+
+// A unary call answered at once: `status`, with `response` serialized into `*out` when it is OK.
+grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const absl::Status& status,
+                                 const google::protobuf::Message& response, grpc::ByteBuffer* out) {
+  if (status.ok()) SerializeToBytes(response, out);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const ServingContext* serving = hub_.serving();
-  if (absl::Status caller = hub_.Authenticate(GrpcAuthorization(*context)).status(); !caller.ok()) {
-    reactor->Finish(ToGrpcStatus(caller));
-  } else if (serving == nullptr) {
-    reactor->Finish(ToGrpcStatus(absl::UnavailableError("the model is loading; retry shortly")));
-  } else {
-    *response = serving->model_info;
-    reactor->Finish(grpc::Status::OK);
-  }
+  reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
 
-grpc::ServerUnaryReactor* InferenceService::GetServerInfo(
-    grpc::CallbackServerContext* context, const v1::GetServerInfoRequest* /*request*/,
-    v1::ServerInfo* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (absl::Status caller = hub_.Authenticate(GrpcAuthorization(*context)).status(); !caller.ok()) {
-    reactor->Finish(ToGrpcStatus(caller));
-    return reactor;
-  }
+}  // namespace
+
+grpc::ServerUnaryReactor* InferenceService::GetModelInfo(grpc::CallbackServerContext* context,
+                                                         const grpc::ByteBuffer* request,
+                                                         grpc::ByteBuffer* response) {
+  v1::ModelInfo info;
+  const absl::Status status = FillModelInfo(*context, *request, &info);
+  return Answer(context, status, info, response);
+}
+
+grpc::ServerUnaryReactor* InferenceService::GetServerInfo(grpc::CallbackServerContext* context,
+                                                          const grpc::ByteBuffer* request,
+                                                          grpc::ByteBuffer* response) {
+  v1::ServerInfo info;
+  const absl::Status status = FillServerInfo(*context, *request, &info);
+  return Answer(context, status, info, response);
+}
+
+absl::Status InferenceService::FillModelInfo(const grpc::CallbackServerContext& context,
+                                             const grpc::ByteBuffer& request,
+                                             v1::ModelInfo* info) const {
+  v1::GetModelInfoRequest parsed;
+  RETURN_IF_ERROR(ParseRequestBytes(request, &parsed));
+  RETURN_IF_ERROR(hub_.Authenticate(GrpcAuthorization(context)).status());
+  const ServingContext* serving = hub_.serving();
+  if (serving == nullptr) return absl::UnavailableError("the model is loading; retry shortly");
+  *info = serving->model_info;
+  return absl::OkStatus();
+}
+
+absl::Status InferenceService::FillServerInfo(const grpc::CallbackServerContext& context,
+                                              const grpc::ByteBuffer& request,
+                                              v1::ServerInfo* response) const {
+  v1::GetServerInfoRequest parsed;
+  RETURN_IF_ERROR(ParseRequestBytes(request, &parsed));
+  RETURN_IF_ERROR(hub_.Authenticate(GrpcAuthorization(context)).status());
   const ServingContext* serving = hub_.serving();
   response->set_version(version_);
   const ConfigStatus config = hub_.config_status();
@@ -307,8 +330,7 @@ grpc::ServerUnaryReactor* InferenceService::GetServerInfo(
   response->set_active_calls(open_calls());
   if (serving == nullptr) {
     response->set_state(v1::ServerInfo::LOADING);
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
+    return absl::OkStatus();
   }
   response->set_state(hub_.accepting() ? v1::ServerInfo::SERVING : v1::ServerInfo::DRAINING);
   response->set_executor(serving->executor_name);
@@ -334,8 +356,7 @@ grpc::ServerUnaryReactor* InferenceService::GetServerInfo(
   response->set_requests_rejected(rejected);
   response->set_preemptions(stats.preemptions);
   response->set_largest_step_rows_since_reload(stats.largest_step_rows_since_reconfigure);
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return absl::OkStatus();
 }
 
 }  // namespace convoy

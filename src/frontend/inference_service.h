@@ -30,12 +30,13 @@
 
 namespace convoy {
 
-// Infer and InferStream take their messages as bytes and parse them here, so that a request that
-// is not an InferRequest gets INVALID_ARGUMENT naming it (gRPC's own parse answers UNIMPLEMENTED
-// with no message); their responses are serialized here too.
-using InferenceServiceBase = v1::Inference::WithRawCallbackMethod_Infer<
-    v1::Inference::WithRawCallbackMethod_InferStream<v1::Inference::WithCallbackMethod_GetModelInfo<
-        v1::Inference::WithCallbackMethod_GetServerInfo<v1::Inference::Service>>>>;
+// Every method takes its message as bytes and parses it here, so that a request that is not its
+// message (an InferRequest, a GetModelInfoRequest, ...) gets INVALID_ARGUMENT naming it (gRPC's own
+// parse answers UNIMPLEMENTED with no message); the responses are serialized here too.
+using InferenceServiceBase =
+    v1::Inference::WithRawCallbackMethod_Infer<v1::Inference::WithRawCallbackMethod_InferStream<
+        v1::Inference::WithRawCallbackMethod_GetModelInfo<
+            v1::Inference::WithRawCallbackMethod_GetServerInfo<v1::Inference::Service>>>>;
 
 class InferenceService final : public InferenceServiceBase {
  public:
@@ -61,15 +62,22 @@ class InferenceService final : public InferenceServiceBase {
   grpc::ServerWriteReactor<grpc::ByteBuffer>* InferStream(grpc::CallbackServerContext* context,
                                                           const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
-                                         const v1::GetModelInfoRequest* request,
-                                         v1::ModelInfo* response) override;
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
-                                          const v1::GetServerInfoRequest* request,
-                                          v1::ServerInfo* response) override;
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
 
  private:
   class UnaryCall;
   class StreamCall;
+
+  // The answer of GetModelInfo and GetServerInfo (INVALID_ARGUMENT for `request` bytes that are no
+  // GetModelInfoRequest, ...), filled into `*info`.
+  absl::Status FillModelInfo(const grpc::CallbackServerContext& context,
+                             const grpc::ByteBuffer& request, v1::ModelInfo* info) const;
+  absl::Status FillServerInfo(const grpc::CallbackServerContext& context,
+                              const grpc::ByteBuffer& request, v1::ServerInfo* info) const;
 
   const std::string version_;
   // The request path's state: every call goes through it.

@@ -138,9 +138,15 @@ absl::Status ReadParameter(const std::string& key, const inference::InferParamet
   if (key == "sequence_id" || key == "sequence_start" || key == "sequence_end") {
     return Invalid(name, "sequence batching (stateful models) is not supported");
   }
-  // Others (e.g. triton_enable_empty_final_response: the final response is always sent) are
-  // ignored, as Triton's backends ignore parameters they do not know.
-  return absl::OkStatus();
+  // What Triton reserves for itself and its clients send (triton_enable_empty_final_response: the
+  // final response is always sent; headers and binary_data_output concern HTTP) means nothing
+  // here; anything else is a mistake the client should hear of.
+  if (absl::StartsWith(key, "triton_") || key == "headers" || key == "binary_data_output") {
+    return absl::OkStatus();
+  }
+  return Invalid(name,
+                 "unknown parameter; the parameters taken are max_tokens, temperature, top_p, "
+                 "top_k, seed, stop, stream, exclude_input_in_output, priority and timeout");
 }
 
 absl::StatusOr<int32_t> ToInt32(const Given<KServeInteger>& field) {

@@ -59,8 +59,10 @@ struct KServeRequest {
 // ModelInfer refuses stream: true; a streamed answer cannot hold the prompt). INVALID_ARGUMENT
 // naming the input, parameter or output at fault: an unknown name, a wrong datatype, a shape that
 // does not match the data, a missing or doubled prompt, a value given twice. The values' ranges
-// and the model name are left for PrepareRequest to check. Unknown request parameters are
-// ignored, as Triton's backends ignore them.
+// and the model name are left for PrepareRequest to check. An unknown request parameter is
+// refused by name too, but for those Triton reserves, which its clients may send (triton_*,
+// headers, binary_data_output: ignored); sequence_id, sequence_start and sequence_end are refused
+// (no sequence batching).
 absl::StatusOr<KServeRequest> ParseKServeRequest(const inference::ModelInferRequest& request,
                                                  bool streaming);
 

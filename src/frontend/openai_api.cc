@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "frontend/status_mapping.h"
 #include "nlohmann/json.hpp"
 #include "step/step.h"
 
@@ -60,22 +61,17 @@ class FieldReader {
     if (!error_) error_ = BadField(param, message);
   }
 
+  // An integer field in [min, max]: an integer, or a number without a fraction (1e3, 5.0).
   std::optional<int64_t> Int(const char* name, int64_t min, int64_t max) {
-    const Json* v = Find(name);
-    if (v == nullptr) return std::nullopt;
-    if (!v->is_number_integer()) {
-      Fail(name, absl::StrCat("expected an integer, got ", TypeName(*v)));
-      return std::nullopt;
-    }
-    const bool huge =
-        v->is_number_unsigned() &&
-        v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-    const int64_t x = huge ? 0 : v->get<int64_t>();
-    if (huge || x < min || x > max) {
-      Fail(name, absl::StrCat("must be in [", min, ", ", max, "], got ", v->dump()));
-      return std::nullopt;
-    }
-    return x;
+    std::optional<long double> x = Integer(name, min, max);
+    if (!x) return std::nullopt;
+    return static_cast<int64_t>(*x);
+  }
+  // The same for an unsigned 64-bit field (all of 0..2^64-1).
+  std::optional<uint64_t> Uint64(const char* name) {
+    std::optional<long double> x = Integer(name, 0, std::numeric_limits<uint64_t>::max());
+    if (!x) return std::nullopt;
+    return static_cast<uint64_t>(*x);
   }
   std::optional<double> Number(const char* name) {
     const Json* v = Find(name);
@@ -97,6 +93,44 @@ class FieldReader {
   }
 
  private:
+  // Every int64 and uint64 is exact in it, and so is every double.
+  static_assert(std::numeric_limits<long double>::digits >= 64);
+
+  // The value of field `name` when it is an integer in [min, max]; nullopt when it is absent, or,
+  // with the error naming the field and the fault (not a number, a fraction, out of range), when
+  // it is no such integer.
+  std::optional<long double> Integer(const char* name, long double min, long double max) {
+    const Json* v = Find(name);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_number()) {
+      Fail(name, absl::StrCat("expected an integer, got ", TypeName(*v)));
+      return std::nullopt;
+    }
+    long double x = 0;
+    if (v->is_number_unsigned()) {
+      x = static_cast<long double>(v->get<uint64_t>());
+    } else if (v->is_number_integer()) {
+      x = static_cast<long double>(v->get<int64_t>());
+    } else {
+      const double d = v->get<double>();
+      if (std::isfinite(d) && std::trunc(d) != d) {
+        Fail(name,
+             absl::StrCat("expected an integer, got ", v->dump(), ", a number with a fraction"));
+        return std::nullopt;
+      }
+      x = d;
+    }
+    if (!(x >= min && x <= max)) {  // also a non-finite number
+      Fail(name, absl::StrCat("out of range: must be in [", RangeEnd(min), ", ", RangeEnd(max),
+                              "], got ", v->dump()));
+      return std::nullopt;
+    }
+    return x;
+  }
+  static std::string RangeEnd(long double x) {
+    return x < 0 ? absl::StrCat(static_cast<int64_t>(x)) : absl::StrCat(static_cast<uint64_t>(x));
+  }
+
   const Json& body_;
   std::optional<OpenAiError> error_;
 };
@@ -377,9 +411,23 @@ OpenAiError OpenAiErrorFromStatus(const absl::Status& status, OpenAiEndpoint end
       error.http_status = 404;
       break;
     case absl::StatusCode::kResourceExhausted:
-      error.http_status = 429;
-      error.type = "rate_limit_error";
-      error.code = "queue_full";
+      switch (GetExhaustedCause(status)) {
+        case ExhaustedCause::kQueueFull:
+          error.http_status = 429;
+          error.type = "rate_limit_error";
+          error.code = "queue_full";
+          break;
+        case ExhaustedCause::kClientLimit:
+          error.http_status = 429;
+          error.type = "rate_limit_error";
+          error.code = "max_in_flight_per_client";
+          break;
+        case ExhaustedCause::kSlowClient:
+          error.http_status = 408;
+          error.type = "timeout_error";
+          error.code = "slow_client";
+          break;
+      }
       break;
     case absl::StatusCode::kUnavailable:
       error.http_status = 503;
@@ -465,22 +513,16 @@ ParsedOpenAiRequest ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view
   if (std::optional<int64_t> k = fields.Int("top_k", -1, kMaxInt32)) {
     sampling->set_top_k(*k < 0 ? 0 : static_cast<int32_t>(*k));
   }
-  if (std::optional<int64_t> seed = fields.Int("seed", std::numeric_limits<int64_t>::min(),
-                                               std::numeric_limits<int64_t>::max())) {
-    sampling->set_seed(static_cast<uint64_t>(*seed));
-  }
+  if (std::optional<uint64_t> seed = fields.Uint64("seed")) sampling->set_seed(*seed);
   ReadStop(fields, sampling);
   if (std::optional<int64_t> priority = fields.Int("priority", 0, kMaxInt32)) {
     request.set_priority(static_cast<int32_t>(*priority));
   }
   // An extension (as llama.cpp's server names it): false keeps the prompt out of the prefix cache.
   if (std::optional<bool> cache = fields.Bool("cache_prompt")) request.set_cache_prompt(*cache);
-  if (const Json* user = fields.Find("user"); user != nullptr) {
-    if (!user->is_string()) {
-      fields.Fail("user", "expected a string");
-    } else {
-      request.set_client_request_id(user->get<std::string>());
-    }
+  // Taken for OpenAI's clients and not used: an end user's name is no request id.
+  if (const Json* user = fields.Find("user"); user != nullptr && !user->is_string()) {
+    fields.Fail("user", "expected a string");
   }
   out.stream = fields.Bool("stream").value_or(false);
   if (const Json* options = fields.Find("stream_options"); options != nullptr) {

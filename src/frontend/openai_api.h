@@ -6,7 +6,8 @@
 // What is taken: messages (content as a string or as text parts), prompt (text, token ids, or a
 // list holding one of those), max_tokens / max_completion_tokens, temperature, top_p, top_k (an
 // extension; -1 keeps all, as vLLM reads it), seed, stop (a string or a list), n (1), stream,
-// stream_options.include_usage, logprobs and top_logprobs, priority (an extension), user. Fields
+// stream_options.include_usage, logprobs and top_logprobs, priority (an extension), user (a
+// string, checked and not used: it names an end user, not the request). Fields
 // that ask for what convoy does not do (tools, n > 1, penalties, logit_bias, echo, suffix, a
 // JSON response format) are refused by name rather than ignored; unknown fields are refused.
 #ifndef CONVOY_FRONTEND_OPENAI_API_H_
@@ -38,8 +39,10 @@ struct OpenAiError {
 };
 
 // The error for a status of the shared request path: INVALID_ARGUMENT and FAILED_PRECONDITION
-// 400, an unknown model 404, UNAUTHENTICATED 401 (code "invalid_api_key"), RESOURCE_EXHAUSTED 429,
-// UNAVAILABLE 503, DEADLINE_EXCEEDED 504, CANCELLED 499, others 500. The field the message starts
+// 400, an unknown model 404, UNAUTHENTICATED 401 (code "invalid_api_key"), RESOURCE_EXHAUSTED by
+// its cause (status_mapping.h: a full queue 429 "queue_full", the client's in-flight limit 429
+// "max_in_flight_per_client", a client that stopped reading 408 "slow_client"), UNAVAILABLE 503,
+// DEADLINE_EXCEEDED 504, CANCELLED 499, others 500. The field the message starts
 // with ("sampling.max_tokens: ...") becomes OpenAI's name for it ("max_tokens").
 OpenAiError OpenAiErrorFromStatus(const absl::Status& status, OpenAiEndpoint endpoint);
 

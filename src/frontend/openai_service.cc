@@ -48,6 +48,8 @@ class OpenAiCall : public std::enable_shared_from_this<OpenAiCall> {
     if (!Authenticated(*hub, *exchange, endpoint)) return;
     ParsedOpenAiRequest parsed = ParseOpenAiRequest(endpoint, exchange->request().body);
     if (!parsed.request) {
+      // As gRPC counts a message that does not parse (a refusal before any session).
+      hub->CountRefusal(RejectReason::kInvalidArgument);
       RespondOpenAiError(*exchange, parsed.error);
       return;
     }
@@ -172,18 +174,28 @@ void ListModels(GenerationHub* hub, HttpExchange& exchange) {
 
 }  // namespace
 
-absl::Status AddOpenAiRoutes(GenerationHub* hub, HttpRouter* router) {
-  RETURN_IF_ERROR(router->Add("POST", "/v1/chat/completions",
-                              [hub](const HttpRequest&, std::shared_ptr<HttpExchange> exchange) {
-                                OpenAiCall::Run(hub, OpenAiEndpoint::kChatCompletions,
-                                                std::move(exchange));
-                              }));
-  RETURN_IF_ERROR(router->Add(
-      "POST", "/v1/completions", [hub](const HttpRequest&, std::shared_ptr<HttpExchange> exchange) {
-        OpenAiCall::Run(hub, OpenAiEndpoint::kCompletions, std::move(exchange));
-      }));
+OpenAiService::OpenAiService(GenerationHub* hub, OpenAiOptions options)
+    : hub_(hub),
+      before_prepare_(std::move(options.before_prepare)),
+      pool_(options.prepare_threads) {}
+
+OpenAiService::~OpenAiService() = default;
+
+absl::Status OpenAiService::AddRoutes(HttpRouter* router) {
+  for (const auto& [path, endpoint] :
+       {std::pair{"/v1/chat/completions", OpenAiEndpoint::kChatCompletions},
+        std::pair{"/v1/completions", OpenAiEndpoint::kCompletions}}) {
+    RETURN_IF_ERROR(router->Add(
+        "POST", path,
+        [this, endpoint = endpoint](const HttpRequest&, std::shared_ptr<HttpExchange> exchange) {
+          pool_.Run([this, endpoint, exchange = std::move(exchange)]() mutable {
+            if (before_prepare_) before_prepare_();
+            OpenAiCall::Run(hub_, endpoint, std::move(exchange));
+          });
+        }));
+  }
   return router->Add("GET", "/v1/models",
-                     [hub](const HttpRequest&, std::shared_ptr<HttpExchange> exchange) {
+                     [hub = hub_](const HttpRequest&, std::shared_ptr<HttpExchange> exchange) {
                        ListModels(hub, *exchange);
                      });
 }

@@ -2,7 +2,14 @@
 
 #include <string>
 
+#include "absl/strings/cord.h"
+
 namespace convoy {
+namespace {
+
+constexpr char kExhaustedCauseUrl[] = "type.convoy/ExhaustedCause";
+
+}  // namespace
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
@@ -41,6 +48,19 @@ const char* FinishReasonText(v1::FinishReason reason) {
     default:
       return "unspecified";
   }
+}
+
+absl::Status WithExhaustedCause(absl::Status status, ExhaustedCause cause) {
+  status.SetPayload(kExhaustedCauseUrl, absl::Cord(std::to_string(static_cast<int>(cause))));
+  return status;
+}
+
+ExhaustedCause GetExhaustedCause(const absl::Status& status) {
+  const auto payload = status.GetPayload(kExhaustedCauseUrl);  // absl::optional
+  if (!payload.has_value()) return ExhaustedCause::kQueueFull;
+  if (*payload == "1") return ExhaustedCause::kClientLimit;
+  if (*payload == "2") return ExhaustedCause::kSlowClient;
+  return ExhaustedCause::kQueueFull;
 }
 
 }  // namespace convoy

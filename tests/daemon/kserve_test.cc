@@ -7,10 +7,15 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
+#include <random>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "daemon_harness.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -453,6 +458,11 @@ TEST_F(KServeTest, BadRequestsNameTheTensorOrParameterAndTheServerServesOn) {
     r.add_raw_input_contents(RawBytes({""}));
     cases.push_back({"empty stop string", r, "stop[0]: a stop string may not be empty"});
   }
+  {
+    ModelInferRequest r = RawTextRequest(model_, kPrompt, 4);
+    (*r.mutable_parameters())["max_new_tokens"].set_int64_param(4);
+    cases.push_back({"unknown parameter", r, "parameters.max_new_tokens: unknown parameter"});
+  }
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     ModelInferResponse response;
@@ -460,8 +470,15 @@ TEST_F(KServeTest, BadRequestsNameTheTensorOrParameterAndTheServerServesOn) {
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
     EXPECT_THAT(status.error_message(), HasSubstr(c.message));
   }
+  // What Triton's own clients send besides (tritonclient: priority, timeout, and on streams
+  // triton_enable_empty_final_response) is taken.
+  ModelInferRequest triton = RawTextRequest(model_, kPrompt, 3);
+  (*triton.mutable_parameters())["priority"].set_uint64_param(1);
+  (*triton.mutable_parameters())["timeout"].set_int64_param(60000000);
+  (*triton.mutable_parameters())["triton_enable_empty_final_response"].set_bool_param(true);
   ModelInferResponse fine;
-  ASSERT_TRUE(Infer(RawTextRequest(model_, kPrompt, 3), &fine).ok());
+  const grpc::Status status = Infer(triton, &fine);
+  ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_LE(Read(fine).ids.size(), 3u);
 }
 
@@ -510,6 +527,86 @@ TEST_F(KServeTest, ACancelledStreamCancelsItsRequestsAndFreesTheirKvBlocks) {
   EXPECT_EQ(after->kv_blocks_free(), after->kv_blocks_total());
   EXPECT_EQ(after->requests_cancelled() - before->requests_cancelled(), 1);
   EXPECT_EQ(after->active_calls(), 0);
+}
+
+// Streams cancelled at random moments while their long prompts are tokenized, admitted or run
+// (as a client that gives up at once would), from one client with max_in_flight_per_client 4:
+// every request ends, none runs on for the gone client, and the client's slots are all free
+// again: its next request is taken, and the server holds nothing.
+TEST(KServeCancelTest, StreamsCancelledAtAnyMomentLeaveNoRequestAndNoSlotBehind) {
+  std::unique_ptr<DaemonProcess> daemon = DaemonProcess::Start(
+      ModelDir(), DefaultTestConfig() + "request_limits { max_in_flight_per_client: 4 }\n");
+  ASSERT_NE(daemon, nullptr);
+  auto kserve = inference::GRPCInferenceService::NewStub(daemon->channel());
+  std::unique_ptr<v1::Inference::Stub> stub = daemon->inference();
+  std::string model;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(Deadline());
+    v1::ModelInfo info;
+    ASSERT_TRUE(stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
+    model = info.name();
+  }
+  std::string prompt;
+  for (int i = 0; i < 3000; ++i) absl::StrAppend(&prompt, " word", i % 10);
+  const ModelInferRequest request = RawTextRequest(model, prompt, 64);
+
+  constexpr int kThreads = 4;
+  constexpr int kCallsPerThread = 15;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&kserve, &request, t] {
+      std::mt19937 random(1234 + t);
+      std::uniform_int_distribution<int> delay_us(0, 8000);
+      for (int i = 0; i < kCallsPerThread; ++i) {
+        grpc::ClientContext context;
+        context.set_deadline(Deadline());
+        auto stream = kserve->ModelStreamInfer(&context);
+        stream->Write(request);
+        absl::SleepFor(absl::Microseconds(delay_us(random)));
+        context.TryCancel();
+        ModelStreamInferResponse message;
+        while (stream->Read(&message)) {
+        }
+        stream->Finish().IgnoreError();
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+
+  // Nothing is left: no request in the engine, no call open, every KV block free (polled: the
+  // engine's snapshot follows the requests' final events).
+  std::optional<v1::ServerInfo> after;
+  const absl::Time give_up = absl::Now() + kLiveness;
+  do {
+    after = GetServerInfo(*stub);
+    if (after && after->num_running() == 0 && after->num_waiting() == 0 &&
+        after->active_calls() == 0 && after->kv_blocks_free() == after->kv_blocks_total()) {
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  } while (absl::Now() < give_up);
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->num_running(), 0);
+  EXPECT_EQ(after->num_waiting(), 0);
+  EXPECT_EQ(after->active_calls(), 0);
+  EXPECT_EQ(after->kv_blocks_free(), after->kv_blocks_total());
+
+  // The same client's slots are free: four requests at once are all taken.
+  std::vector<std::thread> next;
+  std::vector<grpc::Status> statuses(4);
+  for (int i = 0; i < 4; ++i) {
+    next.emplace_back([&, i] {
+      grpc::ClientContext context;
+      context.set_deadline(Deadline());
+      ModelInferResponse response;
+      statuses[i] = kserve->ModelInfer(&context, RawTextRequest(model, kPrompt, 2), &response);
+    });
+  }
+  for (std::thread& thread : next) thread.join();
+  for (const grpc::Status& status : statuses) {
+    EXPECT_TRUE(status.ok()) << status.error_code() << ": " << status.error_message();
+  }
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "grpcpp/support/channel_arguments.h"
 #include "gtest/gtest.h"
 #include "metrics/http_get.h"
+#include "nlohmann/json.hpp"
 
 namespace convoy::testing {
 namespace {
@@ -135,6 +136,55 @@ TEST(DaemonMetricsTest, ServerInfoAndMetricsAgreeOnRejections) {
   ASSERT_TRUE(info.has_value());
   EXPECT_EQ(info->requests_rejected(), 5);
   EXPECT_EQ(static_cast<double>(info->requests_rejected()), rejected_metric) << metrics->body;
+}
+
+// The OpenAI API's refusals before a request has a session (a body that is not JSON, an unknown
+// field) count as the other protocols' do; a request over the client's in-flight limit gets 429
+// with the limit's own code, not a full queue's.
+TEST(DaemonMetricsTest, OpenAiRefusalsAreCountedAndTheClientLimitHasItsOwnCode) {
+  ModelConfig long_context = TinyModelConfig();
+  long_context.max_position_embeddings = 8192;
+  auto daemon = DaemonProcess::Start(
+      WriteTestModel("metrics_openai", long_context),
+      DefaultTestConfig() + "request_limits { max_in_flight_per_client: 1 }\n");
+  ASSERT_NE(daemon, nullptr);
+  const int port = MetricsPort(*daemon);
+  ASSERT_GT(port, 0) << daemon->Log();
+  auto stub = daemon->inference();
+  const auto post = [&daemon](const std::string& body) {
+    absl::StatusOr<HttpResponse> response = HttpCall(daemon->http_port(), "POST", "/v1/completions",
+                                                     {"Content-Type: application/json"}, body);
+    EXPECT_TRUE(response.ok()) << response.status();
+    return response.value_or(HttpResponse());
+  };
+  EXPECT_EQ(post("{").status_code, 400);
+  EXPECT_EQ(post(R"({"prompt": [1, 2], "bogus": 1})").status_code, 400);
+  EXPECT_EQ(post(R"({"prompt": [1, 2], "seed": -1})").status_code, 400);
+
+  // A stream holds the client's one slot; an OpenAI request from the same address is refused.
+  grpc::ClientContext running_context;
+  auto running = stub->InferStream(&running_context, MakeRequest({1, 2, 3}, 8000));
+  v1::InferStreamResponse message;
+  ASSERT_TRUE(running->Read(&message));
+  const HttpResponse refused = post(R"({"prompt": [1, 2], "max_tokens": 2})");
+  EXPECT_EQ(refused.status_code, 429) << refused.body;
+  const nlohmann::json error = nlohmann::json::parse(refused.body, nullptr, false)["error"];
+  EXPECT_EQ(error["code"], "max_in_flight_per_client") << refused.body;
+  EXPECT_EQ(error["type"], "rate_limit_error") << refused.body;
+  running_context.TryCancel();
+  while (running->Read(&message)) {
+  }
+  running->Finish();
+
+  auto metrics = HttpGet(port, "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_EQ(Sample(metrics->body, "convoy_requests_rejected_total{reason=\"invalid_argument\"}"), 3)
+      << metrics->body;
+  EXPECT_EQ(Sample(metrics->body, "convoy_requests_rejected_total{reason=\"client_limit\"}"), 1)
+      << metrics->body;
+  const std::optional<v1::ServerInfo> info = GetServerInfo(*stub);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->requests_rejected(), 4);
 }
 
 // Requests ended every way a client can see (length, stop token, stop string, their own

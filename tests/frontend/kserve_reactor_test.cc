@@ -10,13 +10,16 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "engine/engine_loop.h"
+#include "frontend/generation.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "inference/grpc_service.grpc.pb.h"
@@ -93,6 +96,21 @@ std::map<std::string, StreamedAnswer> ReadFinals(KServeStream* stream, int reque
   }
   EXPECT_EQ(finals, requests) << "the stream ended early";
   return answers;
+}
+
+// A call from 127.0.0.1 without an API key, as the test client's.
+CallOrigin Loopback() {
+  CallOrigin origin;
+  origin.address = "127.0.0.1";
+  return origin;
+}
+
+// convoy's request for the prompt {1, 5, 9} and `max_tokens`.
+v1::InferRequest IdsRequest(int32_t max_tokens) {
+  v1::InferRequest request;
+  for (int32_t id : {1, 5, 9}) request.add_prompt_token_ids(id);
+  request.mutable_sampling()->set_max_tokens(max_tokens);
+  return request;
 }
 
 std::string Parameter(const ModelInferResponse& response, const std::string& key) {
@@ -305,6 +323,95 @@ TEST_F(KServeReactorTest, OneFailingRequestOfAStreamLeavesTheOthersToComplete) {
   EXPECT_THAT(answers["b"].last.error_message(), HasSubstr(absl::StrCat("request ", b, ";")));
   EXPECT_TRUE(service_->WaitForNoCalls(kLiveness));
   EXPECT_THAT(engine_.cancelled(), IsEmpty());
+}
+
+// The client leaves a request before its session is begun (ModelStreamInfer's reader had the
+// request and was about to submit it, or was still tokenizing its prompt when the cancel came):
+// Begin submits nothing and the client's in-flight slot stays free, so its next call is taken.
+TEST_F(KServeReactorTest, AClientGoneBeforeBeginLeavesNoRequestAndNoSlot) {
+  GenerationHub* hub = service_->hub();
+  hub->UpdateLimits([](ServingLimits* limits) { limits->max_in_flight_per_client = 1; });
+  std::shared_ptr<GenerationSession> session = GenerationSession::Create(hub, [] {});
+  session->ClientGone();
+  const CallOrigin origin = Loopback();
+  const v1::InferRequest request = IdsRequest(4);
+  session->Begin(request, absl::InfiniteFuture(), origin);
+  SessionOutput output;
+  std::optional<SessionEnd> end = session->Take(&output);
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->status.code(), absl::StatusCode::kCancelled) << end->status;
+  const std::vector<RequestId> submitted = engine_.AwaitSubmitted(0);
+  EXPECT_THAT(submitted, IsEmpty()) << "a request of a client that had gone reached the engine";
+  EXPECT_EQ(hub->client_in_flight("address 127.0.0.1"), 0);
+  for (RequestId id : submitted) engine_.Final(id, Outcome::kCancelled, absl::OkStatus(), 0);
+  session->Detach();
+  session.reset();
+
+  // The same client's next request is admitted (with one slot, only if the first one was freed).
+  std::shared_ptr<GenerationSession> next = GenerationSession::Create(hub, [] {});
+  next->Begin(request, absl::InfiniteFuture(), origin);
+  end = next->Take(&output);
+  EXPECT_FALSE(end.has_value()) << end->status;
+  const std::vector<RequestId> all = engine_.AwaitSubmitted(submitted.size() + 1);
+  ASSERT_EQ(all.size(), submitted.size() + 1);
+  engine_.Final(all.back(), Outcome::kCompleteLength, absl::OkStatus(), 0);
+  next->Detach();
+}
+
+// The client leaves while the engine is taking its request (before the engine holds it, where
+// a cancel finds nothing): the session cancels it once the engine's Submit has returned, and
+// frees the client's slot once.
+TEST_F(KServeReactorTest, AClientGoneWhileTheEngineTakesTheRequestCancelsItThere) {
+  GenerationHub* hub = service_->hub();
+  hub->UpdateLimits([](ServingLimits* limits) { limits->max_in_flight_per_client = 1; });
+  std::shared_ptr<GenerationSession> session = GenerationSession::Create(hub, [] {});
+  engine_.SetSubmitHook([&session](RequestId) { session->ClientGone(); });
+  const CallOrigin origin = Loopback();
+  const v1::InferRequest request = IdsRequest(4);
+  session->Begin(request, absl::InfiniteFuture(), origin);
+  engine_.SetSubmitHook(nullptr);
+  const std::vector<RequestId> submitted = engine_.AwaitSubmitted(1);
+  ASSERT_EQ(submitted.size(), 1u);
+  EXPECT_THAT(engine_.cancelled(), ElementsAre(submitted[0]))
+      << "the cancel came before the engine held the request, and was lost";
+  EXPECT_EQ(hub->client_in_flight("address 127.0.0.1"), 0);
+  engine_.Final(submitted[0], Outcome::kCancelled, absl::CancelledError("cancelled"), 0);
+  SessionOutput output;
+  std::optional<SessionEnd> end = session->Take(&output);
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->status.code(), absl::StatusCode::kCancelled) << end->status;
+  session->Detach();
+}
+
+// The same on ModelStreamInfer: the client cancels the stream while its request is being
+// admitted. The request is cancelled in the engine, the call ends CANCELLED, and the client's
+// one slot is free again for its next call.
+TEST_F(KServeReactorTest, AStreamCancelledWhileItsRequestIsAdmittedEndsItAndFreesTheSlot) {
+  GenerationHub* hub = service_->hub();
+  hub->UpdateLimits([](ServingLimits* limits) { limits->max_in_flight_per_client = 1; });
+  grpc::ClientContext context;
+  std::unique_ptr<KServeStream> stream = stub_->ModelStreamInfer(&context);
+  engine_.SetSubmitHook([&](RequestId) {
+    context.TryCancel();
+    // The server has seen the cancel once the request's slot is given back.
+    const absl::Time deadline = absl::Now() + kLiveness;
+    while (hub->client_in_flight("address 127.0.0.1") > 0 && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  });
+  // The write may report the cancel the hook makes before it returns.
+  stream->Write(KServeIdsRequest("a", 4));
+  const std::vector<RequestId> submitted = engine_.AwaitSubmitted(1);
+  ASSERT_EQ(submitted.size(), 1u);
+  engine_.SetSubmitHook(nullptr);
+  EXPECT_TRUE(engine_.AwaitCancelled(submitted[0])) << "the request ran on for a client gone";
+  engine_.Final(submitted[0], Outcome::kCancelled, absl::CancelledError("cancelled"), 0);
+  ModelStreamInferResponse message;
+  while (stream->Read(&message)) {
+  }
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(service_->WaitForNoCalls(kLiveness));
+  EXPECT_EQ(hub->client_in_flight("address 127.0.0.1"), 0);
 }
 
 }  // namespace

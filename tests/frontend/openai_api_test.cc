@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "frontend/status_mapping.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -53,7 +55,8 @@ TEST(OpenAiApiTest, AChatRequestBecomesTheSharedRequest) {
   EXPECT_TRUE(r.include_usage);
   EXPECT_TRUE(r.request.return_logprobs());
   EXPECT_EQ(r.request.top_logprobs(), 3);
-  EXPECT_EQ(r.request.client_request_id(), "u1");
+  // `user` names an end user, not the request.
+  EXPECT_EQ(r.request.client_request_id(), "");
 }
 
 TEST(OpenAiApiTest, ACompletionPromptIsTextOrIds) {
@@ -130,6 +133,70 @@ TEST(OpenAiApiTest, EveryBadFieldIsNamed) {
     EXPECT_EQ(error.http_status, 400);
     EXPECT_THAT(error.message, HasSubstr("JSON"));
     EXPECT_TRUE(Json::parse(error.ToJson())["error"]["param"].is_null());
+  }
+}
+
+// Numbers too large for their field, or below its range, are refused as out of range, naming the
+// field; a fraction is named as a fraction; a number without one (1e3, 5.0) is an integer.
+TEST(OpenAiApiTest, IntegerFieldsNameTheirRangeOrTheFraction) {
+  struct Case {
+    const char* field_and_value;
+    const char* param;
+    const char* fault;
+  };
+  const Case cases[] = {
+      {R"("seed": -1)", "seed", "out of range: must be in [0, 18446744073709551615], got -1"},
+      {R"("seed": 18446744073709551616)", "seed",
+       "out of range: must be in [0, 18446744073709551615]"},
+      {R"("seed": 1e300)", "seed", "out of range"},
+      {R"("max_tokens": 1e308)", "max_tokens",
+       "out of range: must be in [1, 2147483647], got 1e+308"},
+      {R"("max_tokens": 9223372036854775808)", "max_tokens", "out of range"},
+      {R"("max_tokens": -5)", "max_tokens", "out of range"},
+      {R"("max_tokens": 2.5)", "max_tokens",
+       "expected an integer, got 2.5, a number with a fraction"},
+      {R"("top_k": "3")", "top_k", "expected an integer, got a string"},
+  };
+  for (const Case& c : cases) {
+    const std::string body = absl::StrCat(R"({"prompt": "a", )", c.field_and_value, "}");
+    SCOPED_TRACE(body);
+    const OpenAiError error = Error(kCompletions, body);
+    EXPECT_EQ(error.http_status, 400);
+    EXPECT_EQ(error.param, c.param);
+    EXPECT_THAT(error.message, StartsWith(absl::StrCat(c.param, ": ", c.fault)));
+  }
+  const OpenAiRequest r =
+      Parse(kCompletions, R"({"prompt": "a", "seed": 18446744073709551615, "max_tokens": 1e3,
+                              "top_k": 5.0})");
+  EXPECT_EQ(r.request.sampling().seed(), 18446744073709551615u);
+  EXPECT_EQ(r.request.sampling().max_tokens(), 1000);
+  EXPECT_EQ(r.request.sampling().top_k(), 5);
+}
+
+// RESOURCE_EXHAUSTED has three causes, each with its own code: a full queue, the client's own
+// in-flight limit, and a client that stopped reading (no queue at all).
+TEST(OpenAiApiTest, EachCauseOfResourceExhaustedHasItsOwnCode) {
+  struct Case {
+    absl::Status status;
+    int http_status;
+    const char* type;
+    const char* code;
+  };
+  const Case cases[] = {
+      {absl::ResourceExhaustedError("queue full"), 429, "rate_limit_error", "queue_full"},
+      {WithExhaustedCause(absl::ResourceExhaustedError("address 1.2.3.4 has 4 requests in flight"),
+                          ExhaustedCause::kClientLimit),
+       429, "rate_limit_error", "max_in_flight_per_client"},
+      {WithExhaustedCause(absl::ResourceExhaustedError("the client read none of the output"),
+                          ExhaustedCause::kSlowClient),
+       408, "timeout_error", "slow_client"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.code);
+    const OpenAiError e = OpenAiErrorFromStatus(c.status, kChat);
+    EXPECT_EQ(e.http_status, c.http_status);
+    EXPECT_EQ(e.type, c.type);
+    EXPECT_EQ(e.code, c.code);
   }
 }
 

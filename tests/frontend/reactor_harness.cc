@@ -9,6 +9,12 @@
 namespace convoy::testing {
 
 absl::Status FakeEngine::Submit(Request request, EventCallback on_event) {
+  std::function<void(RequestId)> hook;
+  {
+    absl::MutexLock lock(&mu_);
+    hook = submit_hook_;
+  }
+  if (hook) hook(request.id);
   absl::MutexLock lock(&mu_);
   submitted_.push_back(request.id);
   callbacks_[request.id] = std::move(on_event);
@@ -17,7 +23,13 @@ absl::Status FakeEngine::Submit(Request request, EventCallback on_event) {
 
 void FakeEngine::Cancel(RequestId id) {
   absl::MutexLock lock(&mu_);
+  if (std::find(submitted_.begin(), submitted_.end(), id) == submitted_.end()) return;
   cancelled_.push_back(id);
+}
+
+void FakeEngine::SetSubmitHook(std::function<void(RequestId)> hook) {
+  absl::MutexLock lock(&mu_);
+  submit_hook_ = std::move(hook);
 }
 
 std::vector<RequestId> FakeEngine::AwaitSubmitted(size_t n) {

@@ -10,6 +10,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -33,8 +34,13 @@ inline constexpr absl::Duration kLiveness = absl::Seconds(60);
 // Thread-safe.
 class FakeEngine final : public RequestEngine {
  public:
+  // Runs the submit hook, then holds the request.
   absl::Status Submit(Request request, EventCallback on_event) override;
+  // As EngineLoop's: a no-op for an id it has not been submitted (it is not recorded).
   void Cancel(RequestId id) override;
+  // Runs in each Submit, with the request's id, before the engine holds the request (as a request
+  // on its way to EngineLoop's inbox, which a cancel does not find yet).
+  void SetSubmitHook(std::function<void(RequestId)> hook);
   EngineLoopSnapshot snapshot() const override { return EngineLoopSnapshot(); }
 
   // Waits until `n` requests were submitted (at most kLiveness); their ids in order.
@@ -53,6 +59,7 @@ class FakeEngine final : public RequestEngine {
   void Send(const Event& event);
 
   mutable absl::Mutex mu_;
+  std::function<void(RequestId)> submit_hook_ ABSL_GUARDED_BY(mu_);
   std::vector<RequestId> submitted_ ABSL_GUARDED_BY(mu_);
   std::vector<RequestId> cancelled_ ABSL_GUARDED_BY(mu_);
   std::map<RequestId, EventCallback> callbacks_ ABSL_GUARDED_BY(mu_);

@@ -163,9 +163,10 @@ TEST_F(ReactorTest, ALateRefusalByTheEngineEndsTheCallWithItsStatus) {
 }
 
 // Bytes that are no request (a varint field cut short) get INVALID_ARGUMENT naming the message, on
-// convoy.v1's Infer and InferStream and on KServe's ModelInfer (gRPC's own parsing answered
-// UNIMPLEMENTED with no message), each counted as an invalid_argument refusal, and the engine never
-// sees them; the server goes on serving.
+// convoy.v1's Infer, InferStream, GetModelInfo and GetServerInfo and on KServe's ModelInfer
+// (gRPC's own parsing answered UNIMPLEMENTED with no message); the inference requests are each
+// counted as an invalid_argument refusal, and the engine never sees them; the server goes on
+// serving.
 TEST_F(ReactorTest, AnUnparseableRequestIsInvalidArgument) {
   const struct {
     const char* method;
@@ -174,6 +175,9 @@ TEST_F(ReactorTest, AnUnparseableRequestIsInvalidArgument) {
       {"/convoy.v1.Inference/Infer", "not a valid convoy.v1.InferRequest"},
       {"/convoy.v1.Inference/InferStream", "not a valid convoy.v1.InferRequest"},
       {"/inference.GRPCInferenceService/ModelInfer", "not a valid inference.ModelInferRequest"},
+      // No inference requests: not counted as refused.
+      {"/convoy.v1.Inference/GetModelInfo", "not a valid convoy.v1.GetModelInfoRequest"},
+      {"/convoy.v1.Inference/GetServerInfo", "not a valid convoy.v1.GetServerInfoRequest"},
   };
   for (const auto& call : kCalls) {
     const grpc::Status status = RawUnaryCall(channel_, call.method, UnparseableBytes());
@@ -183,7 +187,13 @@ TEST_F(ReactorTest, AnUnparseableRequestIsInvalidArgument) {
   }
   EXPECT_TRUE(engine_.AwaitSubmitted(0).empty());
   EXPECT_EQ(service_->hub()->rejections()[static_cast<int>(RejectReason::kInvalidArgument)], 3);
-  // A good request after them is served.
+  // Good requests after them are served.
+  std::string reply;
+  ASSERT_TRUE(RawUnaryCall(channel_, "/convoy.v1.Inference/GetServerInfo", "", &reply).ok());
+  v1::ServerInfo server;
+  ASSERT_TRUE(server.ParseFromString(reply));
+  EXPECT_EQ(server.model(), "fake");
+  EXPECT_TRUE(RawUnaryCall(channel_, "/convoy.v1.Inference/GetModelInfo", "", &reply).ok());
   grpc::Status status;
   std::thread unary = StartInfer(&status);
   const RequestId id = engine_.AwaitSubmitted(1).at(0);

@@ -61,6 +61,7 @@ TEST(ServerConfigTest, FillsDefaults) {
                    *ParseServerConfig("kv_cache { enable_prefix_caching: false }", "off.pbtxt"))
                    .enable_prefix_caching);
   EXPECT_EQ(config->request_defaults().max_tokens(), 256u);
+  EXPECT_EQ(config->frontend().max_concurrent_streams(), 128u);
   // An explicit 0 is kept: it means "never wait", not "unset".
   absl::StatusOr<v1::ServerConfig> set = ParseServerConfig(
       "scheduler { priority_levels: 3 max_queue_delay_microseconds: 0 }", "x.pbtxt");
@@ -200,6 +201,10 @@ TEST(ServerConfigTest, SemanticErrorsNameFileLineFieldAndReason) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("p.pbtxt:4: scheduler.priority_queue_policy[1].priority_level: "
                                  "priority_level 4 is outside 1..priority_levels (1)")));
+  EXPECT_THAT(ParseServerConfig("frontend {\n max_concurrent_streams: 0\n}", "f.pbtxt"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("f.pbtxt:2: frontend.max_concurrent_streams: "
+                                 "max_concurrent_streams must be at least 1")));
   EXPECT_THAT(ParseServerConfig("kv_cache { block_size: 0 }", "k.pbtxt"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("k.pbtxt:1: kv_cache.block_size: block_size must be at least 1")));
@@ -221,6 +226,9 @@ TEST(ServerConfigTest, NumbersAboveTheirMaximumAreRefused) {
       {"frontend {\n max_message_bytes: 4294967295\n}",
        "x.pbtxt:2: frontend.max_message_bytes: max_message_bytes 4294967295 exceeds the maximum of "
        "1073741824"},
+      {"frontend {\n max_concurrent_streams: 4294967295\n}",
+       "x.pbtxt:2: frontend.max_concurrent_streams: max_concurrent_streams 4294967295 exceeds the "
+       "maximum of 1000000"},
       {"frontend {\n drain_timeout_microseconds: 18446744073709551615\n}",
        "x.pbtxt:2: frontend.drain_timeout_microseconds: drain_timeout_microseconds "
        "18446744073709551615 exceeds the maximum of 3600000000"},
