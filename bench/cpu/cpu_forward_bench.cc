@@ -102,19 +102,24 @@ const ModelWeights& Weights() {
   return *weights;
 }
 
-// The weight format, the product that runs few rows and the attention's work items: "bf16" takes
-// the project's few-row kernel where the CPU has AVX-512 BF16 and attention items that share K
-// and V (what convoyd runs); "bf16_onednn" keeps every product in oneDNN; "bf16_attn1" runs one
-// attention item per token and head.
+// The weight format, the products and the attention's work items: "bf16" and "f32" are
+// batch-invariant (the project's kernels for every product; bf16 only where the CPU has AVX-512
+// BF16, fp32 weights elsewhere) with attention items that share K and V: what convoyd runs.
+// "bf16_fewrow" is the executor before batch invariance: oneDNN's products, the few-row kernel
+// for decode steps; "bf16_onednn" and "f32_onednn" keep every product in oneDNN; "bf16_attn1"
+// runs one attention item per token and head.
 struct Variant {
   CpuWeightFormat format;
   bool few_row_kernel;
   bool share_attention_kv = true;
+  bool batch_invariant = true;
 };
 constexpr Variant kBf16{CpuWeightFormat::kBF16, true};
-constexpr Variant kBf16OneDnn{CpuWeightFormat::kBF16, false};
+constexpr Variant kBf16FewRow{CpuWeightFormat::kBF16, true, true, false};
+constexpr Variant kBf16OneDnn{CpuWeightFormat::kBF16, false, true, false};
 constexpr Variant kBf16Attn1{CpuWeightFormat::kBF16, true, false};
 constexpr Variant kF32{CpuWeightFormat::kF32, false};
+constexpr Variant kF32OneDnn{CpuWeightFormat::kF32, false, true, false};
 
 // One executor (one copy of the weights) in memory at a time.
 CpuExecutor& Executor(Variant variant) {
@@ -122,12 +127,14 @@ CpuExecutor& Executor(Variant variant) {
   static Variant current{CpuWeightFormat::kAuto, false};
   if (executor == nullptr || current.format != variant.format ||
       current.few_row_kernel != variant.few_row_kernel ||
-      current.share_attention_kv != variant.share_attention_kv) {
+      current.share_attention_kv != variant.share_attention_kv ||
+      current.batch_invariant != variant.batch_invariant) {
     executor.reset();
     CpuExecutorOptions options;
     options.weight_format = variant.format;
     options.few_row_kernel = variant.few_row_kernel;
     options.share_attention_kv = variant.share_attention_kv;
+    options.batch_invariant = variant.batch_invariant;
     options.kv_cache_bytes = int64_t{1} << 30;
     auto created = CpuExecutor::Create(Weights(), options);
     if (!created.ok()) {
@@ -142,6 +149,13 @@ CpuExecutor& Executor(Variant variant) {
 
 const char* FormatName(CpuWeightFormat f) { return f == CpuWeightFormat::kF32 ? "f32" : "bf16"; }
 
+// The weight format the executor runs (bf16 may fall back to fp32) and its products.
+std::string Describe(const CpuExecutor& executor) {
+  std::string label = FormatName(executor.weight_format());
+  if (executor.batch_invariant()) return label + " (batch-invariant)";
+  return label + (executor.few_row_kernel() ? " (few-row kernel)" : " (oneDNN)");
+}
+
 void BM_StreamingRead(benchmark::State& state) {
   for (auto _ : state) {
     state.counters["GB/s"] = StreamBandwidth() / 1e9;
@@ -150,7 +164,6 @@ void BM_StreamingRead(benchmark::State& state) {
 
 // One decode step for `batch` sequences, each with `context` tokens already in the cache.
 void BM_Decode(benchmark::State& state, Variant variant) {
-  const CpuWeightFormat format = variant.format;
   const int32_t batch = static_cast<int32_t>(state.range(0));
   const int32_t context = 128;
   CpuExecutor& executor = Executor(variant);
@@ -190,14 +203,14 @@ void BM_Decode(benchmark::State& state, Variant variant) {
   }
   const double bandwidth =
       (bandwidth_before + MeasureStreamingReadBandwidth(int64_t{1} << 30, 3)) / 2;
-  const double bytes_per_step = LinearParameters(c) * (format == CpuWeightFormat::kF32 ? 4 : 2);
+  const double bytes_per_step =
+      LinearParameters(c) * (executor.weight_format() == CpuWeightFormat::kF32 ? 4 : 2);
   state.counters["tokens/s"] =
       benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["weights_GB/s"] =
       benchmark::Counter(bytes_per_step / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["stream_GB/s"] = bandwidth / 1e9;
-  state.SetLabel(std::string(FormatName(format)) +
-                 (executor.few_row_kernel() ? " (few-row kernel)" : " (oneDNN)"));
+  state.SetLabel(Describe(executor));
   // The fraction itself: weight bytes per step over step time, against the streaming read.
   state.counters["bw_fraction"] =
       benchmark::Counter(bytes_per_step / bandwidth, benchmark::Counter::kIsIterationInvariantRate);
@@ -205,7 +218,6 @@ void BM_Decode(benchmark::State& state, Variant variant) {
 
 // Prefill of one `length`-token prompt.
 void BM_Prefill(benchmark::State& state, Variant variant) {
-  const CpuWeightFormat format = variant.format;
   const int32_t length = static_cast<int32_t>(state.range(0));
   CpuExecutor& executor = Executor(variant);
   const ModelConfig& c = executor.model_config();
@@ -246,7 +258,7 @@ void BM_Prefill(benchmark::State& state, Variant variant) {
   // The products' rate against the peak (attention, norms and the rest not counted as work).
   state.counters["peak_fraction"] = benchmark::Counter(
       flop_per_token * length / peak, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::string(FormatName(format)) + " (peak: " + peak_before.instruction + ")");
+  state.SetLabel(Describe(executor) + " (peak: " + peak_before.instruction + ")");
 }
 
 // The library's ceiling: one bf16 product of TinyLlama's MLP shape (M tokens x 2048 -> 5632),
@@ -316,8 +328,37 @@ BENCHMARK_CAPTURE(BM_Decode, bf16_attn1, kBf16Attn1)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(2.0)
     ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Decode, bf16_fewrow, kBf16FewRow)
+    ->Arg(1)
+    ->Arg(4)
+    ->Arg(16)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0)
+    ->UseRealTime();
+// fp32 weights (what a CPU without AVX-512 BF16 runs): batch-invariant against oneDNN, the cost
+// of the invariance in the same run.
+BENCHMARK_CAPTURE(BM_Prefill, f32, kF32)
+    ->Arg(128)
+    ->Arg(512)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Prefill, f32_onednn, kF32OneDnn)
+    ->Arg(128)
+    ->Arg(512)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_Decode, f32, kF32)
     ->Arg(1)
+    ->Arg(4)
+    ->Arg(16)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Decode, f32_onednn, kF32OneDnn)
+    ->Arg(1)
+    ->Arg(4)
     ->Arg(16)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(2.0)
