@@ -20,6 +20,10 @@ constexpr int64_t kPanel = PackedF32Matrix::kPanel;
 constexpr int kMaxTileRows = 6;
 // Panels a thread runs every row tile against before it moves on (their weights stay in cache).
 constexpr int64_t kPanelGroup = 4;
+// Inputs per pass over a row tile when there are several tiles: a tile's rows (6 KiB) and a
+// panel's weights (16 KiB) for them stay in L1 while the tile runs. The sums are carried from one
+// pass to the next through y, in fp32, so each output's chain is the same as in one pass.
+constexpr int64_t kInputBlock = 256;
 // Below this many multiply-adds a product runs on the calling thread: waking the team costs more.
 constexpr int64_t kMinParallelWork = int64_t{1} << 16;
 
@@ -27,18 +31,37 @@ constexpr int64_t kMinParallelWork = int64_t{1} << 16;
 // still has eight independent chains in flight.
 constexpr int PanelsPerTile(int rows) { return rows == 1 ? 4 : rows == 2 ? 3 : rows == 3 ? 2 : 1; }
 
-// R rows x P panels: y[r * ldy + j] for j < min(valid, P * kPanel), from the panels at `w`
-// (consecutive, k * kPanel floats each) and the rows at x (ldx apart).
+// R rows x P panels: y[r * ldy + j] for j < min(valid, P * kPanel), from inputs [0, k) of the
+// panels at `w` (`stride` floats apart) and of the rows at x (ldx apart). The sums start from 0,
+// or with `carry` from the y they continue.
 template <int R, int P>
-CONVOY_TARGET_AVX2_FMA void TileAvx2(const float* w, int64_t k, const float* x, int64_t ldx,
-                                     float* y, int64_t ldy, int64_t valid) {
+CONVOY_TARGET_AVX2_FMA void TileAvx2(const float* w, int64_t stride, int64_t k, const float* x,
+                                     int64_t ldx, float* y, int64_t ldy, int64_t valid,
+                                     bool carry) {
   __m256 acc[R][P][2];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 8
     for (int p = 0; p < P; ++p) acc[r][p][0] = acc[r][p][1] = _mm256_setzero_ps();
   }
-  const int64_t stride = k * kPanel;
+  if (carry) {
+    for (int p = 0; p < P; ++p) {
+      for (int h = 0; h < 2; ++h) {
+        const int64_t first = p * kPanel + h * 8;
+        if (first >= valid) break;
+        for (int r = 0; r < R; ++r) {
+          const float* src = y + r * ldy + first;
+          if (valid - first >= 8) {
+            acc[r][p][h] = _mm256_loadu_ps(src);
+          } else {
+            alignas(32) float lanes[8] = {};
+            std::memcpy(lanes, src, sizeof(float) * (valid - first));
+            acc[r][p][h] = _mm256_load_ps(lanes);
+          }
+        }
+      }
+    }
+  }
   for (int64_t i = 0; i < k; ++i) {
     const float* wi = w + i * kPanel;
     __m256 wv[P][2];
@@ -90,7 +113,8 @@ void TilePortable(int rows, int panels, const float* w, int64_t k, const float* 
   }
 }
 
-using TileFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t);
+using TileFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t,
+                        int64_t, bool);
 
 TileFn Avx2Tile(int rows, int panels) {
   switch (rows * 8 + panels) {
@@ -153,22 +177,28 @@ void PackedF32Matrix::Product(const float* x, int64_t m, float* y, Path path) co
     const int64_t t = omp_get_thread_num();
     const int64_t begin = panels_ * t / threads;
     const int64_t end = panels_ * (t + 1) / threads;
+    // One row tile reads each weight once: no pass over blocks of inputs.
+    const int64_t input_block = avx2 && m > kMaxTileRows ? kInputBlock : k_;
     for (int64_t g = begin; g < end; g += kPanelGroup) {
       const int64_t group_end = std::min(g + kPanelGroup, end);
-      for (int64_t r0 = 0; r0 < m; r0 += kMaxTileRows) {
-        const int rows = static_cast<int>(std::min<int64_t>(kMaxTileRows, m - r0));
-        for (int64_t p = g; p < group_end;) {
-          const int panels =
-              static_cast<int>(std::min<int64_t>(PanelsPerTile(rows), group_end - p));
-          const float* w = packed_.get() + p * k_ * kPanel;
-          float* out = y + r0 * n_ + p * kPanel;
-          const int64_t valid = n_ - p * kPanel;
-          if (avx2) {
-            Avx2Tile(rows, panels)(w, k_, x + r0 * k_, k_, out, n_, valid);
-          } else {
-            TilePortable(rows, panels, w, k_, x + r0 * k_, k_, out, n_, valid);
+      for (int64_t i0 = 0; i0 < k_; i0 += input_block) {
+        const int64_t inputs = std::min(input_block, k_ - i0);
+        for (int64_t r0 = 0; r0 < m; r0 += kMaxTileRows) {
+          const int rows = static_cast<int>(std::min<int64_t>(kMaxTileRows, m - r0));
+          for (int64_t p = g; p < group_end;) {
+            const int panels =
+                static_cast<int>(std::min<int64_t>(PanelsPerTile(rows), group_end - p));
+            const float* w = packed_.get() + p * k_ * kPanel;
+            float* out = y + r0 * n_ + p * kPanel;
+            const int64_t valid = n_ - p * kPanel;
+            if (avx2) {
+              Avx2Tile(rows, panels)(w + i0 * kPanel, k_ * kPanel, inputs, x + r0 * k_ + i0, k_,
+                                     out, n_, valid, i0 > 0);
+            } else {
+              TilePortable(rows, panels, w, k_, x + r0 * k_, k_, out, n_, valid);
+            }
+            p += panels;
           }
-          p += panels;
         }
       }
     }

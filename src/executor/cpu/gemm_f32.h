@@ -9,8 +9,9 @@
 // (std::fma, for CPUs without them) runs; the bits are the same.
 //
 // Threads share the panels (never k). Row tiles of up to six rows run against the same panels
-// while they are in cache; a tile of one row (a decode step) covers four panels at a time, so the
-// multiply-adds of different outputs hide each other's latency.
+// while they are in cache, a block of inputs at a time (a sum carried from block to block through
+// y in fp32 is the same chain); a tile of one row (a decode step) covers four panels at a time, so
+// the multiply-adds of different outputs hide each other's latency.
 #ifndef CONVOY_EXECUTOR_CPU_GEMM_F32_H_
 #define CONVOY_EXECUTOR_CPU_GEMM_F32_H_
 
