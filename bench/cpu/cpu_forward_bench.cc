@@ -12,6 +12,7 @@
 // ceiling stays TinyLlama's MLP shape).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -102,19 +103,24 @@ const ModelWeights& Weights() {
   return *weights;
 }
 
-// The weight format, the product that runs few rows and the attention's work items: "bf16" takes
-// the project's few-row kernel where the CPU has AVX-512 BF16 and attention items that share K
-// and V (what convoyd runs); "bf16_onednn" keeps every product in oneDNN; "bf16_attn1" runs one
-// attention item per token and head.
+// The weight format, the products and the attention's work items: "bf16" and "f32" are
+// batch-invariant (the project's kernels for every product; bf16 only where the CPU has AVX-512
+// BF16, fp32 weights elsewhere) with attention items that share K and V: what convoyd runs.
+// "bf16_fewrow" is the executor before batch invariance: oneDNN's products, the few-row kernel
+// for decode steps; "bf16_onednn" and "f32_onednn" keep every product in oneDNN; "bf16_attn1"
+// runs one attention item per token and head.
 struct Variant {
   CpuWeightFormat format;
   bool few_row_kernel;
   bool share_attention_kv = true;
+  bool batch_invariant = true;
 };
 constexpr Variant kBf16{CpuWeightFormat::kBF16, true};
-constexpr Variant kBf16OneDnn{CpuWeightFormat::kBF16, false};
+constexpr Variant kBf16FewRow{CpuWeightFormat::kBF16, true, true, false};
+constexpr Variant kBf16OneDnn{CpuWeightFormat::kBF16, false, true, false};
 constexpr Variant kBf16Attn1{CpuWeightFormat::kBF16, true, false};
 constexpr Variant kF32{CpuWeightFormat::kF32, false};
+constexpr Variant kF32OneDnn{CpuWeightFormat::kF32, false, true, false};
 
 // One executor (one copy of the weights) in memory at a time.
 CpuExecutor& Executor(Variant variant) {
@@ -122,12 +128,14 @@ CpuExecutor& Executor(Variant variant) {
   static Variant current{CpuWeightFormat::kAuto, false};
   if (executor == nullptr || current.format != variant.format ||
       current.few_row_kernel != variant.few_row_kernel ||
-      current.share_attention_kv != variant.share_attention_kv) {
+      current.share_attention_kv != variant.share_attention_kv ||
+      current.batch_invariant != variant.batch_invariant) {
     executor.reset();
     CpuExecutorOptions options;
     options.weight_format = variant.format;
     options.few_row_kernel = variant.few_row_kernel;
     options.share_attention_kv = variant.share_attention_kv;
+    options.batch_invariant = variant.batch_invariant;
     options.kv_cache_bytes = int64_t{1} << 30;
     auto created = CpuExecutor::Create(Weights(), options);
     if (!created.ok()) {
@@ -142,6 +150,13 @@ CpuExecutor& Executor(Variant variant) {
 
 const char* FormatName(CpuWeightFormat f) { return f == CpuWeightFormat::kF32 ? "f32" : "bf16"; }
 
+// The weight format the executor runs (bf16 may fall back to fp32) and its products.
+std::string Describe(const CpuExecutor& executor) {
+  std::string label = FormatName(executor.weight_format());
+  if (executor.batch_invariant()) return label + " (batch-invariant)";
+  return label + (executor.few_row_kernel() ? " (few-row kernel)" : " (oneDNN)");
+}
+
 void BM_StreamingRead(benchmark::State& state) {
   for (auto _ : state) {
     state.counters["GB/s"] = StreamBandwidth() / 1e9;
@@ -150,7 +165,6 @@ void BM_StreamingRead(benchmark::State& state) {
 
 // One decode step for `batch` sequences, each with `context` tokens already in the cache.
 void BM_Decode(benchmark::State& state, Variant variant) {
-  const CpuWeightFormat format = variant.format;
   const int32_t batch = static_cast<int32_t>(state.range(0));
   const int32_t context = 128;
   CpuExecutor& executor = Executor(variant);
@@ -190,14 +204,14 @@ void BM_Decode(benchmark::State& state, Variant variant) {
   }
   const double bandwidth =
       (bandwidth_before + MeasureStreamingReadBandwidth(int64_t{1} << 30, 3)) / 2;
-  const double bytes_per_step = LinearParameters(c) * (format == CpuWeightFormat::kF32 ? 4 : 2);
+  const double bytes_per_step =
+      LinearParameters(c) * (executor.weight_format() == CpuWeightFormat::kF32 ? 4 : 2);
   state.counters["tokens/s"] =
       benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["weights_GB/s"] =
       benchmark::Counter(bytes_per_step / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["stream_GB/s"] = bandwidth / 1e9;
-  state.SetLabel(std::string(FormatName(format)) +
-                 (executor.few_row_kernel() ? " (few-row kernel)" : " (oneDNN)"));
+  state.SetLabel(Describe(executor));
   // The fraction itself: weight bytes per step over step time, against the streaming read.
   state.counters["bw_fraction"] =
       benchmark::Counter(bytes_per_step / bandwidth, benchmark::Counter::kIsIterationInvariantRate);
@@ -205,7 +219,6 @@ void BM_Decode(benchmark::State& state, Variant variant) {
 
 // Prefill of one `length`-token prompt.
 void BM_Prefill(benchmark::State& state, Variant variant) {
-  const CpuWeightFormat format = variant.format;
   const int32_t length = static_cast<int32_t>(state.range(0));
   CpuExecutor& executor = Executor(variant);
   const ModelConfig& c = executor.model_config();
@@ -246,7 +259,7 @@ void BM_Prefill(benchmark::State& state, Variant variant) {
   // The products' rate against the peak (attention, norms and the rest not counted as work).
   state.counters["peak_fraction"] = benchmark::Counter(
       flop_per_token * length / peak, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::string(FormatName(format)) + " (peak: " + peak_before.instruction + ")");
+  state.SetLabel(Describe(executor) + " (peak: " + peak_before.instruction + ")");
 }
 
 // The library's ceiling: one bf16 product of TinyLlama's MLP shape (M tokens x 2048 -> 5632),
@@ -276,6 +289,63 @@ void BM_MatmulBF16(benchmark::State& state) {
       benchmark::Counter(2.0 * m * k * n / 1e12, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// One fp32 product of a SmolLM2-135M layer's shape alone, M rows: the batch-invariant kernel
+// (gemm_f32.h) or oneDNN's. Weights and inputs are random and touched.
+void BM_LinearF32(benchmark::State& state, bool batch_invariant) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  std::vector<float> weights(n * k);
+  uint32_t seed = 1;
+  for (float& w : weights) {
+    seed = seed * 1664525u + 1013904223u;
+    w = static_cast<float>(seed >> 8) / (1 << 24) - 0.5f;
+  }
+  TensorView view;
+  view.name = "bench.weight";
+  view.dtype = DType::kF32;
+  view.shape = {n, k};
+  view.data = reinterpret_cast<const std::byte*>(weights.data());
+  view.num_bytes = weights.size() * sizeof(float);
+  auto linear = Linear::Create({&view}, LinearFormat::kF32, false, batch_invariant);
+  if (!linear.ok()) {
+    state.SkipWithError(std::string(linear.status().message()).c_str());
+    return;
+  }
+  std::vector<float> x(m * k), y(m * n);
+  for (int64_t i = 0; i < m * k; ++i) x[i] = static_cast<float>(i % 13) / 13.0f - 0.5f;
+  (*linear)->Forward(x.data(), m, y.data());
+  for (auto _ : state) {
+    (*linear)->Forward(x.data(), m, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * m * k * n / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(batch_invariant ? "batch-invariant" : "oneDNN");
+}
+
+// The fastest repetition: on a shared machine others' work only ever slows a run down.
+double Fastest(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
+
+void LinearShapes(benchmark::internal::Benchmark* b) {
+  for (int64_t m : {1, 4, 16, 128, 512}) {
+    b->Args({m, 576, 3072});  // gate and up
+    b->Args({m, 1536, 576});  // down
+  }
+}
+
+BENCHMARK_CAPTURE(BM_LinearF32, invariant, true)
+    ->Apply(LinearShapes)
+    ->ArgNames({"m", "k", "n"})
+    ->ComputeStatistics("min", Fastest)
+    ->MinTime(0.5)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_LinearF32, onednn, false)
+    ->Apply(LinearShapes)
+    ->ArgNames({"m", "k", "n"})
+    ->ComputeStatistics("min", Fastest)
+    ->MinTime(0.5)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 BENCHMARK(BM_StreamingRead)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MatmulBF16)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Prefill, bf16, kBf16)
@@ -316,8 +386,41 @@ BENCHMARK_CAPTURE(BM_Decode, bf16_attn1, kBf16Attn1)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(2.0)
     ->UseRealTime();
-BENCHMARK_CAPTURE(BM_Decode, f32, kF32)
+BENCHMARK_CAPTURE(BM_Decode, bf16_fewrow, kBf16FewRow)
     ->Arg(1)
+    ->Arg(4)
+    ->Arg(16)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0)
+    ->UseRealTime();
+// fp32 weights (what a CPU without AVX-512 BF16 runs): batch-invariant against oneDNN, the cost
+// of the invariance in the same run.
+BENCHMARK_CAPTURE(BM_Prefill, f32, kF32)
+    ->ComputeStatistics("min", Fastest)
+    ->Arg(128)
+    ->Arg(512)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Prefill, f32_onednn, kF32OneDnn)
+    ->ComputeStatistics("min", Fastest)
+    ->Arg(128)
+    ->Arg(512)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Decode, f32, kF32)
+    ->ComputeStatistics("min", Fastest)
+    ->Arg(1)
+    ->Arg(4)
+    ->Arg(16)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Decode, f32_onednn, kF32OneDnn)
+    ->ComputeStatistics("min", Fastest)
+    ->Arg(1)
+    ->Arg(4)
     ->Arg(16)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(2.0)

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "common/half.h"
@@ -127,6 +128,30 @@ TEST(Bf16GemvRowsTest, MoreRowsThanTheKernelTakesGoThroughOneDnn) {
     for (int64_t j = 0; j < out; ++j) {
       EXPECT_NEAR(y_all[r * out + j], y_one[j], 1e-4) << "row " << r << " output " << j;
     }
+  }
+}
+
+// A batch-invariant layer sends every product through the kernel: nine rows (three tiles, the last
+// partial) give each row the bits it gets alone.
+TEST(Bf16GemvRowsTest, BatchInvariantRowsMatchEachRowAlone) {
+  if (!Bf16MatmulAvailable() || !Bf16GemvAvailable()) {
+    GTEST_SKIP() << "no bf16 product on this CPU (oneDNN or AVX-512 BF16)";
+  }
+  const int64_t in = 200, out = 150, m = 9;
+  const std::vector<float> w = Values(out * in, 5);
+  const std::vector<float> x = Values(m * in, 6);
+  std::vector<uint16_t> storage;
+  const TensorView view = Bf16Weight(w, out, in, &storage);
+  auto own = Linear::Create({&view}, LinearFormat::kBF16, true, /*batch_invariant=*/true);
+  ASSERT_OK(own);
+  ASSERT_TRUE((*own)->batch_invariant());
+  EXPECT_EQ((*own)->format(), LinearFormat::kBF16);
+  std::vector<float> y_all(m * out), y_one(out);
+  (*own)->Forward(x.data(), m, y_all.data());
+  for (int64_t r = 0; r < m; ++r) {
+    (*own)->Forward(x.data() + r * in, 1, y_one.data());
+    EXPECT_EQ(std::memcmp(y_all.data() + r * out, y_one.data(), sizeof(float) * out), 0)
+        << "row " << r;
   }
 }
 

@@ -105,6 +105,10 @@ bool CpuExecutor::few_row_kernel() const {
   return impl_->EveryLinear([](const Linear& l) { return l.few_row_kernel(); });
 }
 
+bool CpuExecutor::batch_invariant() const {
+  return impl_->EveryLinear([](const Linear& l) { return l.batch_invariant(); });
+}
+
 absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
     const ModelWeights& weights, const CpuExecutorOptions& options) {
   auto impl = std::make_unique<Impl>();
@@ -145,18 +149,21 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
 
   AppendAsFloat(weights.embed_tokens(), &impl->embed);
   AppendAsFloat(weights.norm(), &impl->final_norm);
-  ASSIGN_OR_RETURN(impl->lm_head,
-                   Linear::Create({&weights.lm_head()}, format, options.few_row_kernel));
+  ASSIGN_OR_RETURN(impl->lm_head, Linear::Create({&weights.lm_head()}, format,
+                                                 options.few_row_kernel, options.batch_invariant));
   for (const LayerWeights& lw : weights.layers()) {
     Layer layer;
     AppendAsFloat(lw.input_layernorm, &layer.input_norm);
     AppendAsFloat(lw.post_attention_layernorm, &layer.post_attention_norm);
     ASSIGN_OR_RETURN(layer.qkv, Linear::Create({&lw.q_proj, &lw.k_proj, &lw.v_proj}, format,
-                                               options.few_row_kernel));
-    ASSIGN_OR_RETURN(layer.o, Linear::Create({&lw.o_proj}, format, options.few_row_kernel));
+                                               options.few_row_kernel, options.batch_invariant));
+    ASSIGN_OR_RETURN(layer.o, Linear::Create({&lw.o_proj}, format, options.few_row_kernel,
+                                             options.batch_invariant));
     ASSIGN_OR_RETURN(layer.gate_up,
-                     Linear::Create({&lw.gate_proj, &lw.up_proj}, format, options.few_row_kernel));
-    ASSIGN_OR_RETURN(layer.down, Linear::Create({&lw.down_proj}, format, options.few_row_kernel));
+                     Linear::Create({&lw.gate_proj, &lw.up_proj}, format, options.few_row_kernel,
+                                    options.batch_invariant));
+    ASSIGN_OR_RETURN(layer.down, Linear::Create({&lw.down_proj}, format, options.few_row_kernel,
+                                                options.batch_invariant));
     impl->layers.push_back(std::move(layer));
   }
   impl->rope = std::make_unique<RopeTable>(c);

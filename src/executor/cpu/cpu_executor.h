@@ -1,6 +1,18 @@
 // The CPU executor: the Llama forward pass over a paged KV cache in host memory. Linear layers run
-// through oneDNN (fp32 or bf16 weights); attention, norms and rotary embeddings are parallelized
-// with OpenMP, the same threads oneDNN uses. Not thread-safe: one engine loop calls Step at a time.
+// through the project's kernels or oneDNN (fp32 or bf16 weights); attention, norms and rotary
+// embeddings are parallelized with OpenMP, the same threads oneDNN uses. Not thread-safe: one
+// engine loop calls Step at a time.
+//
+// Batch invariance (CpuExecutorOptions::batch_invariant, the default): a sequence's logits, and so
+// its greedy tokens and logprobs, are the same bits whatever else the step holds and however its
+// tokens reach the step: alone or beside other rows (padded or not), its prompt whole or in
+// chunks of any size, its tail against a cached prefix, or recomputed after preemption; and
+// whatever the number of threads. Every operation computes a token's values from that token's
+// inputs (and its own context's K and V) in one fixed order: the products through kernels with
+// one reduction order per output element (gemm_f32.h, gemv_bf16.h), attention, norms, SiLU and
+// sampling per token or row; threads never split a reduction. Not promised across CPUs with and
+// without AVX-512 (other attention and norm code) nor across weight formats. The CUDA executor
+// does not promise it either: cuBLAS picks its algorithm by shape.
 #ifndef CONVOY_EXECUTOR_CPU_CPU_EXECUTOR_H_
 #define CONVOY_EXECUTOR_CPU_CPU_EXECUTOR_H_
 
@@ -33,8 +45,14 @@ struct CpuExecutorOptions {
   // not computed at all: rows are packed back to back for the dense layers and attention masks
   // each to its own length. Same results; StepResult::computed_tokens tells the difference.
   bool skip_padding = false;
-  // bf16 products of few rows (decode steps) through the project's kernel (gemv_bf16.h) where the
-  // CPU has AVX-512 BF16; false keeps them in oneDNN (for benchmarks that compare the two).
+  // Batch invariance as said above. It needs the project's kernels for every product: fp32
+  // weights through gemm_f32.h; bf16 weights through gemv_bf16.h, only where the CPU has AVX-512
+  // BF16 (elsewhere the layers keep fp32 weights, as weight_format() then says). false: products
+  // through oneDNN, whose result for a row depends on the step's rows (for benchmarks).
+  bool batch_invariant = true;
+  // Without batch_invariant: bf16 products of few rows (decode steps) through the project's kernel
+  // (gemv_bf16.h) where the CPU has AVX-512 BF16; false keeps them in oneDNN (for benchmarks that
+  // compare the two).
   bool few_row_kernel = true;
   // Attention work items that share each K and V block across the queries of a KV head's group
   // and a few tokens (AttentionShape::share_kv); false: one item per token and head (for
@@ -69,6 +87,8 @@ class CpuExecutor final : public Executor {
   CpuWeightFormat weight_format() const;
   // Whether decode steps' products go through the project's bf16 kernel (every layer's does).
   bool few_row_kernel() const;
+  // Whether every layer's product is batch-invariant (the promise above holds).
+  bool batch_invariant() const;
 
  private:
   struct Impl;

@@ -89,7 +89,7 @@ BlockFn For(int64_t m, int q) {
   }
 }
 
-// Units [begin, end) of the whole product.
+// Units [begin, end) of the whole product, for every tile of rows.
 void Units(const uint16_t* weights, int64_t k_padded, int64_t n, const uint16_t* x, int64_t m,
            float* y, int64_t begin, int64_t end) {
   const uint16_t* rows[kBf16GemvMaxRows];
@@ -99,12 +99,15 @@ void Units(const uint16_t* weights, int64_t k_padded, int64_t n, const uint16_t*
     const int q0 = static_cast<int>(u % kUnitsPerBlock);
     const int q = static_cast<int>(std::min<int64_t>(kUnitsPerBlock - q0, end - u));
     const int64_t n0 = block * kBf16GemvOutputBlock;
-    for (int64_t r = 0; r < m; ++r) {
-      rows[r] = x + r * k_padded;
-      out[r] = y + r * n + n0;
+    for (int64_t r0 = 0; r0 < m; r0 += kBf16GemvMaxRows) {
+      const int64_t tile = std::min(kBf16GemvMaxRows, m - r0);
+      for (int64_t r = 0; r < tile; ++r) {
+        rows[r] = x + (r0 + r) * k_padded;
+        out[r] = y + (r0 + r) * n + n0;
+      }
+      For(tile, q)(weights + block * k_padded * kBf16GemvOutputBlock, k_padded / 2, q0, rows, out,
+                   n - n0);
     }
-    For(m, q)(weights + block * k_padded * kBf16GemvOutputBlock, k_padded / 2, q0, rows, out,
-              n - n0);
     u += q;
   }
 }

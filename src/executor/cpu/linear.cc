@@ -7,10 +7,27 @@
 #include "absl/strings/str_format.h"
 #include "common/half.h"
 #include "common/simd.h"
+#include "executor/cpu/gemm_f32.h"
 #include "executor/cpu/gemv_bf16.h"
 
 namespace convoy {
 namespace {
+
+// fp32 weights packed for the project's batch-invariant kernel.
+class PackedF32Linear final : public Linear {
+ public:
+  PackedF32Linear(int64_t in, int64_t out, const float* w_out_in)
+      : Linear(in, out), matrix_(w_out_in, out, in) {}
+
+  LinearFormat format() const override { return LinearFormat::kF32; }
+  bool few_row_kernel() const override { return false; }
+  bool batch_invariant() const override { return true; }
+  int64_t weight_bytes() const override { return in_ * out_ * 4; }
+  void Forward(const float* x, int64_t m, float* y) override { matrix_.Product(x, m, y); }
+
+ private:
+  PackedF32Matrix matrix_;
+};
 
 // oneDNN keeps its weights in a blocked layout chosen once; the same layout serves every M on
 // this library version, so one reordered copy backs a primitive per distinct M. fp32 and bf16
@@ -21,8 +38,10 @@ class DnnlLinear final : public Linear {
   using tag = dnnl::memory::format_tag;
   using dt = dnnl::memory::data_type;
 
-  // `w_out_in` holds the weights [out, in] in `type` (f32 or bf16).
-  DnnlLinear(int64_t in, int64_t out, dt type, const void* w_out_in, bool few_row_kernel)
+  // `w_out_in` holds the weights [out, in] in `type` (f32 or bf16). With `batch_invariant`, every
+  // product goes through the bf16 kernel where it can run (batch_invariant() says whether it can).
+  DnnlLinear(int64_t in, int64_t out, dt type, const void* w_out_in, bool few_row_kernel,
+             bool batch_invariant)
       : Linear(in, out), type_(type), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
     dnnl::memory::desc plain({in_, out_}, type_, tag::ba);  // [in, out] viewed over [out, in]
     weights_desc_ =
@@ -31,12 +50,14 @@ class DnnlLinear final : public Linear {
     weights_ = dnnl::memory(weights_desc_, engine_);
     dnnl::reorder(src, weights_).execute(stream_, src, weights_);
     stream_.wait();
-    few_row_kernel_ = few_row_kernel && type_ == dt::bf16 && Bf16GemvAvailable() &&
-                      HasGemvLayout(weights_desc_.data);
+    few_row_kernel_ = (few_row_kernel || batch_invariant) && type_ == dt::bf16 &&
+                      Bf16GemvAvailable() && HasGemvLayout(weights_desc_.data);
+    batch_invariant_ = batch_invariant && few_row_kernel_;
     k_padded_ = weights_desc_.data.padded_dims[0];
   }
 
   bool few_row_kernel() const override { return few_row_kernel_; }
+  bool batch_invariant() const override { return batch_invariant_; }
 
   LinearFormat format() const override {
     return type_ == dt::bf16 ? LinearFormat::kBF16 : LinearFormat::kF32;
@@ -45,16 +66,18 @@ class DnnlLinear final : public Linear {
 
   void Forward(const float* x, int64_t m, float* y) override {
     void* src_data = const_cast<float*>(x);
-    if (few_row_kernel_ && m <= kBf16GemvMaxRows) {
+    if (few_row_kernel_ && (batch_invariant_ || m <= kBf16GemvMaxRows)) {
       // The kernel reads rows k_padded_ long, zero beyond in_.
       thread_local std::vector<uint16_t> rows;
       if (static_cast<int64_t>(rows.size()) < m * k_padded_) rows.resize(m * k_padded_);
+      uint16_t* const converted = rows.data();  // this thread's buffer, shared with the team
+#pragma omp parallel for schedule(static) if (m * in_ >= (int64_t{1} << 16))
       for (int64_t r = 0; r < m; ++r) {
-        ConvertToBF16(x + r * in_, rows.data() + r * k_padded_, in_);
-        std::fill(rows.data() + r * k_padded_ + in_, rows.data() + (r + 1) * k_padded_, 0);
+        ConvertToBF16(x + r * in_, converted + r * k_padded_, in_);
+        std::fill(converted + r * k_padded_ + in_, converted + (r + 1) * k_padded_, 0);
       }
-      Bf16Gemv(static_cast<const uint16_t*>(weights_.get_data_handle()), k_padded_, out_,
-               rows.data(), m, y);
+      Bf16Gemv(static_cast<const uint16_t*>(weights_.get_data_handle()), k_padded_, out_, converted,
+               m, y);
       return;
     }
     if (type_ == dt::bf16) {
@@ -107,6 +130,7 @@ class DnnlLinear final : public Linear {
 
   dt type_;
   bool few_row_kernel_ = false;
+  bool batch_invariant_ = false;
   int64_t k_padded_ = 0;
   dnnl::engine engine_;
   dnnl::stream stream_;
@@ -189,7 +213,8 @@ void AppendAsFloat(const TensorView& view, std::vector<float>* out) {
 }
 
 absl::StatusOr<std::unique_ptr<Linear>> Linear::Create(const std::vector<const TensorView*>& parts,
-                                                       LinearFormat format, bool few_row_kernel) {
+                                                       LinearFormat format, bool few_row_kernel,
+                                                       bool batch_invariant) {
   if (parts.empty()) return absl::InvalidArgumentError("Linear::Create: no weights");
   const int64_t in = parts[0]->shape.at(1);
   int64_t out = 0;
@@ -205,19 +230,36 @@ absl::StatusOr<std::unique_ptr<Linear>> Linear::Create(const std::vector<const T
   w.reserve(in * out);
   for (const TensorView* p : parts) AppendAsFloat(*p, &w);
   try {
+    if (batch_invariant) {
+      if (format == LinearFormat::kBF16 && Bf16MatmulAvailable() && Bf16GemvAvailable()) {
+        std::vector<uint16_t> wb(w.size());
+        for (size_t i = 0; i < w.size(); ++i) wb[i] = FloatToBF16(w[i]);
+        try {
+          auto bf16 = std::make_unique<DnnlLinear>(in, out, dnnl::memory::data_type::bf16,
+                                                   wb.data(), true, true);
+          if (bf16->batch_invariant()) return bf16;
+        } catch (const dnnl::error& e) {
+          if (e.status != dnnl_unimplemented) throw;
+        }
+      }
+      // No bf16 kernel for this layer here: it keeps fp32 weights (format() says so).
+      return std::make_unique<PackedF32Linear>(in, out, w.data());
+    }
     if (format == LinearFormat::kF32 || !Bf16MatmulAvailable()) {
-      return std::make_unique<DnnlLinear>(in, out, dnnl::memory::data_type::f32, w.data(), false);
+      return std::make_unique<DnnlLinear>(in, out, dnnl::memory::data_type::f32, w.data(), false,
+                                          false);
     }
     std::vector<uint16_t> wb(w.size());
     for (size_t i = 0; i < w.size(); ++i) wb[i] = FloatToBF16(w[i]);
     try {
       return std::make_unique<DnnlLinear>(in, out, dnnl::memory::data_type::bf16, wb.data(),
-                                          few_row_kernel);
+                                          few_row_kernel, false);
     } catch (const dnnl::error& e) {
       if (e.status != dnnl_unimplemented) throw;
       // No bf16 product for this shape: this layer keeps fp32 weights (format() says so).
     }
-    return std::make_unique<DnnlLinear>(in, out, dnnl::memory::data_type::f32, w.data(), false);
+    return std::make_unique<DnnlLinear>(in, out, dnnl::memory::data_type::f32, w.data(), false,
+                                        false);
   } catch (const dnnl::error& e) {
     return absl::InternalError(
         absl::StrFormat("oneDNN matmul for %s: %s", parts[0]->name, e.what()));

@@ -1,8 +1,12 @@
-// A linear layer y = x W^T over fp32 activations, through oneDNN's matmul. The weights are
-// converted and reordered once, at load, into oneDNN's blocked layout: fp32, or bf16 (activations
-// rounded to bf16, fp32 accumulation and output). With bf16 weights on a CPU with AVX-512 BF16, a
-// product of at most kBf16GemvMaxRows rows (a decode step) goes through the project's own kernel
-// (gemv_bf16.h) over the same copy of the weights.
+// A linear layer y = x W^T over fp32 activations. The weights are converted and laid out once, at
+// load: fp32, or bf16 (activations rounded to bf16, fp32 accumulation and output).
+//
+// Batch-invariant layers compute every output element the same way whatever the number of rows
+// and whatever the other rows hold: fp32 weights through the project's kernel (gemm_f32.h), bf16
+// weights through the project's bf16 kernel (gemv_bf16.h) over weights oneDNN reordered at load.
+// Other layers run through oneDNN's matmul, whose result for a row depends on M; with bf16 weights
+// on a CPU with AVX-512 BF16 a product of at most kBf16GemvMaxRows rows (a decode step) then goes
+// through the bf16 kernel.
 #ifndef CONVOY_EXECUTOR_CPU_LINEAR_H_
 #define CONVOY_EXECUTOR_CPU_LINEAR_H_
 
@@ -21,11 +25,13 @@ enum class LinearFormat { kF32, kBF16 };
 class Linear {
  public:
   // Stacks `parts` (each [out_i, in], Hugging Face layout, any dtype) along the output dimension:
-  // one fused product for Q/K/V or gate/up. `few_row_kernel` false keeps every product in oneDNN
-  // (benchmarks compare the two).
+  // one fused product for Q/K/V or gate/up. `batch_invariant` asks for a layer whose rows do not
+  // depend on M (bf16 then only where the bf16 kernel runs; fp32 weights elsewhere). Otherwise
+  // `few_row_kernel` false keeps every product in oneDNN (benchmarks compare the two).
   static absl::StatusOr<std::unique_ptr<Linear>> Create(const std::vector<const TensorView*>& parts,
                                                         LinearFormat format,
-                                                        bool few_row_kernel = true);
+                                                        bool few_row_kernel = true,
+                                                        bool batch_invariant = false);
   virtual ~Linear() = default;
 
   int64_t in_features() const { return in_; }
@@ -34,6 +40,8 @@ class Linear {
   virtual LinearFormat format() const = 0;
   // Whether products of few rows go through the project's bf16 kernel rather than oneDNN.
   virtual bool few_row_kernel() const = 0;
+  // Whether y's row r is the same bits for the same x row r whatever m and the other rows.
+  virtual bool batch_invariant() const = 0;
   // Bytes of weights one product reads.
   virtual int64_t weight_bytes() const = 0;
   // y[m, out] = x[m, in] W^T; x and y are row-major with leading dimensions in and out.
