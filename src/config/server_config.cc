@@ -349,6 +349,7 @@ void FillServerConfigDefaults(v1::ServerConfig* config) {
   if (!e->has_cpu_threads()) e->set_cpu_threads(0);
   if (!e->has_gpu_memory_fraction()) e->set_gpu_memory_fraction(0.9);
   if (!e->has_skip_padding()) e->set_skip_padding(true);
+  if (!e->has_batch_invariant()) e->set_batch_invariant(true);
   if (e->cpu_weights() == v1::ExecutorConfig::WEIGHTS_UNSPECIFIED) {
     e->set_cpu_weights(v1::ExecutorConfig::WEIGHTS_AUTO);
   }

@@ -7,6 +7,7 @@
 
 #include "convoy/status_macros.h"
 #include "executor/cpu/cpu_executor.h"
+#include "executor/cpu/gemv_bf16.h"
 #include "executor/cpu/linear.h"
 #include "spdlog/spdlog.h"
 #ifdef CONVOY_HAVE_CUDA_EXECUTOR
@@ -61,6 +62,7 @@ absl::StatusOr<BuiltExecutor> CreateExecutor(const ModelWeights& weights,
   CpuExecutorOptions options;
   options.num_threads = static_cast<int>(config.executor().cpu_threads());
   options.skip_padding = config.executor().skip_padding();
+  options.batch_invariant = config.executor().batch_invariant();
   options.kv_cache_bytes = static_cast<int64_t>(config.kv_cache().memory_budget_bytes());
   options.block_size = static_cast<int32_t>(config.kv_cache().block_size());
   switch (config.executor().cpu_weights()) {
@@ -79,7 +81,13 @@ absl::StatusOr<BuiltExecutor> CreateExecutor(const ModelWeights& weights,
                             weights.config().torch_dtype == DType::kBF16);
   if (bf16_wanted && cpu->weight_format() != CpuWeightFormat::kBF16) {
     std::string reason = "a layer's shape has no bf16 product";
-    if (!Bf16MatmulAvailable(&reason)) reason = "no bf16 matrix product on this CPU: " + reason;
+    if (!Bf16MatmulAvailable(&reason)) {
+      reason = "no bf16 matrix product on this CPU: " + reason;
+    } else if (options.batch_invariant && !Bf16GemvAvailable()) {
+      reason =
+          "batch-invariant bf16 products need AVX-512 BF16, which this CPU lacks "
+          "(executor.batch_invariant: false keeps oneDNN's bf16 products)";
+    }
     spdlog::warn(
         "executor.cpu_weights: bf16 weights were asked for, but {}; the linear layers run on "
         "fp32 weights (twice the memory and bytes per step)",

@@ -335,6 +335,15 @@ TEST(DaemonMetricsTest, AStreamWhoseClientNeverReadsIsCancelledAndCounted) {
   v1::InferResponse response;
   EXPECT_TRUE(CallInfer(*stub, MakeRequest({4, 5}, 4), &response).ok());
   EXPECT_EQ(response.token_ids_size(), 4);
+  // The slow client's request counts as cancelled, the other as complete, in both places.
+  info = GetServerInfo(*stub);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->requests_cancelled(), 1);
+  EXPECT_EQ(info->requests_completed(), 1);
+  auto metrics = HttpGet(port, "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_EQ(Sample(metrics->body, "convoy_requests_total{outcome=\"cancelled\"}"), 1);
+  EXPECT_EQ(Sample(metrics->body, "convoy_requests_total{outcome=\"complete_length\"}"), 1);
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
 // Runs a fixed set of prompts to completion on one executor, all batched together: every step
 // carries each unfinished sequence's next prompt chunk or its newest token. A test oracle, kept
 // deliberately simpler than the scheduler (no queue, no preemption, no prefix cache): the
-// executor tests and the daemon's parity tests compare against it. convoyd and convoy-run both
-// serve through the scheduler and engine loop.
-#ifndef CONVOY_ENGINE_GENERATOR_H_
-#define CONVOY_ENGINE_GENERATOR_H_
+// executor tests and the daemon's parity tests compare against it. It lives with the tests:
+// convoyd and convoy-run both serve through the scheduler and engine loop, never through it.
+#ifndef CONVOY_TESTS_ENGINE_GENERATOR_H_
+#define CONVOY_TESTS_ENGINE_GENERATOR_H_
 
 #include <cstdint>
 #include <vector>
@@ -67,4 +67,4 @@ class Generator {
 
 }  // namespace convoy
 
-#endif  // CONVOY_ENGINE_GENERATOR_H_
+#endif  // CONVOY_TESTS_ENGINE_GENERATOR_H_
