@@ -2,15 +2,16 @@
 //   convoy-bench run --addr HOST:PORT --workload FILE [--duration-s S | --requests N]
 //                    [--rate R | --concurrency N] [--ttft-ms X --itl-ms Y]
 //                    [--protocol native|openai|kserve] [--http-addr HOST:PORT]
-//                    [--json F --csv F --svg F]
+//                    [--api-key KEY] [--json F --csv F --svg F]
 //   convoy-bench sweep --convoyd PATH --model DIR --base-config FILE --workload FILE
 //                      --set KEY=V1,V2 [--set ...] [--rate R1,R2,...] [...as run]
 //                      [--json F --csv F --svg F --markdown F]
-// `sweep` starts convoyd once per combination of the --set values (on free loopback ports),
-// runs the workload against it at each rate, stops it, and prints the frontier: per config its
-// goodput and latencies, the best goodput marked. --protocol picks the client: convoy's own
-// InferStream (native, the default), KServe v2 ModelStreamInfer on the same gRPC port (kserve), or
-// streamed OpenAI /v1/completions on the HTTP port (openai). Bad usage: a message and exit code 2.
+// --api-key KEY goes with every call (run and sweep). `sweep` starts convoyd once per combination
+// of the --set values (on free loopback ports), runs the workload against it at each rate, stops
+// it, and prints the frontier: per config its goodput and latencies, the best goodput marked.
+// --protocol picks the client: convoy's own InferStream (native, the default), KServe v2
+// ModelStreamInfer on the same gRPC port (kserve), or streamed OpenAI /v1/completions on the HTTP
+// port (openai). Bad usage: a message and exit code 2.
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -44,6 +45,9 @@ ABSL_FLAG(std::string, http_addr, "", "run: the server's HTTP port, HOST:PORT (-
 ABSL_FLAG(std::string, protocol, "native",
           "The API to send requests over: native (convoy.v1 InferStream), kserve (KServe v2 "
           "ModelStreamInfer) or openai (streamed POST /v1/completions)");
+ABSL_FLAG(std::string, api_key, "",
+          "Send every call with this API key (gRPC `authorization: Bearer KEY` metadata, HTTP "
+          "`Authorization: Bearer KEY`), for a server with keys configured");
 ABSL_FLAG(std::string, workload, "", "Workload file (bench/workloads/*.pbtxt); required");
 ABSL_FLAG(double, duration_s, 0, "Seconds to send for (default: the workload's duration_s)");
 ABSL_FLAG(int64_t, requests, 0, "Send this many requests instead of for a duration");
@@ -79,10 +83,10 @@ namespace {
 
 namespace bench = convoy::bench;
 
-const std::vector<std::string> kCommonFlags = {"workload",    "duration_s", "requests", "rate",
-                                               "concurrency", "ttft_ms",    "itl_ms",   "drain_s",
-                                               "warmup",      "seed",       "json",     "csv",
-                                               "svg",         "markdown",   "progress", "protocol"};
+const std::vector<std::string> kCommonFlags = {
+    "workload", "duration_s", "requests", "rate",     "concurrency", "ttft_ms",
+    "itl_ms",   "drain_s",    "warmup",   "seed",     "json",        "csv",
+    "svg",      "markdown",   "progress", "protocol", "api_key"};
 
 // --workload's file, with --seed applied.
 absl::StatusOr<bench::v1::Workload> WorkloadFromFlags() {
@@ -98,7 +102,7 @@ convoy::cli::CommandLine RunCommandLine() {
       "convoy-bench run --addr HOST:PORT --workload FILE [--duration-s S | --requests N]\n"
       "                 [--rate R | --concurrency N] [--ttft-ms X --itl-ms Y]\n"
       "                 [--protocol native|openai|kserve] [--http-addr HOST:PORT]\n"
-      "                 [--json F --csv F --svg F]\n\n"
+      "                 [--api-key KEY] [--json F --csv F --svg F]\n\n"
       "Sends a workload to a running server and reports, per request class, TTFT, inter-token\n"
       "and end-to-end latency (p50/p95/p99), requests/s, output tokens/s and goodput. The model\n"
       "is read from --addr (gRPC) whatever the protocol; openai requests go to --http-addr.",
@@ -115,12 +119,13 @@ convoy::cli::CommandLine SweepCommandLine() {
       "convoy-bench sweep",
       "convoy-bench sweep --convoyd PATH --model DIR --base-config FILE --workload FILE\n"
       "                   --set KEY=V1,V2 [--set ...] [--rate R1,R2,...] [--ttft-ms X --itl-ms Y]\n"
-      "                   [--protocol native|openai|kserve] [--json F --csv F --svg F --markdown "
-      "F]\n\n"
+      "                   [--protocol native|openai|kserve] [--api-key KEY]\n"
+      "                   [--json F --csv F --svg F --markdown F]\n\n"
       "Starts convoyd for every combination of the --set values (KEY: a server config field such\n"
       "as mode, max_batch_size, max_queue_delay_microseconds, max_num_batched_tokens,\n"
       "prefill_chunk_size, or scheduler.x / kv_cache.x), runs the workload against each, and\n"
-      "prints the frontier: goodput and latencies per config, the best goodput marked.",
+      "prints the frontier: goodput and latencies per config, the best goodput marked. With\n"
+      "--api-key, the base config must list that key (frontend.api_key).",
       kCommonFlags,
       {"set"}};
   for (const char* f : {"convoyd", "model", "base_config", "startup_timeout_s", "work_dir"}) {
@@ -203,6 +208,7 @@ int RunCommand(int argc, char** argv) {
   const std::string addr = absl::GetFlag(FLAGS_addr);
   if (addr.empty()) return convoy::cli::BadUsage(spec, "--addr HOST:PORT is required");
   target.http_address = absl::GetFlag(FLAGS_http_addr);
+  target.api_key = absl::GetFlag(FLAGS_api_key);
   if (target.protocol == bench::Protocol::kOpenAi && target.http_address.empty()) {
     return convoy::cli::BadUsage(spec, "--protocol openai needs --http-addr HOST:PORT");
   }
@@ -220,7 +226,7 @@ int RunCommand(int argc, char** argv) {
 
   target.channel = bench::MakeChannel(addr);
   if (absl::Status serving =
-          bench::WaitUntilServing(target.channel.get(), absl::Seconds(30), nullptr);
+          bench::WaitUntilServing(target.channel.get(), absl::Seconds(30), target.api_key, nullptr);
       !serving.ok()) {
     std::fprintf(stderr, "convoy-bench: %s: %s\n", addr.c_str(), serving.ToString().c_str());
     return 1;
@@ -249,7 +255,7 @@ std::vector<bench::RunResult> RunOneConfig(const convoy::v1::ServerConfig& confi
                                            const std::string& work_dir,
                                            const bench::v1::Workload& workload,
                                            const bench::RunOptions& base_options,
-                                           bench::Protocol protocol,
+                                           bench::Protocol protocol, const std::string& api_key,
                                            const std::vector<double>& rates) {
   std::vector<bench::RunResult> results;
   auto fail = [&](const absl::Status& status) {
@@ -288,13 +294,14 @@ std::vector<bench::RunResult> RunOneConfig(const convoy::v1::ServerConfig& confi
   bench::ServerTarget target;
   target.protocol = protocol;
   target.channel = bench::MakeChannel(*addr);
+  target.api_key = api_key;
   if (protocol == bench::Protocol::kOpenAi) {
     absl::StatusOr<std::string> http_addr = (*daemon)->WaitForHttpAddress(startup);
     if (!http_addr.ok()) return fail(http_addr.status());
     target.http_address = *http_addr;
   }
   bench::DaemonProcess* process = daemon->get();
-  if (absl::Status s = bench::WaitUntilServing(target.channel.get(), startup,
+  if (absl::Status s = bench::WaitUntilServing(target.channel.get(), startup, target.api_key,
                                                [process] { return process->CheckAlive(); });
       !s.ok()) {
     return fail(s);
@@ -398,8 +405,9 @@ int SweepCommand(int argc, char** argv) {
     const std::string label = bench::OverrideLabel(combos[i]);
     std::fprintf(stderr, "convoy-bench: config %zu/%zu: %s\n", i + 1, configs.size(),
                  label.c_str());
-    for (bench::RunResult& r : RunOneConfig(configs[i], label, static_cast<int>(i), work_dir,
-                                            *workload, options, protocol, rates)) {
+    for (bench::RunResult& r :
+         RunOneConfig(configs[i], label, static_cast<int>(i), work_dir, *workload, options,
+                      protocol, absl::GetFlag(FLAGS_api_key), rates)) {
       runs.push_back(std::move(r));
     }
   }

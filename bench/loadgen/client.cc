@@ -22,6 +22,10 @@ absl::Status FromGrpc(const grpc::Status& s, absl::string_view what) {
 
 }  // namespace
 
+void AddApiKey(const std::string& api_key, grpc::ClientContext& context) {
+  if (!api_key.empty()) context.AddMetadata("authorization", absl::StrCat("Bearer ", api_key));
+}
+
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
@@ -29,12 +33,13 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 
-absl::StatusOr<convoy::v1::ModelInfo> FetchModelInfo(grpc::Channel* channel,
-                                                     absl::Duration timeout) {
+absl::StatusOr<convoy::v1::ModelInfo> FetchModelInfo(grpc::Channel* channel, absl::Duration timeout,
+                                                     const std::string& api_key) {
   auto stub = convoy::v1::Inference::NewStub(
       std::shared_ptr<grpc::Channel>(channel, [](grpc::Channel*) {}));
   grpc::ClientContext context;
   SetDeadline(context, timeout);
+  AddApiKey(api_key, context);
   convoy::v1::ModelInfo info;
   RETURN_IF_ERROR(FromGrpc(stub->GetModelInfo(&context, convoy::v1::GetModelInfoRequest(), &info),
                            "GetModelInfo"));
@@ -42,11 +47,13 @@ absl::StatusOr<convoy::v1::ModelInfo> FetchModelInfo(grpc::Channel* channel,
 }
 
 absl::StatusOr<convoy::v1::ServerInfo> FetchServerInfo(grpc::Channel* channel,
-                                                       absl::Duration timeout) {
+                                                       absl::Duration timeout,
+                                                       const std::string& api_key) {
   auto stub = convoy::v1::Inference::NewStub(
       std::shared_ptr<grpc::Channel>(channel, [](grpc::Channel*) {}));
   grpc::ClientContext context;
   SetDeadline(context, timeout);
+  AddApiKey(api_key, context);
   convoy::v1::ServerInfo info;
   RETURN_IF_ERROR(FromGrpc(stub->GetServerInfo(&context, convoy::v1::GetServerInfoRequest(), &info),
                            "GetServerInfo"));
@@ -54,12 +61,14 @@ absl::StatusOr<convoy::v1::ServerInfo> FetchServerInfo(grpc::Channel* channel,
 }
 
 absl::Status WaitUntilServing(grpc::Channel* channel, absl::Duration timeout,
+                              const std::string& api_key,
                               const std::function<absl::Status()>& still_alive) {
   const absl::Time deadline = absl::Now() + timeout;
   absl::Status last = absl::UnavailableError("no answer yet");
   while (absl::Now() < deadline) {
     if (still_alive) RETURN_IF_ERROR(still_alive());
-    absl::StatusOr<convoy::v1::ServerInfo> info = FetchServerInfo(channel, absl::Seconds(2));
+    absl::StatusOr<convoy::v1::ServerInfo> info =
+        FetchServerInfo(channel, absl::Seconds(2), api_key);
     if (info.ok() && info->state() == convoy::v1::ServerInfo::SERVING) return absl::OkStatus();
     last = info.ok() ? absl::UnavailableError(absl::StrCat(
                            "state ", convoy::v1::ServerInfo::State_Name(info->state())))
@@ -87,7 +96,8 @@ class StreamClient::Call final : public RequestClient::Call,
     s->set_seed(planned.sampling_seed);
   }
 
-  void Go(convoy::v1::Inference::Stub* stub) {
+  void Go(convoy::v1::Inference::Stub* stub, const std::string& api_key) {
+    AddApiKey(api_key, context_);
     stub->async()->InferStream(&context_, &request_, this);
     Sent();
     StartRead(&response_);
@@ -127,13 +137,16 @@ class StreamClient::Call final : public RequestClient::Call,
   convoy::v1::FinishReason finish_reason_ = convoy::v1::FINISH_REASON_UNSPECIFIED;
 };
 
-StreamClient::StreamClient(std::shared_ptr<grpc::Channel> channel, SteadyClock::time_point origin)
-    : RequestClient(origin), stub_(convoy::v1::Inference::NewStub(std::move(channel))) {}
+StreamClient::StreamClient(std::shared_ptr<grpc::Channel> channel, std::string api_key,
+                           SteadyClock::time_point origin)
+    : RequestClient(origin),
+      stub_(convoy::v1::Inference::NewStub(std::move(channel))),
+      api_key_(std::move(api_key)) {}
 
 void StreamClient::Start(const PlannedRequest& request, std::function<void(RequestRecord)> done) {
   Call* call = new Call(this, request, std::move(done));
   Register(call);
-  call->Go(stub_.get());
+  call->Go(stub_.get(), api_key_);
 }
 
 }  // namespace convoy::bench

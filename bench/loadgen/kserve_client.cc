@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "bench/loadgen/client.h"
 #include "bench/loadgen/kserve_encoding.h"
 
 namespace convoy::bench {
@@ -19,7 +20,8 @@ class KServeClient::Call final
       : RequestClient::Call(client, planned, std::move(done)),
         request_(BuildKServeRequest(planned, client->model_)) {}
 
-  void Go(inference::GRPCInferenceService::Stub* stub) {
+  void Go(inference::GRPCInferenceService::Stub* stub, const std::string& api_key) {
+    AddApiKey(api_key, context_);
     stub->async()->ModelStreamInfer(&context_, this);
     Sent();
     StartWriteLast(&request_, grpc::WriteOptions());
@@ -69,15 +71,16 @@ class KServeClient::Call final
 };
 
 KServeClient::KServeClient(std::shared_ptr<grpc::Channel> channel, std::string model,
-                           SteadyClock::time_point origin)
+                           std::string api_key, SteadyClock::time_point origin)
     : RequestClient(origin),
       stub_(inference::GRPCInferenceService::NewStub(std::move(channel))),
-      model_(std::move(model)) {}
+      model_(std::move(model)),
+      api_key_(std::move(api_key)) {}
 
 void KServeClient::Start(const PlannedRequest& request, std::function<void(RequestRecord)> done) {
   Call* call = new Call(this, request, std::move(done));
   Register(call);
-  call->Go(stub_.get());
+  call->Go(stub_.get(), api_key_);
 }
 
 }  // namespace convoy::bench

@@ -17,8 +17,9 @@ namespace convoy::bench {
 
 class KServeClient final : public RequestClient {
  public:
-  // `model`: the name the server serves (ModelInfo.name).
-  KServeClient(std::shared_ptr<grpc::Channel> channel, std::string model,
+  // `model`: the name the server serves (ModelInfo.name). Every call carries `api_key`
+  // (client.h's AddApiKey).
+  KServeClient(std::shared_ptr<grpc::Channel> channel, std::string model, std::string api_key,
                SteadyClock::time_point origin);
 
   void Start(const PlannedRequest& request, std::function<void(RequestRecord)> done) override;
@@ -28,6 +29,7 @@ class KServeClient final : public RequestClient {
 
   std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
   const std::string model_;
+  const std::string api_key_;
 };
 
 }  // namespace convoy::bench

@@ -93,6 +93,9 @@ class OpenAiClient::Call final : public RequestClient::Call,
     request_.set(http::field::content_type, "application/json");
     request_.set(http::field::accept, "text/event-stream");
     request_.set(http::field::connection, "close");
+    if (!client->options_.api_key.empty()) {
+      request_.set(http::field::authorization, absl::StrCat("Bearer ", client->options_.api_key));
+    }
     request_.body() = BuildOpenAiCompletionBody(planned, client->options_.model);
     request_.prepare_payload();
     // A stream is as long as its output. (Boost 1.74 compares a Content-Length with an unset

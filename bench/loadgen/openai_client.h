@@ -22,6 +22,8 @@ namespace convoy::bench {
 struct OpenAiClientOptions {
   std::string address;  // HOST:PORT of the HTTP server
   std::string model;    // the body's "model"
+  // When not empty, every request carries `Authorization: Bearer KEY`.
+  std::string api_key;
   std::string path = "/v1/completions";
   int io_threads = 2;
 };

@@ -110,10 +110,11 @@ absl::StatusOr<std::unique_ptr<RequestClient>> MakeClient(const ServerTarget& ta
                                                           SteadyClock::time_point origin) {
   switch (target.protocol) {
     case Protocol::kNative:
-      return std::unique_ptr<RequestClient>(std::make_unique<StreamClient>(target.channel, origin));
+      return std::unique_ptr<RequestClient>(
+          std::make_unique<StreamClient>(target.channel, target.api_key, origin));
     case Protocol::kKServe:
       return std::unique_ptr<RequestClient>(
-          std::make_unique<KServeClient>(target.channel, model, origin));
+          std::make_unique<KServeClient>(target.channel, model, target.api_key, origin));
     case Protocol::kOpenAi: {
       if (target.http_address.empty()) {
         return absl::InvalidArgumentError("the openai protocol needs the server's HTTP address");
@@ -121,6 +122,7 @@ absl::StatusOr<std::unique_ptr<RequestClient>> MakeClient(const ServerTarget& ta
       OpenAiClientOptions options;
       options.address = target.http_address;
       options.model = model;
+      options.api_key = target.api_key;
       return MakeOpenAiClient(options, origin);
     }
   }
@@ -173,7 +175,7 @@ v1::Arrival EffectiveArrival(const v1::Workload& workload, const RunOptions& opt
 absl::StatusOr<RunResult> RunWorkload(const ServerTarget& target, const v1::Workload& workload,
                                       const RunOptions& options) {
   ASSIGN_OR_RETURN(const convoy::v1::ModelInfo model,
-                   FetchModelInfo(target.channel.get(), absl::Seconds(10)));
+                   FetchModelInfo(target.channel.get(), absl::Seconds(10), target.api_key));
   if (model.vocab_size() < 1 || model.max_context_length() < 2) {
     return absl::FailedPreconditionError(
         absl::StrFormat("the server's model has vocab_size %d and max_context_length %d",

@@ -40,6 +40,9 @@ struct ServerTarget {
   std::shared_ptr<grpc::Channel> channel;
   // HOST:PORT of the HTTP port; required for Protocol::kOpenAi.
   std::string http_address;
+  // When not empty, every call carries it: gRPC `authorization: Bearer KEY` metadata (the model's
+  // description included), HTTP `Authorization: Bearer KEY`.
+  std::string api_key;
 };
 
 // The workload's arrival process with the options' rate or concurrency applied.

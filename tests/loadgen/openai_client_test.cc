@@ -72,8 +72,8 @@ class Records {
 
 class OpenAiClientTest : public ::testing::Test {
  protected:
-  // Serves `handler` on POST /v1/completions and makes a client for it.
-  void Serve(HttpHandler handler) {
+  // Serves `handler` on POST /v1/completions and makes a client for it, with `api_key`.
+  void Serve(HttpHandler handler, std::string api_key = "") {
     HttpRouter router;
     ASSERT_TRUE(router.Add("POST", "/v1/completions", std::move(handler)).ok());
     HttpServerOptions options;
@@ -85,6 +85,7 @@ class OpenAiClientTest : public ::testing::Test {
     OpenAiClientOptions client_options;
     client_options.address = absl::StrCat("127.0.0.1:", server_->port());
     client_options.model = "tiny";
+    client_options.api_key = std::move(api_key);
     absl::StatusOr<std::unique_ptr<RequestClient>> client =
         MakeOpenAiClient(client_options, SteadyClock::now());
     ASSERT_TRUE(client.ok()) << client.status();
@@ -144,6 +145,26 @@ TEST_F(OpenAiClientTest, SendsTheCompletionRequest) {
   EXPECT_EQ(body["prompt"], nlohmann::json({5, 6, 7}));
   EXPECT_EQ(body["model"], "tiny");
   EXPECT_EQ(body["stream"], true);
+  EXPECT_EQ(seen.FindHeader("Authorization"), nullptr);  // no key given, none sent
+}
+
+TEST_F(OpenAiClientTest, SendsTheApiKey) {
+  absl::Mutex mu;
+  std::string authorization;
+  Serve(
+      [&](const HttpRequest& request, std::shared_ptr<HttpExchange> exchange) {
+        {
+          absl::MutexLock lock(&mu);
+          const std::string* header = request.FindHeader("Authorization");
+          authorization = header == nullptr ? "(none)" : *header;
+        }
+        StreamInPieces(*exchange, GoodStream(), 1 << 20);
+      },
+      "victim-key-0123456789");
+  const RequestRecord record = RunOne();
+  EXPECT_TRUE(record.completed) << record.error;
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(authorization, "Bearer victim-key-0123456789");
 }
 
 TEST_F(OpenAiClientTest, ReadsAStreamWrittenInOddPieces) {

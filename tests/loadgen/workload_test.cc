@@ -119,7 +119,7 @@ TEST(WorkloadTest, MissingFileIsNotFound) {
 }
 
 TEST(WorkloadTest, ShippedWorkloadsLoad) {
-  for (const char* name : {"chat", "rag", "background", "mixed"}) {
+  for (const char* name : {"chat", "rag", "background", "mixed", "fairness"}) {
     absl::StatusOr<v1::Workload> w =
         LoadWorkload(std::string(CONVOY_WORKLOADS_DIR) + "/" + name + ".pbtxt");
     ASSERT_OK(w);
