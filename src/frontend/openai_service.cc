@@ -43,25 +43,24 @@ bool Authenticated(const GenerationHub& hub, HttpExchange& exchange, OpenAiEndpo
 // held by itself (self_) until then; the session and the exchange only hold weak references.
 class OpenAiCall : public std::enable_shared_from_this<OpenAiCall> {
  public:
-  static void Run(GenerationHub* hub, OpenAiEndpoint endpoint,
-                  std::shared_ptr<HttpExchange> exchange) {
-    if (!Authenticated(*hub, *exchange, endpoint)) return;
+  // Checks the key and parses the body, on the HTTP server's thread: a refusal is answered at once
+  // (so that it reaches even a client that half-closed after its request) and null returned.
+  static std::shared_ptr<OpenAiCall> Accept(GenerationHub* hub, OpenAiEndpoint endpoint,
+                                            std::shared_ptr<HttpExchange> exchange) {
+    if (!Authenticated(*hub, *exchange, endpoint)) return nullptr;
     ParsedOpenAiRequest parsed = ParseOpenAiRequest(endpoint, exchange->request().body);
     if (!parsed.request) {
       // As gRPC counts a message that does not parse (a refusal before any session).
       hub->CountRefusal(RejectReason::kInvalidArgument);
       RespondOpenAiError(*exchange, parsed.error);
-      return;
+      return nullptr;
     }
-    auto call = std::shared_ptr<OpenAiCall>(
+    return std::shared_ptr<OpenAiCall>(
         new OpenAiCall(hub, *std::move(parsed.request), std::move(exchange)));
-    call->Start();
   }
 
- private:
-  OpenAiCall(GenerationHub* hub, OpenAiRequest request, std::shared_ptr<HttpExchange> exchange)
-      : hub_(hub), request_(std::move(request)), exchange_(std::move(exchange)) {}
-
+  // Tokenizes or renders the prompt and submits it (the work kept off the HTTP threads), then
+  // answers as the session goes.
   void Start() {
     self_ = shared_from_this();
     std::weak_ptr<OpenAiCall> weak = self_;
@@ -75,6 +74,10 @@ class OpenAiCall : public std::enable_shared_from_this<OpenAiCall> {
     session_->Begin(request_.request, absl::InfiniteFuture(),
                     CallOrigin{std::string(Authorization(http)), http.remote_address});
   }
+
+ private:
+  OpenAiCall(GenerationHub* hub, OpenAiRequest request, std::shared_ptr<HttpExchange> exchange)
+      : hub_(hub), request_(std::move(request)), exchange_(std::move(exchange)) {}
 
   // The responder, made once the session has its id (after Begin).
   const OpenAiResponder& Responder() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -188,9 +191,12 @@ absl::Status OpenAiService::AddRoutes(HttpRouter* router) {
     RETURN_IF_ERROR(router->Add(
         "POST", path,
         [this, endpoint = endpoint](const HttpRequest&, std::shared_ptr<HttpExchange> exchange) {
-          pool_.Run([this, endpoint, exchange = std::move(exchange)]() mutable {
+          std::shared_ptr<OpenAiCall> call =
+              OpenAiCall::Accept(hub_, endpoint, std::move(exchange));
+          if (call == nullptr) return;
+          pool_.Run([this, call = std::move(call)] {
             if (before_prepare_) before_prepare_();
-            OpenAiCall::Run(hub_, endpoint, std::move(exchange));
+            call->Start();
           });
         }));
   }
