@@ -220,6 +220,7 @@ nlohmann::json ResponseJson(const v1::InferResponse& r) {
   j["logprobs"] = std::vector<float>(r.logprobs().begin(), r.logprobs().end());
   if (r.top_logprobs_size() > 0) j["top_logprobs"] = TopLogprobsJson(r.top_logprobs());
   j["finish_reason"] = convoy::FinishReasonText(r.finish_reason());
+  j["seed"] = r.seed();  // the request's, or the one the server drew for it
   j["usage"] = {{"prompt_tokens", r.usage().prompt_tokens()},
                 {"completion_tokens", r.usage().completion_tokens()}};
   j["timings"] = {{"queue_us", r.timings().queue_microseconds()},
@@ -331,6 +332,7 @@ int Generate() {
       *whole.mutable_usage() = message.usage();
       *whole.mutable_timings() = message.timings();
       *whole.mutable_prompt_token_ids() = message.prompt_token_ids();
+      whole.set_seed(message.seed());
     }
   }
   const grpc::Status status = reader->Finish();

@@ -67,6 +67,14 @@ TEST_F(ClientTest, GenerateJsonMatchesTheApiAndStreamingGivesTheSameTokens) {
   EXPECT_EQ(stream_lines.back()["token_ids"].get<std::vector<int32_t>>(), tokens);
   EXPECT_EQ(stream_lines.back()["finish_reason"], "length");
 
+  // The seed is printed: the one given, or the one the server drew.
+  const ProcessResult seeded = Client("generate " + Addr() +
+                                      " --token-ids 1,2,3 --max-tokens 2 --temperature 1 "
+                                      "--seed 77 --stream --json");
+  ASSERT_EQ(seeded.exit_code, 0) << seeded.out;
+  EXPECT_EQ(JsonLines(seeded.out).back()["seed"].get<uint64_t>(), 77u) << seeded.out;
+  ASSERT_TRUE(lines[0].contains("seed")) << unary.out;
+
   const ProcessResult plain =
       Client("generate " + Addr() + " --token-ids 1,2,3 --max-tokens 6 --stream");
   ASSERT_EQ(plain.exit_code, 0);
