@@ -22,6 +22,7 @@
 #include "executor/cpu/cpu_executor.h"
 #include "gtest/gtest.h"
 #include "model/model_weights.h"
+#include "parity_harness.h"
 #include "scheduler/scheduler.h"
 #include "status_matchers.h"
 #include "test_models.h"
@@ -36,74 +37,6 @@ struct Output {
   std::vector<int32_t> tokens;
   std::vector<float> logprobs;
 };
-
-struct Served {
-  std::map<RequestId, Output> outputs;
-  int64_t preemptions = 0;
-  int64_t prefix_cache_hits = 0;  // tokens
-  // Requests whose prompt was computed again from its start after they had generated tokens.
-  std::set<RequestId> recomputed;
-};
-
-// Runs `requests` to completion on a fake clock. Request i is submitted once i x
-// `steps_between_arrivals` steps have run, or earlier when the scheduler has nothing to do.
-Served RunToCompletion(Executor& executor, SchedulerOptions options,
-                       const std::vector<Request>& requests, int64_t steps_between_arrivals) {
-  options.block_size = executor.kv_spec().block_size;
-  options.budget_counts_padding = executor.limits().computes_padding;
-  if (options.num_blocks == 0) options.num_blocks = executor.kv_spec().num_blocks;
-  Served run;
-  auto scheduler = Scheduler::Create(options);
-  EXPECT_OK(scheduler);
-  if (!scheduler.ok()) return run;
-  Scheduler& s = **scheduler;
-  absl::Time now = absl::UnixEpoch();
-  int64_t steps = 0;
-  size_t next = 0;
-  auto submit_due = [&] {
-    while (next < requests.size() && steps >= static_cast<int64_t>(next) * steps_between_arrivals) {
-      EXPECT_OK(s.Submit(requests[next++], now));
-    }
-  };
-  submit_due();
-  while (!s.empty() || next < requests.size()) {
-    ScheduleDecision decision = s.Schedule(now);
-    if (!decision.plan) {
-      if (next < requests.size() && (s.empty() || !decision.wake_at)) {
-        EXPECT_OK(s.Submit(requests[next++], now));
-        continue;
-      }
-      now = decision.wake_at.value_or(now + absl::Milliseconds(1));
-      continue;
-    }
-    for (const StepRow& row : decision.plan->rows) {
-      auto it = run.outputs.find(row.seq_id);
-      if (row.start_pos == 0 && it != run.outputs.end() && !it->second.tokens.empty()) {
-        run.recomputed.insert(row.seq_id);
-      }
-    }
-    absl::StatusOr<StepResult> result = executor.Step(*decision.plan);
-    EXPECT_OK(result);
-    if (!result.ok()) return run;
-    EXPECT_OK(s.OnStepResult(*result, now));
-    for (const Event& event : s.TakeEvents()) {
-      if (event.kind == Event::Kind::kToken) {
-        Output& out = run.outputs[event.request_id];
-        out.tokens.push_back(event.token);
-        out.logprobs.push_back(event.logprob);
-      } else {
-        EXPECT_TRUE(event.outcome == Outcome::kCompleteLength) << OutcomeName(event.outcome);
-      }
-    }
-    now += absl::Milliseconds(1);
-    ++steps;
-    submit_due();
-  }
-  run.preemptions = s.stats().preemptions;
-  run.prefix_cache_hits = s.stats().prefix_cache_hits;
-  EXPECT_EQ(s.allocator().num_free(), options.num_blocks);
-  return run;
-}
 
 // Where the default model is: $CONVOY_MODELS_DIR (relative to the source tree when relative), by
 // default models/, as scripts/fetch-default-model.sh puts it.
@@ -190,10 +123,9 @@ class GreedyDeterminismTest : public ::testing::TestWithParam<Case> {
   }
 
   // The target request's output in `run` must be the reference's, bit for bit.
-  void ExpectSame(const Served& run, RequestId id, const std::string& condition) {
-    auto it = run.outputs.find(id);
-    ASSERT_NE(it, run.outputs.end()) << condition;
-    const Output& got = it->second;
+  void ExpectSame(const ParityRun& run, RequestId id, const std::string& condition) {
+    ASSERT_TRUE(run.tokens.contains(id)) << condition;
+    const Output got{run.tokens.at(id), run.logprobs.at(id)};
     EXPECT_EQ(got.tokens, reference_.tokens) << condition;
     ASSERT_EQ(got.logprobs.size(), reference_.logprobs.size()) << condition;
     for (size_t t = 0; t < got.logprobs.size(); ++t) {
@@ -214,8 +146,8 @@ TEST_P(GreedyDeterminismTest, SameTokensAndLogprobsHoweverServed) {
   SchedulerOptions cold;
   cold.enable_prefix_caching = false;
   {
-    Served run = RunToCompletion(*executor_, cold, {target}, 0);
-    reference_ = run.outputs[kTarget];
+    ParityRun run = RunToCompletion(*executor_, cold, {target}, 0);
+    reference_ = {run.tokens[kTarget], run.logprobs[kTarget]};
     ASSERT_EQ(reference_.tokens.size(), static_cast<size_t>(target.max_tokens));
   }
 
@@ -224,7 +156,7 @@ TEST_P(GreedyDeterminismTest, SameTokensAndLogprobsHoweverServed) {
     SchedulerOptions options;
     Request again = target;
     again.id = 2;
-    Served run = RunToCompletion(*executor_, options, {target, again}, 1 << 20);
+    ParityRun run = RunToCompletion(*executor_, options, {target, again}, 1 << 20);
     EXPECT_GT(run.prefix_cache_hits, 0);
     ExpectSame(run, kTarget, "cold, prefix caching on");
     ExpectSame(run, 2, "prompt cached");
@@ -265,9 +197,9 @@ TEST_P(GreedyDeterminismTest, SameTokensAndLogprobsHoweverServed) {
     options.priority_levels = 2;
     const int32_t block = executor_->kv_spec().block_size;
     const int32_t tokens = static_cast<int32_t>(target.prompt_tokens.size()) + target.max_tokens;
-    options.num_blocks = 2 * ((tokens + block - 1) / block);
-    ASSERT_LE(options.num_blocks, executor_->kv_spec().num_blocks);
-    Served run = RunToCompletion(*executor_, options, requests, 1);
+    const int32_t num_blocks = 2 * ((tokens + block - 1) / block);
+    ASSERT_LE(num_blocks, executor_->kv_spec().num_blocks);
+    ParityRun run = RunToCompletion(*executor_, options, requests, 1, num_blocks);
     EXPECT_EQ(run.recomputed.count(kTarget), 1u)
         << "the target was not preempted (" << run.preemptions << " preemptions)";
     ExpectSame(run, kTarget, "preempted and recomputed");

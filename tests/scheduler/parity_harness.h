@@ -4,6 +4,7 @@
 #define CONVOY_TESTS_SCHEDULER_PARITY_HARNESS_H_
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,9 @@ namespace convoy::testing {
 
 struct ParityRun {
   std::map<RequestId, std::vector<int32_t>> tokens;
+  std::map<RequestId, std::vector<float>> logprobs;  // one per token
+  // Requests whose prompt was computed again from its start after they had generated tokens.
+  std::set<RequestId> recomputed;
   int64_t preemptions = 0;
   int64_t steps = 0;
   int64_t prefix_cache_hits = 0;  // tokens
@@ -25,12 +29,15 @@ struct ParityRun {
 
 // Runs `requests` to completion on a fake clock (1 ms per step: no timeouts fire). With
 // `steps_between_arrivals` 0 all are submitted at once; otherwise request i is submitted once
-// i x that many steps have run (or earlier, when the scheduler has nothing else to do).
+// i x that many steps have run (or earlier, when the scheduler has nothing else to do). The
+// scheduler gets the executor's block size and padding rule, as the engine gives it, and
+// `num_blocks` of its KV blocks (0: all of them).
 inline ParityRun RunToCompletion(Executor& executor, SchedulerOptions options,
                                  const std::vector<Request>& requests,
-                                 int64_t steps_between_arrivals = 0) {
+                                 int64_t steps_between_arrivals = 0, int32_t num_blocks = 0) {
   options.block_size = executor.kv_spec().block_size;
-  options.num_blocks = executor.kv_spec().num_blocks;
+  options.budget_counts_padding = executor.limits().computes_padding;
+  options.num_blocks = num_blocks > 0 ? num_blocks : executor.kv_spec().num_blocks;
   ParityRun run;
   auto scheduler = Scheduler::Create(options);
   EXPECT_OK(scheduler);
@@ -55,6 +62,9 @@ inline ParityRun RunToCompletion(Executor& executor, SchedulerOptions options,
       now = decision.wake_at.value_or(now + absl::Milliseconds(1));
       continue;
     }
+    for (const StepRow& row : decision.plan->rows) {
+      if (row.start_pos == 0 && !run.tokens[row.seq_id].empty()) run.recomputed.insert(row.seq_id);
+    }
     absl::StatusOr<StepResult> result = executor.Step(*decision.plan);
     EXPECT_OK(result);
     if (!result.ok()) return run;
@@ -62,6 +72,7 @@ inline ParityRun RunToCompletion(Executor& executor, SchedulerOptions options,
     for (const Event& event : s.TakeEvents()) {
       if (event.kind == Event::Kind::kToken) {
         run.tokens[event.request_id].push_back(event.token);
+        run.logprobs[event.request_id].push_back(event.logprob);
       } else {
         EXPECT_TRUE(event.outcome == Outcome::kCompleteLength) << OutcomeName(event.outcome);
       }
