@@ -225,7 +225,9 @@ class OpenAiClientTest(unittest.TestCase):
         deadline = time.monotonic() + LIVENESS_S
         while True:
             info = SERVER.info()
-            if info["kv_blocks_free"] == info["kv_blocks_total"] and info["num_running"] == 0:
+            # The cancellation is counted when the engine lets the request go: wait for it too.
+            if (info["kv_blocks_free"] == info["kv_blocks_total"] and info["num_running"] == 0
+                    and int(info.get("requests_cancelled", 0)) >= 1):
                 break
             self.assertLess(time.monotonic(), deadline, f"KV blocks still held: {info}")
             time.sleep(0.2)

@@ -303,4 +303,18 @@ std::optional<v1::ServerInfo> GetServerInfo(v1::Inference::Stub& stub) {
   return info;
 }
 
+std::optional<v1::ServerInfo> WaitForServerInfo(
+    v1::Inference::Stub& stub, const std::function<bool(const v1::ServerInfo&)>& done) {
+  const absl::Time give_up = absl::Now() + kLiveness;
+  std::optional<v1::ServerInfo> last;
+  while (absl::Now() < give_up) {
+    if (std::optional<v1::ServerInfo> info = GetServerInfo(stub)) {
+      last = std::move(info);
+      if (done(*last)) break;
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return last;
+}
+
 }  // namespace convoy::testing

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -106,6 +107,12 @@ grpc::Status CallInferStream(v1::Inference::Stub& stub, const v1::InferRequest& 
 
 // The server's information, or nullopt when the call failed.
 std::optional<v1::ServerInfo> GetServerInfo(v1::Inference::Stub& stub);
+
+// Polls GetServerInfo until `done` holds (every 5 ms, at most kLiveness); the last information
+// seen. A request's end is counted when the engine lets it go, which for a request its client
+// cancelled comes after the client's answer: a test waits for the count, it does not assume it.
+std::optional<v1::ServerInfo> WaitForServerInfo(
+    v1::Inference::Stub& stub, const std::function<bool(const v1::ServerInfo&)>& done);
 
 }  // namespace convoy::testing
 
