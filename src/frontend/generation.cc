@@ -179,7 +179,7 @@ std::array<int64_t, kNumRejectReasons> GenerationHub::rejections() const {
 
 std::array<int64_t, kNumOutcomes> GenerationHub::outcomes() const {
   std::array<int64_t, kNumOutcomes> counts{};
-  for (int i = 0; i < kNumOutcomes; ++i) counts[i] = outcomes_[i].load(std::memory_order_relaxed);
+  for (int i = 0; i < kNumOutcomes; ++i) counts[i] = outcomes_[i].load(std::memory_order_acquire);
   return counts;
 }
 
@@ -639,11 +639,12 @@ void GenerationSession::ReportDone(const Event& event, Outcome outcome,
     if (first_token_) summary.time_to_first_token = *first_token_ - arrival_;
   }
   summary.e2e_latency = absl::Now() - arrival_;
-  if (outcome != Outcome::kRejected) {
-    hub_->outcomes_[static_cast<int>(outcome)].fetch_add(1, std::memory_order_relaxed);
-  }
+  // /metrics first: whoever sees the request counted in GetServerInfo finds it there too.
   const ServingContext* serving = hub_->serving();
   if (serving->metrics != nullptr) serving->metrics->OnRequestDone(summary);
+  if (outcome != Outcome::kRejected) {
+    hub_->outcomes_[static_cast<int>(outcome)].fetch_add(1, std::memory_order_release);
+  }
   LogRequestDone(summary);
 }
 

@@ -336,7 +336,9 @@ TEST(DaemonMetricsTest, AStreamWhoseClientNeverReadsIsCancelledAndCounted) {
   EXPECT_TRUE(CallInfer(*stub, MakeRequest({4, 5}, 4), &response).ok());
   EXPECT_EQ(response.token_ids_size(), 4);
   // The slow client's request counts as cancelled, the other as complete, in both places.
-  info = GetServerInfo(*stub);
+  info = WaitForServerInfo(*stub, [](const v1::ServerInfo& i) {
+    return i.requests_cancelled() >= 1 && i.requests_completed() >= 1;
+  });
   ASSERT_TRUE(info.has_value());
   EXPECT_EQ(info->requests_cancelled(), 1);
   EXPECT_EQ(info->requests_completed(), 1);
