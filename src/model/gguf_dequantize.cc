@@ -22,6 +22,12 @@ namespace {
 //        fifth bit of value l of sub-block s.
 //   Q6_K (256, 210): 128 bytes of low nibbles, 64 bytes of 2-bit highs, 16 int8 scales (one per
 //        16 values), half d; x = (d * scale) * (q - 32).
+//   Q2_K (256, 84): 16 bytes of scales (one per 16 values: scale in the low nibble, min in the
+//        high one), 64 bytes of 2-bit quants, half d, half dmin. Value 128 * h + 32 * j + l
+//        (l < 32) is bits 2j, 2j + 1 of byte 32 * h + l; x = (d * scale) * q - (dmin * min).
+//   Q3_K (256, 110): 32 bytes of high bits, 64 bytes of 2-bit quants, 12 bytes holding sixteen
+//        6-bit scales, half d. Value 128 * h + 32 * j + l takes its low 2 bits as Q2_K does and
+//        bit 4h + j of high byte l; x = (d * (scale - 32)) * (low - (high ? 0 : 4)).
 
 float Half(const std::byte* p) {
   uint16_t bits;
@@ -101,6 +107,42 @@ void KBlock(const std::byte* b, const std::byte* qh, const std::byte* qs, float*
 void Q4_KBlock(const std::byte* b, float* y) { KBlock(b, nullptr, b + 16, y); }
 void Q5_KBlock(const std::byte* b, float* y) { KBlock(b, b + 16, b + 48, y); }
 
+void Q2_KBlock(const std::byte* b, float* y) {
+  const std::byte* scales = b;
+  const std::byte* qs = b + 16;
+  const float d = Half(b + 80), dmin = Half(b + 82);
+  for (int v = 0; v < 256; ++v) {
+    const int h = v / 128, j = (v % 128) / 32, l = v % 32;
+    const uint8_t sc = U8(scales, v / 16);
+    const float dl = d * static_cast<float>(sc & 0x0F);
+    const float ml = dmin * static_cast<float>(sc >> 4);
+    const int q = (U8(qs, 32 * h + l) >> (2 * j)) & 3;
+    y[v] = dl * static_cast<float>(q) - ml;
+  }
+}
+
+// Scale s (0..15) of a Q3_K block, 0..63, from its 12 packed bytes: the low nibble is in byte s % 8
+// (low nibble for s < 8, high for the rest), the top 2 bits in byte 8 + s % 4 at bit 2 * (s / 4).
+int Q3_KScale(const std::byte* scales, int s) {
+  const int low = s < 8 ? (U8(scales, s) & 0x0F) : (U8(scales, s - 8) >> 4);
+  const int high = (U8(scales, 8 + s % 4) >> (2 * (s / 4))) & 3;
+  return low | (high << 4);
+}
+
+void Q3_KBlock(const std::byte* b, float* y) {
+  const std::byte* hmask = b;
+  const std::byte* qs = b + 32;
+  const std::byte* scales = b + 96;
+  const float d = Half(b + 108);
+  for (int v = 0; v < 256; ++v) {
+    const int h = v / 128, j = (v % 128) / 32, l = v % 32;
+    const float dl = d * static_cast<float>(Q3_KScale(scales, v / 16) - 32);
+    const int low = (U8(qs, 32 * h + l) >> (2 * j)) & 3;
+    const bool high = ((U8(hmask, l) >> (4 * h + j)) & 1) != 0;
+    y[v] = dl * static_cast<float>(low - (high ? 0 : 4));
+  }
+}
+
 void Q6_KBlock(const std::byte* b, float* y) {
   const std::byte* ql = b;
   const std::byte* qh = b + 128;
@@ -137,6 +179,10 @@ BlockFunction FindBlockFunction(GgmlType type) {
       return Q5_1Block;
     case GgmlType::kQ8_0:
       return Q8_0Block;
+    case GgmlType::kQ2_K:
+      return Q2_KBlock;
+    case GgmlType::kQ3_K:
+      return Q3_KBlock;
     case GgmlType::kQ4_K:
       return Q4_KBlock;
     case GgmlType::kQ5_K:
@@ -183,7 +229,7 @@ absl::Status DequantizeRow(const GgufTensor& tensor, int64_t row, float* dst) {
   if (!CanDequantize(tensor.type)) {
     return absl::UnimplementedError(absl::StrFormat(
         "tensor '%s': type %s is not supported, expected F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, "
-        "Q8_0, Q4_K, Q5_K or Q6_K",
+        "Q8_0, Q2_K, Q3_K, Q4_K, Q5_K or Q6_K",
         tensor.name, GgmlTypeName(tensor.type)));
   }
   const int64_t row_length = tensor.RowLength();

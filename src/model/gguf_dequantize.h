@@ -10,7 +10,7 @@
 
 namespace convoy {
 
-// F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K.
+// F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K.
 bool CanDequantize(GgmlType type);
 
 // Converts `num_elements` consecutive values stored at `src` in `type` to fp32 at `dst`. Each

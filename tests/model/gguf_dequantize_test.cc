@@ -40,7 +40,7 @@ std::vector<TypeCase> LoadManifest() {
 
 TEST(GgufDequantizeTest, EveryTypeMatchesGgufPyBitForBit) {
   const std::vector<TypeCase> cases = LoadManifest();
-  ASSERT_EQ(cases.size(), 11u);  // F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K
+  ASSERT_EQ(cases.size(), 13u);  // F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K Q2_K Q3_K
   for (const TypeCase& c : cases) {
     SCOPED_TRACE(c.type);
     auto file = GgufFile::Open(TypesDir() + c.gguf);
@@ -85,12 +85,12 @@ TEST(GgufDequantizeTest, RowsAndUnsupportedTypes) {
   std::vector<float> row(static_cast<size_t>(tensor.RowLength()));
   EXPECT_THAT(DequantizeRow(tensor, 3, row.data()),
               StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("tensor 'x': row 3 of 3")));
-  GgufTensor q2k = tensor;
-  q2k.type = static_cast<GgmlType>(10);
-  EXPECT_FALSE(CanDequantize(q2k.type));
-  EXPECT_THAT(DequantizeRow(q2k, 0, row.data()),
+  GgufTensor q8k = tensor;
+  q8k.type = static_cast<GgmlType>(15);
+  EXPECT_FALSE(CanDequantize(q8k.type));
+  EXPECT_THAT(DequantizeRow(q8k, 0, row.data()),
               StatusIs(absl::StatusCode::kUnimplemented,
-                       HasSubstr("tensor 'x': type Q2_K is not supported")));
+                       HasSubstr("tensor 'x': type Q8_K is not supported")));
 }
 
 }  // namespace

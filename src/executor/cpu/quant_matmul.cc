@@ -1,0 +1,250 @@
+#include "executor/cpu/quant_matmul.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "executor/cpu/quant_unpack.h"
+
+// The kernel is compiled for AVX2 + FMA whatever the build's -march, and only called after
+// Avx2Available() said the CPU has them.
+#define CONVOY_TARGET_AVX2_FMA __attribute__((target("avx2,fma")))
+
+namespace convoy {
+namespace {
+
+using quant::UnpackedRow;
+
+// A group whose largest magnitude is below this quantizes to zeros: 127 / amax stays finite.
+constexpr float kMinGroupMax = 0x1p-100f;
+// Weight rows unpacked together: each activation row runs against all of them while its group
+// is in registers.
+constexpr int kTileRows = 4;
+// Below this much work ((m + 4) * n * k) a product runs on the calling thread: waking the team
+// costs more. The 4 stands for the unpacking, done once per weight.
+constexpr int64_t kMinParallelWork = int64_t{1} << 18;
+
+bool Avx2Available() {
+  static const bool available = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return available;
+}
+
+// Round to nearest, ties to even, for |v| <= 2^22: adding 1.5 * 2^23 leaves no fraction bits.
+float RoundHalfEven(float v) {
+  constexpr float kShift = 0x1.8p23f;
+  return (v + kShift) - kShift;
+}
+
+// One group of 32 activations, as the contract in the header says.
+void QuantizeGroup(const float* x, int8_t* xq, float* dx, float* half_sums) {
+  float amax = 0.0f;
+  for (int i = 0; i < 32; ++i) {
+    const float a = std::fabs(x[i]);
+    if (a > amax || a != a) amax = a;  // a NaN stays
+  }
+  if (amax < kMinGroupMax) {
+    std::memset(xq, 0, 32);
+    *dx = 0.0f;
+    half_sums[0] = half_sums[1] = 0.0f;
+    return;
+  }
+  const float scale = amax / 127.0f;
+  const float inverse = 127.0f / amax;
+  for (int h = 0; h < 2; ++h) {
+    int sum = 0;
+    for (int i = 16 * h; i < 16 * h + 16; ++i) {
+      float v = x[i] * inverse;
+      v = v > -127.0f ? v : -127.0f;  // NaN clamps to -127
+      v = v < 127.0f ? v : 127.0f;
+      xq[i] = static_cast<int8_t>(RoundHalfEven(v));
+      sum += xq[i];
+    }
+    half_sums[h] = scale * static_cast<float>(sum);
+  }
+  *dx = scale;
+}
+
+// Per-thread buffers for a tile of unpacked weight rows.
+struct Scratch {
+  std::vector<uint8_t> q;
+  std::vector<float> scales;
+  std::vector<float> offsets;
+  UnpackedRow rows[kTileRows];
+
+  void Reserve(int64_t k) {
+    const int64_t stride = quant::OffsetStride(k);
+    if (static_cast<int64_t>(q.size()) < kTileRows * k) {
+      q.resize(kTileRows * k);
+      scales.resize(kTileRows * k / 4);
+    }
+    if (static_cast<int64_t>(offsets.size()) < kTileRows * stride) {
+      offsets.resize(kTileRows * stride);
+    }
+    for (int w = 0; w < kTileRows; ++w) {
+      rows[w] = {q.data() + w * k, scales.data() + w * k / 4, offsets.data() + w * stride};
+    }
+  }
+};
+
+Scratch& ThreadScratch(int64_t k) {
+  thread_local Scratch scratch;
+  scratch.Reserve(k);
+  return scratch;
+}
+
+// ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)).
+CONVOY_TARGET_AVX2_FMA float HorizontalSum(__m256 v) {
+  const __m128 quad = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 pair = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
+  return _mm_cvtss_f32(_mm_add_ss(pair, _mm_movehdup_ps(pair)));
+}
+
+// Outputs y[r * ldy + w] for every activation row r and the W unpacked rows.
+template <bool kSigned, bool kOffsets, int W>
+CONVOY_TARGET_AVX2_FMA void TileAvx2(const UnpackedRow* rows, int64_t k, const QuantizedRows& x,
+                                     float* y, int64_t ldy) {
+  const int64_t groups = k / 32;
+  const int64_t offset_vectors = quant::OffsetStride(k) / 8;
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t r = 0; r < x.m(); ++r) {
+    const int8_t* xq = x.values(r);
+    const float* dx = x.scales(r);
+    __m256 acc[W];
+    for (int w = 0; w < W; ++w) acc[w] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < groups; ++g) {
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * g));
+      const __m256 dxv = _mm256_broadcast_ss(dx + g);
+#pragma GCC unroll 4
+      for (int w = 0; w < W; ++w) {
+        const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[w].q + 32 * g));
+        // Pairs of products, exact in int16: 63 * 127 * 2 and (Q8_0, signs moved to x) 128 * 127
+        // * 2 are below 32767.
+        const __m256i pairs = kSigned ? _mm256_maddubs_epi16(_mm256_abs_epi8(qv),
+                                                             _mm256_sign_epi8(xv, qv))
+                                      : _mm256_maddubs_epi16(qv, xv);
+        const __m256 sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
+        const __m256 c = _mm256_mul_ps(_mm256_loadu_ps(rows[w].scales + 8 * g), dxv);
+        acc[w] = _mm256_fmadd_ps(sums, c, acc[w]);
+      }
+    }
+    if (kOffsets) {
+      const float* xsum = x.half_sums(r);
+      __m256 off[W];
+      for (int w = 0; w < W; ++w) off[w] = _mm256_setzero_ps();
+      for (int64_t t = 0; t < offset_vectors; ++t) {
+        const __m256 xs = _mm256_loadu_ps(xsum + 8 * t);
+#pragma GCC unroll 4
+        for (int w = 0; w < W; ++w) {
+          off[w] = _mm256_fmadd_ps(_mm256_loadu_ps(rows[w].offsets + 8 * t), xs, off[w]);
+        }
+      }
+      for (int w = 0; w < W; ++w) acc[w] = _mm256_add_ps(acc[w], off[w]);
+    }
+    for (int w = 0; w < W; ++w) y[r * ldy + w] = HorizontalSum(acc[w]);
+  }
+}
+
+// The same outputs as TileAvx2, one at a time.
+template <bool kSigned, bool kOffsets>
+void TilePortable(const UnpackedRow* rows, int count, int64_t k, const QuantizedRows& x,
+                  float* y, int64_t ldy) {
+  const int64_t groups = k / 32;
+  const int64_t offsets = quant::OffsetStride(k);
+  for (int64_t r = 0; r < x.m(); ++r) {
+    const int8_t* xq = x.values(r);
+    const float* dx = x.scales(r);
+    const float* xsum = x.half_sums(r);
+    for (int w = 0; w < count; ++w) {
+      const UnpackedRow& row = rows[w];
+      float v[8] = {};
+      for (int64_t g = 0; g < groups; ++g) {
+        for (int l = 0; l < 8; ++l) {
+          int sum = 0;
+          for (int64_t i = 32 * g + 4 * l; i < 32 * g + 4 * l + 4; ++i) {
+            const int q = kSigned ? static_cast<int8_t>(row.q[i]) : row.q[i];
+            sum += q * xq[i];
+          }
+          const float c = row.scales[8 * g + l] * dx[g];
+          v[l] = std::fma(static_cast<float>(sum), c, v[l]);
+        }
+      }
+      if (kOffsets) {
+        float off[8] = {};
+        for (int64_t t = 0; t < offsets; t += 8) {
+          for (int l = 0; l < 8; ++l) off[l] = std::fma(row.offsets[t + l], xsum[t + l], off[l]);
+        }
+        for (int l = 0; l < 8; ++l) v[l] = v[l] + off[l];
+      }
+      y[r * ldy + w] = ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+    }
+  }
+}
+
+using TileFn = void (*)(const UnpackedRow*, int, int64_t, const QuantizedRows&, float*, int64_t);
+
+template <bool kSigned, bool kOffsets>
+void TileAvx2Any(const UnpackedRow* rows, int count, int64_t k, const QuantizedRows& x, float* y,
+                 int64_t ldy) {
+  switch (count) {
+    case 1:
+      return TileAvx2<kSigned, kOffsets, 1>(rows, k, x, y, ldy);
+    case 2:
+      return TileAvx2<kSigned, kOffsets, 2>(rows, k, x, y, ldy);
+    case 3:
+      return TileAvx2<kSigned, kOffsets, 3>(rows, k, x, y, ldy);
+    default:
+      return TileAvx2<kSigned, kOffsets, 4>(rows, k, x, y, ldy);
+  }
+}
+
+TileFn FindTile(bool is_signed, bool avx2) {
+  if (avx2) return is_signed ? TileAvx2Any<true, false> : TileAvx2Any<false, true>;
+  return is_signed ? TilePortable<true, false> : TilePortable<false, true>;
+}
+
+}  // namespace
+
+bool QuantMatmulSupports(GgmlType type) { return quant::FindFormat(type) != nullptr; }
+
+void QuantizedRows::Quantize(const float* x, int64_t m, int64_t k) {
+  m_ = m;
+  k_ = k;
+  half_sum_stride_ = quant::OffsetStride(k);
+  const int64_t groups = k / kGroup;
+  values_.resize(m * k);
+  scales_.resize(m * groups);
+  half_sums_.resize(m * half_sum_stride_);
+  for (int64_t r = 0; r < m; ++r) {
+    float* sums = half_sums_.data() + r * half_sum_stride_;
+    for (int64_t g = 0; g < groups; ++g) {
+      QuantizeGroup(x + r * k + g * kGroup, values_.data() + r * k + g * kGroup,
+                    scales_.data() + r * groups + g, sums + 2 * g);
+    }
+    std::fill(sums + 2 * groups, sums + half_sum_stride_, 0.0f);
+  }
+}
+
+void QuantMatmul(GgmlType type, const std::byte* w, int64_t n, int64_t k, const QuantizedRows& x,
+                 float* y, int64_t ldy, QuantPath path) {
+  const int64_t m = x.m();
+  if (m <= 0 || n <= 0) return;
+  const quant::Format& format = *quant::FindFormat(type);
+  const bool avx2 = path == QuantPath::kBest && Avx2Available();
+  const quant::UnpackFn unpack = avx2 ? format.unpack_avx2 : format.unpack_portable;
+  const TileFn tile = FindTile(format.is_signed, avx2);
+  const int64_t row_bytes = k / format.block_elements * format.block_bytes;
+  const int64_t tiles = (n + kTileRows - 1) / kTileRows;
+#pragma omp parallel for schedule(static) if ((m + 4) * n * k >= kMinParallelWork)
+  for (int64_t t = 0; t < tiles; ++t) {
+    Scratch& scratch = ThreadScratch(k);
+    const int64_t first = t * kTileRows;
+    const int count = static_cast<int>(std::min<int64_t>(kTileRows, n - first));
+    for (int i = 0; i < count; ++i) unpack(w + (first + i) * row_bytes, k, scratch.rows[i]);
+    tile(scratch.rows, count, k, x, y + first, ldy);
+  }
+}
+
+}  // namespace convoy

@@ -1,0 +1,416 @@
+#include "executor/cpu/quant_unpack.h"
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "common/half.h"
+
+// The AVX2 unpackers are compiled for AVX2 whatever the build's -march, and only called after the
+// caller checked the CPU.
+#define CONVOY_TARGET_AVX2 __attribute__((target("avx2")))
+
+namespace convoy::quant {
+namespace {
+
+// Block layouts are described in model/gguf_dequantize.cc. Each format below gives:
+//   Scales(block, lanes, offsets): the 8-lane scale vectors of the block's groups and its
+//     per-16 offsets, in fp32 as quant_matmul.h's table says (shared by both paths, so the
+//     floats are the same);
+//   Quants(block, q) and QuantsAvx2(block, q): the block's quants, one byte each.
+
+float Half(const std::byte* p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  return FP16ToFloat(bits);
+}
+
+uint8_t Byte(const std::byte* p, int i) { return static_cast<uint8_t>(p[i]); }
+
+// Group g's lanes: s0 for its first 16 values, s1 for the second 16.
+void SetLanes(float* lanes, int g, float s0, float s1) {
+  for (int l = 0; l < 4; ++l) {
+    lanes[8 * g + l] = s0;
+    lanes[8 * g + 4 + l] = s1;
+  }
+}
+
+// Sixteen per-16 scales: lanes and offsets from scale i and offset i of 16.
+void SetSixteen(const float* scale, const float* offset, float* lanes, float* offsets) {
+  for (int g = 0; g < 8; ++g) SetLanes(lanes, g, scale[2 * g], scale[2 * g + 1]);
+  std::memcpy(offsets, offset, 16 * sizeof(float));
+}
+
+CONVOY_TARGET_AVX2 __m256i Load256(const std::byte* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+CONVOY_TARGET_AVX2 void Store256(uint8_t* q, __m256i v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), v);
+}
+
+// Bits [shift, shift + width) of every byte of v (shift + width <= 8), moved to bit `to`.
+template <int kWidth>
+CONVOY_TARGET_AVX2 __m256i Field(__m256i v, int shift, int to) {
+  const __m256i mask = _mm256_set1_epi8(static_cast<char>((1 << kWidth) - 1));
+  const __m256i field = _mm256_and_si256(_mm256_srli_epi16(v, shift), mask);
+  return _mm256_slli_epi16(field, to);  // the field stays inside its byte
+}
+
+// ---- The 32-value types: one block is one group.
+
+// 16 bytes of nibbles: value j < 16 the low nibble of byte j, value j + 16 its high nibble.
+void Nibbles(const std::byte* qs, uint8_t* q) {
+  for (int j = 0; j < 16; ++j) {
+    q[j] = Byte(qs, j) & 0x0F;
+    q[j + 16] = Byte(qs, j) >> 4;
+  }
+}
+
+CONVOY_TARGET_AVX2 __m256i NibblesAvx2(const std::byte* qs) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  const __m128i low = _mm_and_si128(bytes, mask);
+  const __m128i high = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(low), high, 1);
+}
+
+// The fifth bits of Q5_0/Q5_1: bit j of the 32-bit little-endian word at qh is value j's.
+void FifthBits(const std::byte* qh, uint8_t* q) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  for (int j = 0; j < 32; ++j) q[j] |= static_cast<uint8_t>(((bits >> j) & 1u) << 4);
+}
+
+CONVOY_TARGET_AVX2 __m256i FifthBitsAvx2(const std::byte* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  // Byte j takes byte j / 8 of the word, then tests its bit j % 8.
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                       3, 3, 3, 3, 3, 3));
+  const __m256i select = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+struct Q4_0 {
+  static constexpr int kElements = 32, kBytes = 18;
+  static void Scales(const std::byte* b, float* lanes, float* offsets) {
+    const float d = Half(b);
+    SetLanes(lanes, 0, d, d);
+    offsets[0] = offsets[1] = -8.0f * d;
+  }
+  static void Quants(const std::byte* b, uint8_t* q) { Nibbles(b + 2, q); }
+  static CONVOY_TARGET_AVX2 void QuantsAvx2(const std::byte* b, uint8_t* q) {
+    Store256(q, NibblesAvx2(b + 2));
+  }
+};
+
+struct Q4_1 {
+  static constexpr int kElements = 32, kBytes = 20;
+  static void Scales(const std::byte* b, float* lanes, float* offsets) {
+    const float d = Half(b);
+    SetLanes(lanes, 0, d, d);
+    offsets[0] = offsets[1] = Half(b + 2);
+  }
+  static void Quants(const std::byte* b, uint8_t* q) { Nibbles(b + 4, q); }
+  static CONVOY_TARGET_AVX2 void QuantsAvx2(const std::byte* b, uint8_t* q) {
+    Store256(q, NibblesAvx2(b + 4));
+  }
+};
+
+struct Q5_0 {
+  static constexpr int kElements = 32, kBytes = 22;
+  static void Scales(const std::byte* b, float* lanes, float* offsets) {
+    const float d = Half(b);
+    SetLanes(lanes, 0, d, d);
+    offsets[0] = offsets[1] = -16.0f * d;
+  }
+  static void Quants(const std::byte* b, uint8_t* q) {
+    Nibbles(b + 6, q);
+    FifthBits(b + 2, q);
+  }
+  static CONVOY_TARGET_AVX2 void QuantsAvx2(const std::byte* b, uint8_t* q) {
+    Store256(q, _mm256_or_si256(NibblesAvx2(b + 6), FifthBitsAvx2(b + 2)));
+  }
+};
+
+struct Q5_1 {
+  static constexpr int kElements = 32, kBytes = 24;
+  static void Scales(const std::byte* b, float* lanes, float* offsets) {
+    const float d = Half(b);
+    SetLanes(lanes, 0, d, d);
+    offsets[0] = offsets[1] = Half(b + 2);
+  }
+  static void Quants(const std::byte* b, uint8_t* q) {
+    Nibbles(b + 8, q);
+    FifthBits(b + 4, q);
+  }
+  static CONVOY_TARGET_AVX2 void QuantsAvx2(const std::byte* b, uint8_t* q) {
+    Store256(q, _mm256_or_si256(NibblesAvx2(b + 8), FifthBitsAvx2(b + 4)));
+  }
+};
+
+struct Q8_0 {
+  static constexpr int kElements = 32, kBytes = 34;
+  static void Scales(const std::byte* b, float* lanes, float*) {
+    const float d = Half(b);
+    SetLanes(lanes, 0, d, d);
+  }
+  static void Quants(const std::byte* b, uint8_t* q) { std::memcpy(q, b + 2, 32); }
+  static CONVOY_TARGET_AVX2 void QuantsAvx2(const std::byte* b, uint8_t* q) {
+    Store256(q, Load256(b + 2));
+  }
+};
+
+// ---- The 256-value types: eight groups per block. Value 32 * g + l of the block is value l of
+// group g.
+
+// Q4_K and Q5_K: eight 6-bit scales and mins in 12 bytes. Sub-block s < 4 keeps its scale in the
+// low 6 bits of byte s and its min in those of byte s + 4; sub-block s >= 4 keeps the low 4 bits
+// of its scale in the low nibble of byte s + 4, of its min in the high nibble, and the top 2 bits
+// of each in the top bits of bytes s - 4 and s.
+void KScales(const std::byte* b, float* lanes, float* offsets) {
+  const float d = Half(b), dmin = Half(b + 2);
+  const std::byte* packed = b + 4;
+  for (int s = 0; s < 8; ++s) {
+    int scale, min;
+    if (s < 4) {
+      scale = Byte(packed, s) & 0x3F;
+      min = Byte(packed, s + 4) & 0x3F;
+    } else {
+      const int both = Byte(packed, s + 4);
+      scale = (both & 0x0F) | ((Byte(packed, s - 4) >> 6) << 4);
+      min = (both >> 4) | ((Byte(packed, s) >> 6) << 4);
+    }
+    const float ds = d * static_cast<float>(scale);
+    SetLanes(lanes, s, ds, ds);
+    offsets[2 * s] = offsets[2 * s + 1] = -(dmin * static_cast<float>(min));
+  }
+}
+
+// 128 bytes of nibbles: 32 bytes per pair of groups, the low nibbles the first group's.
+void KNibbles(const std::byte* qs, uint8_t* q) {
+  for (int p = 0; p < 4; ++p) {
+    for (int l = 0; l < 32; ++l) {
+      q[64 * p + l] = Byte(qs, 32 * p + l) & 0x0F;
+      q[64 * p + 32 + l] = Byte(qs, 32 * p + l) >> 4;
+    }
+  }
+}
+
+struct Q4_K {
+  static constexpr int kElements = 256, kBytes = 144;
+  static void Scales(const std::byte* b, float* lanes, float* offsets) {
+    KScales(b, lanes, offsets);
+  }
+  static void Quants(const std::byte* b, uint8_t* q) { KNibbles(b + 16, q); }
+  static CONVOY_TARGET_AVX2 void QuantsAvx2(const std::byte* b, uint8_t* q) {
+    for (int p = 0; p < 4; ++p) {
+      const __m256i bytes = Load256(b + 16 + 32 * p);
+      Store256(q + 64 * p, Field<4>(bytes, 0, 0));
+      Store256(q + 64 * p + 32, Field<4>(bytes, 4, 0));
+    }
+  }
+};
+
+// Q5_K's fifth bits: bit g of byte l is value l of group g's.
+struct Q5_K {
+  static constexpr int kElements = 256, kBytes = 176;
+  static void Scales(const std::byte* b, float* lanes, float* offsets) {
+    KScales(b, lanes, offsets);
+  }
+  static void Quants(const std::byte* b, uint8_t* q) {
+    KNibbles(b + 48, q);
+    for (int g = 0; g < 8; ++g) {
+      for (int l = 0; l < 32; ++l) q[32 * g + l] |= ((Byte(b + 16, l) >> g) & 1) << 4;
+    }
+  }
+  static CONVOY_TARGET_AVX2 void QuantsAvx2(const std::byte* b, uint8_t* q) {
+    const __m256i high = Load256(b + 16);
+    for (int p = 0; p < 4; ++p) {
+      const __m256i bytes = Load256(b + 48 + 32 * p);
+      Store256(q + 64 * p,
+               _mm256_or_si256(Field<4>(bytes, 0, 0), Field<1>(high, 2 * p, 4)));
+      Store256(q + 64 * p + 32,
+               _mm256_or_si256(Field<4>(bytes, 4, 0), Field<1>(high, 2 * p + 1, 4)));
+    }
+  }
+};
+
+// Q6_K: value 128 * h + 32 * j + l (group 4h + j) takes the low (j < 2) or high nibble of byte
+// 64 * h + 32 * (j % 2) + l of ql, and bits 2j, 2j + 1 of byte 32 * h + l of qh; one int8 scale
+// per 16 values.
+struct Q6_K {
+  static constexpr int kElements = 256, kBytes = 210;
+  static void Scales(const std::byte* b, float* lanes, float* offsets) {
+    const float d = Half(b + 208);
+    float scale[16], offset[16];
+    for (int i = 0; i < 16; ++i) {
+      scale[i] = d * static_cast<float>(static_cast<int8_t>(Byte(b + 192, i)));
+      offset[i] = -32.0f * scale[i];
+    }
+    SetSixteen(scale, offset, lanes, offsets);
+  }
+  static void Quants(const std::byte* b, uint8_t* q) {
+    for (int h = 0; h < 2; ++h) {
+      for (int j = 0; j < 4; ++j) {
+        for (int l = 0; l < 32; ++l) {
+          const uint8_t low_byte = Byte(b, 64 * h + 32 * (j % 2) + l);
+          const int low = j < 2 ? (low_byte & 0x0F) : (low_byte >> 4);
+          const int high = (Byte(b + 128, 32 * h + l) >> (2 * j)) & 3;
+          q[128 * h + 32 * j + l] = static_cast<uint8_t>(low | (high << 4));
+        }
+      }
+    }
+  }
+  static CONVOY_TARGET_AVX2 void QuantsAvx2(const std::byte* b, uint8_t* q) {
+    for (int h = 0; h < 2; ++h) {
+      const __m256i high = Load256(b + 128 + 32 * h);
+      for (int j = 0; j < 4; ++j) {
+        const __m256i low = Field<4>(Load256(b + 64 * h + 32 * (j % 2)), j < 2 ? 0 : 4, 0);
+        Store256(q + 128 * h + 32 * j, _mm256_or_si256(low, Field<2>(high, 2 * j, 4)));
+      }
+    }
+  }
+};
+
+// Q2_K and Q3_K: value 128 * h + 32 * j + l (group 4h + j) takes bits 2j, 2j + 1 of byte
+// 32 * h + l of the 64 bytes at qs.
+void TwoBits(const std::byte* qs, uint8_t* q) {
+  for (int h = 0; h < 2; ++h) {
+    for (int j = 0; j < 4; ++j) {
+      for (int l = 0; l < 32; ++l) q[128 * h + 32 * j + l] = (Byte(qs, 32 * h + l) >> (2 * j)) & 3;
+    }
+  }
+}
+
+struct Q2_K {
+  static constexpr int kElements = 256, kBytes = 84;
+  static void Scales(const std::byte* b, float* lanes, float* offsets) {
+    const float d = Half(b + 80), dmin = Half(b + 82);
+    float scale[16], offset[16];
+    for (int i = 0; i < 16; ++i) {
+      scale[i] = d * static_cast<float>(Byte(b, i) & 0x0F);
+      offset[i] = -(dmin * static_cast<float>(Byte(b, i) >> 4));
+    }
+    SetSixteen(scale, offset, lanes, offsets);
+  }
+  static void Quants(const std::byte* b, uint8_t* q) { TwoBits(b + 16, q); }
+  static CONVOY_TARGET_AVX2 void QuantsAvx2(const std::byte* b, uint8_t* q) {
+    for (int h = 0; h < 2; ++h) {
+      const __m256i bytes = Load256(b + 16 + 32 * h);
+      for (int j = 0; j < 4; ++j) Store256(q + 128 * h + 32 * j, Field<2>(bytes, 2 * j, 0));
+    }
+  }
+};
+
+// Q3_K: the third bit of group g's value l is bit g of byte l of hmask; sixteen 6-bit scales
+// (biased by 32) in 12 bytes: the low nibble of scale i in byte i % 8 (low nibble for i < 8), its
+// top 2 bits at bit 2 * (i / 4) of byte 8 + i % 4.
+struct Q3_K {
+  static constexpr int kElements = 256, kBytes = 110;
+  static void Scales(const std::byte* b, float* lanes, float* offsets) {
+    const std::byte* packed = b + 96;
+    const float d = Half(b + 108);
+    float scale[16], offset[16];
+    for (int i = 0; i < 16; ++i) {
+      const int nibble = (Byte(packed, i % 8) >> (4 * (i / 8))) & 0x0F;
+      const int top = (Byte(packed, 8 + i % 4) >> (2 * (i / 4))) & 3;
+      scale[i] = d * static_cast<float>((nibble | (top << 4)) - 32);
+      offset[i] = -4.0f * scale[i];
+    }
+    SetSixteen(scale, offset, lanes, offsets);
+  }
+  static void Quants(const std::byte* b, uint8_t* q) {
+    TwoBits(b + 32, q);
+    for (int g = 0; g < 8; ++g) {
+      for (int l = 0; l < 32; ++l) q[32 * g + l] |= ((Byte(b, l) >> g) & 1) << 2;
+    }
+  }
+  static CONVOY_TARGET_AVX2 void QuantsAvx2(const std::byte* b, uint8_t* q) {
+    const __m256i hmask = Load256(b);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i bytes = Load256(b + 32 + 32 * h);
+      for (int j = 0; j < 4; ++j) {
+        Store256(q + 128 * h + 32 * j,
+                 _mm256_or_si256(Field<2>(bytes, 2 * j, 0), Field<1>(hmask, 4 * h + j, 2)));
+      }
+    }
+  }
+};
+
+template <typename F>
+void ScalesAndPadding(const std::byte* row, int64_t k, const UnpackedRow& out) {
+  const int64_t blocks = k / F::kElements;
+  for (int64_t i = 0; i < blocks; ++i) {
+    F::Scales(row + i * F::kBytes, out.scales + i * (F::kElements / 4),
+              out.offsets + i * (F::kElements / 16));
+  }
+  for (int64_t i = k / 16; i < OffsetStride(k); ++i) out.offsets[i] = 0.0f;
+}
+
+template <typename F>
+void UnpackPortable(const std::byte* row, int64_t k, const UnpackedRow& out) {
+  ScalesAndPadding<F>(row, k, out);
+  for (int64_t i = 0; i < k / F::kElements; ++i) {
+    F::Quants(row + i * F::kBytes, out.q + i * F::kElements);
+  }
+}
+
+template <typename F>
+CONVOY_TARGET_AVX2 void UnpackAvx2(const std::byte* row, int64_t k, const UnpackedRow& out) {
+  ScalesAndPadding<F>(row, k, out);
+  for (int64_t i = 0; i < k / F::kElements; ++i) {
+    F::QuantsAvx2(row + i * F::kBytes, out.q + i * F::kElements);
+  }
+}
+
+template <typename F>
+constexpr Format MakeFormat(bool is_signed) {
+  return {F::kElements, F::kBytes, is_signed, !is_signed, UnpackPortable<F>, UnpackAvx2<F>};
+}
+
+constexpr Format kQ4_0 = MakeFormat<Q4_0>(false);
+constexpr Format kQ4_1 = MakeFormat<Q4_1>(false);
+constexpr Format kQ5_0 = MakeFormat<Q5_0>(false);
+constexpr Format kQ5_1 = MakeFormat<Q5_1>(false);
+constexpr Format kQ8_0 = MakeFormat<Q8_0>(true);
+constexpr Format kQ2_K = MakeFormat<Q2_K>(false);
+constexpr Format kQ3_K = MakeFormat<Q3_K>(false);
+constexpr Format kQ4_K = MakeFormat<Q4_K>(false);
+constexpr Format kQ5_K = MakeFormat<Q5_K>(false);
+constexpr Format kQ6_K = MakeFormat<Q6_K>(false);
+
+}  // namespace
+
+const Format* FindFormat(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0:
+      return &kQ4_0;
+    case GgmlType::kQ4_1:
+      return &kQ4_1;
+    case GgmlType::kQ5_0:
+      return &kQ5_0;
+    case GgmlType::kQ5_1:
+      return &kQ5_1;
+    case GgmlType::kQ8_0:
+      return &kQ8_0;
+    case GgmlType::kQ2_K:
+      return &kQ2_K;
+    case GgmlType::kQ3_K:
+      return &kQ3_K;
+    case GgmlType::kQ4_K:
+      return &kQ4_K;
+    case GgmlType::kQ5_K:
+      return &kQ5_K;
+    case GgmlType::kQ6_K:
+      return &kQ6_K;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace convoy::quant

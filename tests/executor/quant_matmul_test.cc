@@ -1,0 +1,330 @@
+// The product on GGUF blocks (quant_matmul.h): against a double-precision product of the
+// dequantized weights and the unquantized activations (accuracy, within the bound 8-bit
+// activations imply), and bit for bit across code paths, row counts, row positions and thread
+// counts (the contract); corrupt scales; the activations' quantization.
+#include "executor/cpu/quant_matmul.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/half.h"
+#include "gtest/gtest.h"
+#include "model/gguf_dequantize.h"
+
+namespace convoy {
+namespace {
+
+// What a test needs to know of a type: its block, where its fp16 fields are (every other bit
+// pattern of a block is a valid one), and the largest |s * q| + |mn| of a value per unit of d
+// (d_amplitude) and of dmin (dmin_amplitude), from quant_matmul.h's table.
+struct TypeCase {
+  GgmlType type;
+  const char* name;
+  int block_elements, block_bytes;
+  int d_at, dmin_at;  // byte offsets; dmin_at -1 where there is none (Q4_1/Q5_1's m is dmin's)
+  double d_amplitude, dmin_amplitude;
+};
+
+const TypeCase kTypes[] = {
+    {GgmlType::kQ4_0, "Q4_0", 32, 18, 0, -1, 15 + 8, 0},
+    {GgmlType::kQ4_1, "Q4_1", 32, 20, 0, 2, 15, 1},
+    {GgmlType::kQ5_0, "Q5_0", 32, 22, 0, -1, 31 + 16, 0},
+    {GgmlType::kQ5_1, "Q5_1", 32, 24, 0, 2, 31, 1},
+    {GgmlType::kQ8_0, "Q8_0", 32, 34, 0, -1, 128, 0},
+    {GgmlType::kQ2_K, "Q2_K", 256, 84, 80, 82, 15 * 3, 15},
+    {GgmlType::kQ3_K, "Q3_K", 256, 110, 108, -1, 32 * 7 + 4 * 32, 0},
+    {GgmlType::kQ4_K, "Q4_K", 256, 144, 0, 2, 63 * 15, 63},
+    {GgmlType::kQ5_K, "Q5_K", 256, 176, 0, 2, 63 * 31, 63},
+    {GgmlType::kQ6_K, "Q6_K", 256, 210, 208, -1, 128 * 63 + 32 * 128, 0},
+};
+
+std::string TypeName(const ::testing::TestParamInfo<TypeCase>& info) { return info.param.name; }
+
+uint16_t HalfBits(const std::byte* p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  return bits;
+}
+
+void SetHalf(std::byte* p, uint16_t bits) { std::memcpy(p, &bits, 2); }
+
+// n rows of k values: random blocks, with per value the bound on |s * q| + |mn| its block allows.
+struct Weights {
+  std::vector<std::byte> storage;  // one byte more than the rows: they start at storage + 1
+  std::vector<double> amplitude;   // n * k
+  int64_t row_bytes = 0;
+
+  const std::byte* data() const { return storage.data() + 1; }
+  std::byte* data() { return storage.data() + 1; }
+};
+
+// Blocks of random bytes whose fp16 fields are: mostly random finite halves in a sane range
+// (|d| up to about 0.06), and with `extremes` some largest finite (65504), smallest normal
+// (2^-14) or subnormal ones, and some all-zero blocks.
+Weights RandomWeights(const TypeCase& t, int64_t n, int64_t k, uint32_t seed, bool extremes) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> sane(1.0f / 1024, 1.0f / 16);
+  std::uniform_int_distribution<int> pick(0, 19);
+  std::uniform_int_distribution<int> subnormal(1, 0x3FF);
+  Weights weights;
+  weights.row_bytes = k / t.block_elements * t.block_bytes;
+  weights.storage.resize(n * weights.row_bytes + 1);
+  weights.amplitude.resize(n * k);
+  for (int64_t b = 0; b < n * k / t.block_elements; ++b) {
+    std::byte* block = weights.data() + b * t.block_bytes;
+    const int kind = extremes ? pick(rng) : 0;
+    for (int i = 0; i < t.block_bytes; ++i) block[i] = static_cast<std::byte>(byte(rng));
+    if (kind == 19) std::memset(block, 0, t.block_bytes);
+    for (int at : {t.d_at, t.dmin_at}) {
+      if (at < 0 || kind == 19) continue;
+      uint16_t bits = FloatToFP16(sane(rng) * (byte(rng) < 128 ? -1.0f : 1.0f));
+      if (kind == 16) bits = 0x7BFF;  // 65504
+      if (kind == 17) bits = 0x0400;  // 2^-14
+      if (kind == 18) bits = static_cast<uint16_t>(subnormal(rng));
+      SetHalf(block + at, bits | static_cast<uint16_t>(byte(rng) < 128 ? 0x8000 : 0));
+    }
+    const double d = std::abs(FP16ToFloat(HalfBits(block + t.d_at)));
+    const double dmin = t.dmin_at < 0 ? 0.0 : std::abs(FP16ToFloat(HalfBits(block + t.dmin_at)));
+    std::fill_n(weights.amplitude.begin() + b * t.block_elements, t.block_elements,
+                d * t.d_amplitude + dmin * t.dmin_amplitude);
+  }
+  return weights;
+}
+
+// Values in [-1, 1); with `specials`, row 1 has one huge value and row 2 is all zeros.
+std::vector<float> RandomActivations(int64_t m, int64_t k, uint32_t seed, bool specials) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  std::vector<float> x(m * k);
+  for (float& v : x) v = value(rng);
+  if (specials && m > 2) {
+    x[1 * k + k / 3] = 3.0e4f;
+    std::fill_n(x.begin() + 2 * k, k, 0.0f);
+  }
+  return x;
+}
+
+std::vector<float> Product(const TypeCase& t, const Weights& w, int64_t n, int64_t k,
+                           const std::vector<float>& x, int64_t m, QuantPath path) {
+  QuantizedRows rows;
+  rows.Quantize(x.data(), m, k);
+  std::vector<float> y(m * n);
+  QuantMatmul(t.type, w.data(), n, k, rows, y.data(), n, path);
+  return y;
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0;
+}
+
+class QuantMatmulTest : public ::testing::TestWithParam<TypeCase> {};
+
+// The bound. x is rounded to x' = dx * xq with |x' - x| <= dx / 2 (dx its group's scale), plus
+// 2^-16 dx for the rounding of x * (127 / amax) before it is rounded to an integer; the product
+// then computes sum of (s q + mn) x' with fp32 arithmetic. Each output lane is a chain of k / 32
+// (and k / 128) fused multiply-adds, then 4 additions; with c = s * dx and the half-sums each
+// rounded once, every term is off by at most (k / 32 + 8) units of 2^-24 of the sum of the terms'
+// magnitudes, which the amplitude bounds: |s q| + |mn| <= amplitude, |x'| <= |x| + dx. The
+// dequantizer's own rounding of s q + mn (two roundings) fits in the same budget, doubled:
+//   |y - ref| <= sum |w_i| dx_i (1/2 + 2^-16) + 2 (k / 32 + 8) 2^-24 sum amplitude_i (|x_i| + dx_i)
+TEST_P(QuantMatmulTest, MatchesTheDequantizedProductWithinTheBound) {
+  const TypeCase& t = GetParam();
+  const int64_t k = t.block_elements == 32 ? 32 * 37 : 256 * 5, n = 23, m = 7;
+  double worst = 0.0;
+  for (bool extremes : {false, true}) {
+    const Weights w = RandomWeights(t, n, k, 11 + extremes, extremes);
+    const std::vector<float> x = RandomActivations(m, k, 7 + extremes, /*specials=*/true);
+    QuantizedRows rows;
+    rows.Quantize(x.data(), m, k);
+    std::vector<float> y(m * n);
+    QuantMatmul(t.type, w.data(), n, k, rows, y.data(), n);
+    std::vector<float> dequantized(k);
+    for (int64_t j = 0; j < n; ++j) {
+      DequantizeValues(t.type, w.data() + j * w.row_bytes, k, dequantized.data());
+      for (int64_t r = 0; r < m; ++r) {
+        double ref = 0.0, rounding = 0.0, slack = 0.0;
+        for (int64_t i = 0; i < k; ++i) {
+          const double xi = x[r * k + i], wi = dequantized[i];
+          const double dx = rows.scales(r)[i / 32];
+          ref += wi * xi;
+          rounding += std::abs(wi) * dx * (0.5 + 0x1p-16);
+          slack += w.amplitude[j * k + i] * (std::abs(xi) + dx);
+        }
+        const double bound = rounding + 2.0 * (k / 32 + 8) * 0x1p-24 * slack;
+        const double error = std::abs(y[r * n + j] - ref);
+        ASSERT_LE(error, bound) << "row " << r << " output " << j << ": " << y[r * n + j]
+                                << " against " << ref;
+        if (bound > 0) worst = std::max(worst, error / bound);
+      }
+    }
+  }
+  std::cout << t.name << ": worst error / bound " << worst << "\n";
+}
+
+// Sizes whose half-group count is not a multiple of 8 (zero padding) for the 32-value types, and
+// weight row counts that leave partial tiles.
+int64_t OddK(const TypeCase& t) { return t.block_elements == 32 ? 32 * 11 : 256 * 3; }
+
+TEST_P(QuantMatmulTest, BothPathsGiveTheSameBits) {
+  const TypeCase& t = GetParam();
+  const int64_t k = OddK(t);
+  for (int64_t n : {1, 6, 13}) {
+    const Weights w = RandomWeights(t, n, k, 3, /*extremes=*/true);
+    for (int64_t m : {1, 3, 17}) {
+      const std::vector<float> x = RandomActivations(m, k, 5, /*specials=*/true);
+      const std::vector<float> best = Product(t, w, n, k, x, m, QuantPath::kBest);
+      const std::vector<float> portable = Product(t, w, n, k, x, m, QuantPath::kPortable);
+      EXPECT_TRUE(SameBits(best, portable)) << "n " << n << " m " << m;
+    }
+  }
+}
+
+TEST_P(QuantMatmulTest, ARowsOutputsDoNotDependOnTheOtherRowsNorOnTheThreads) {
+  const TypeCase& t = GetParam();
+  // Large enough to run on several threads: (m + 4) n k >= 2^18 for m = 1.
+  const int64_t k = t.block_elements == 32 ? 32 * 33 : 256 * 4, n = 101, m = 9;
+  const Weights w = RandomWeights(t, n, k, 9, /*extremes=*/true);
+  const std::vector<float> x = RandomActivations(m, k, 13, /*specials=*/true);
+  const int threads = omp_get_max_threads();
+  std::vector<float> one_thread;
+  for (int team : {1, 2}) {
+    omp_set_num_threads(team);
+    const std::vector<float> all = Product(t, w, n, k, x, m, QuantPath::kBest);
+    for (int64_t r : {0, 1, 4, 8}) {
+      const std::vector<float> one(x.begin() + r * k, x.begin() + (r + 1) * k);
+      const std::vector<float> alone = Product(t, w, n, k, one, 1, QuantPath::kBest);
+      const std::vector<float> row(all.begin() + r * n, all.begin() + (r + 1) * n);
+      EXPECT_TRUE(SameBits(alone, row)) << "row " << r << ", " << team << " threads";
+    }
+    // Rows moved to other positions among other rows.
+    std::vector<float> shuffled = RandomActivations(m, k, 17, false);
+    std::copy_n(x.begin() + 4 * k, k, shuffled.begin() + 7 * k);
+    const std::vector<float> other = Product(t, w, n, k, shuffled, m, QuantPath::kBest);
+    EXPECT_TRUE(std::equal(other.begin() + 7 * n, other.begin() + 8 * n, all.begin() + 4 * n,
+                           [](float a, float b) { return std::memcmp(&a, &b, 4) == 0; }));
+    if (team == 1) one_thread = all;
+    if (team == 2) {
+      EXPECT_TRUE(SameBits(one_thread, all)) << "1 thread against 2";
+    }
+  }
+  omp_set_num_threads(threads);
+}
+
+TEST_P(QuantMatmulTest, NonFiniteScalesSpoilOnlyTheOutputsThatReadThem) {
+  const TypeCase& t = GetParam();
+  const int64_t k = OddK(t), n = 9, m = 4;
+  Weights w = RandomWeights(t, n, k, 21, /*extremes=*/false);
+  const int64_t blocks_per_row = k / t.block_elements;
+  // Row 2: an infinite d in its second block; row 5: a NaN d in its last; row 7: an infinite
+  // dmin (or m), where the type has one.
+  SetHalf(w.data() + 2 * w.row_bytes + 1 * t.block_bytes + t.d_at, 0xFC00);
+  SetHalf(w.data() + 5 * w.row_bytes + (blocks_per_row - 1) * t.block_bytes + t.d_at, 0x7E00);
+  std::vector<int64_t> spoiled = {2, 5};
+  if (t.dmin_at >= 0) {
+    SetHalf(w.data() + 7 * w.row_bytes + t.dmin_at, 0x7C00);
+    spoiled.push_back(7);
+  }
+  const std::vector<float> x = RandomActivations(m, k, 23, /*specials=*/true);
+  for (QuantPath path : {QuantPath::kBest, QuantPath::kPortable}) {
+    const std::vector<float> y = Product(t, w, n, k, x, m, path);
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t j = 0; j < n; ++j) {
+        const bool bad = std::find(spoiled.begin(), spoiled.end(), j) != spoiled.end();
+        EXPECT_EQ(std::isfinite(y[r * n + j]), !bad) << "row " << r << " output " << j;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, QuantMatmulTest, ::testing::ValuesIn(kTypes), TypeName);
+
+TEST(QuantMatmulTest, SupportsTheQuantizedTypesOnly) {
+  for (const TypeCase& t : kTypes) EXPECT_TRUE(QuantMatmulSupports(t.type)) << t.name;
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType(15)}) {
+    EXPECT_FALSE(QuantMatmulSupports(type)) << static_cast<int>(type);
+  }
+}
+
+TEST(QuantMatmulTest, WritesOnlyItsOutputsWithALeadingDimension) {
+  const TypeCase& t = kTypes[7];  // Q4_K
+  const int64_t k = 512, n = 6, m = 3, ldy = 10;
+  const Weights w = RandomWeights(t, n, k, 1, false);
+  const std::vector<float> x = RandomActivations(m, k, 2, false);
+  QuantizedRows rows;
+  rows.Quantize(x.data(), m, k);
+  std::vector<float> y(m * ldy, -7.0f);
+  QuantMatmul(t.type, w.data(), n, k, rows, y.data(), ldy);
+  const std::vector<float> dense = Product(t, w, n, k, x, m, QuantPath::kBest);
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t j = 0; j < ldy; ++j) {
+      if (j < n) {
+        EXPECT_EQ(y[r * ldy + j], dense[r * n + j]);
+      } else {
+        EXPECT_EQ(y[r * ldy + j], -7.0f);
+      }
+    }
+  }
+}
+
+TEST(QuantizedRowsTest, QuantizesEachGroupToItsLargestMagnitude) {
+  const int64_t k = 96;
+  std::vector<float> x = RandomActivations(2, k, 4, false);
+  std::fill_n(x.begin() + 32, 32, 0.0f);     // row 0, group 1: zeros
+  std::fill_n(x.begin() + 64, 32, 1e-35f);   // row 0, group 2: too small to scale
+  x[k + 5] = -2.5f;                          // row 1, group 0: amax 2.5, at -127
+  QuantizedRows rows;
+  rows.Quantize(x.data(), 2, k);
+  ASSERT_EQ(rows.m(), 2);
+  ASSERT_EQ(rows.k(), k);
+  ASSERT_EQ(rows.half_sum_stride(), 8);  // 6 half-groups, padded
+  for (int64_t g : {1, 2}) {
+    EXPECT_EQ(rows.scales(0)[g], 0.0f);
+    for (int i = 0; i < 32; ++i) EXPECT_EQ(rows.values(0)[32 * g + i], 0);
+    EXPECT_EQ(rows.half_sums(0)[2 * g], 0.0f);
+    EXPECT_EQ(rows.half_sums(0)[2 * g + 1], 0.0f);
+  }
+  EXPECT_EQ(rows.half_sums(0)[6], 0.0f);
+  EXPECT_EQ(rows.half_sums(0)[7], 0.0f);
+  EXPECT_EQ(rows.scales(1)[0], 2.5f / 127.0f);
+  EXPECT_EQ(rows.values(1)[5], -127);
+  for (int64_t r = 0; r < 2; ++r) {
+    for (int64_t g = 0; g < k / 32; ++g) {
+      const float dx = rows.scales(r)[g];
+      for (int h = 0; h < 2; ++h) {
+        int sum = 0;
+        for (int i = 0; i < 16; ++i) {
+          const int64_t at = 32 * g + 16 * h + i;
+          const int xq = rows.values(r)[at];
+          EXPECT_LE(std::abs(xq), 127);
+          if (dx > 0) {
+            EXPECT_LE(std::abs(xq * dx - x[r * k + at]), dx * 0.5001f);
+          }
+          sum += xq;
+        }
+        EXPECT_EQ(rows.half_sums(r)[2 * g + h], dx * static_cast<float>(sum));
+      }
+    }
+  }
+  // A NaN spoils its group's scale (and so every output that reads it), not its neighbours'.
+  x[k + 40] = std::nanf("");
+  rows.Quantize(x.data(), 2, k);
+  EXPECT_TRUE(std::isnan(rows.scales(1)[1]));
+  EXPECT_FALSE(std::isnan(rows.scales(1)[0]));
+  EXPECT_FALSE(std::isnan(rows.scales(1)[2]));
+  // Buffers are reused: a smaller quantization after a larger one keeps the data valid.
+  rows.Quantize(x.data() + k, 1, k);
+  EXPECT_EQ(rows.m(), 1);
+  EXPECT_EQ(rows.values(0)[5], -127);
+}
+
+}  // namespace
+}  // namespace convoy
