@@ -223,6 +223,12 @@ class PacedExecutor final : public Executor {
     absl::MutexLock lock(&mu_);
     held_ = false;
   }
+  // Lets the held step go on and holds the loop again at `step`.
+  void ReleaseAndHoldAt(int step) {
+    absl::MutexLock lock(&mu_);
+    hold_at_ = step;
+    held_ = false;
+  }
 
  private:
   FakeExecutor inner_;
@@ -242,13 +248,17 @@ struct PacedQueue {
     options.clock = &clock;
     options.scheduler.max_batch_size = 1;
     options.scheduler.refuse_expected_timeouts = refuse_expected_timeouts;
-    executor.HoldAtStep(20);
+    // Held at the first step until all twelve are queued: a loop that ran ahead of the
+    // submissions would see an empty queue between them, and measure too little waiting.
+    executor.HoldAtStep(1);
     auto created = EngineLoop::Create(&executor, options);
     EXPECT_OK(created);
     loop = std::move(created).value();
     for (RequestId id = 1; id <= 12; ++id) {
       EXPECT_OK(loop->Submit(MakeRequest(id, 4, 4), collector.Callback()));
     }
+    EXPECT_TRUE(executor.WaitUntilHeld());
+    executor.ReleaseAndHoldAt(20);
     EXPECT_TRUE(executor.WaitUntilHeld());
   }
   FakeClock clock;
