@@ -438,7 +438,8 @@ void ZeroPadding(int64_t k, const UnpackedRow& out) {
 }
 
 template <typename F>
-void UnpackPortable(const std::byte* row, int64_t k, const UnpackedRow& out) {
+void UnpackPortable(const std::byte* row, int64_t k, const UnpackedRow& destination) {
+  const UnpackedRow out = destination;  // a local copy: the byte stores cannot alias it
   for (int64_t i = 0; i < k / F::kElements; ++i) {
     const std::byte* block = row + i * F::kBytes;
     F::Scales(block, out.scales + i * (F::kElements / 4), out.offsets + i * (F::kElements / 16));
@@ -459,7 +460,9 @@ CONVOY_TARGET_AVX2 void ScalesAvx2(const std::byte* block, float* lanes, float* 
 }
 
 template <typename F>
-CONVOY_TARGET_AVX2 void UnpackAvx2(const std::byte* row, int64_t k, const UnpackedRow& out) {
+CONVOY_TARGET_AVX2 void UnpackAvx2(const std::byte* row, int64_t k,
+                                   const UnpackedRow& destination) {
+  const UnpackedRow out = destination;
   for (int64_t i = 0; i < k / F::kElements; ++i) {
     const std::byte* block = row + i * F::kBytes;
     ScalesAvx2<F>(block, out.scales + i * (F::kElements / 4),
