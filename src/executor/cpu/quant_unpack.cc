@@ -57,6 +57,41 @@ CONVOY_TARGET_AVX2 __m256i Field(__m256i v, int shift, int to) {
   return _mm256_slli_epi16(field, to);  // the field stays inside its byte
 }
 
+// Eight bytes at p (unsigned), or the 32-bit words lo and hi, as 8 floats.
+CONVOY_TARGET_AVX2 __m256 BytesToFloats(uint64_t bytes) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(bytes))));
+}
+
+CONVOY_TARGET_AVX2 uint64_t Words(uint32_t lo, uint32_t hi) {
+  return static_cast<uint64_t>(lo) | (static_cast<uint64_t>(hi) << 32);
+}
+
+CONVOY_TARGET_AVX2 __m256 Negate(__m256 v) { return _mm256_xor_ps(v, _mm256_set1_ps(-0.0f)); }
+
+// The lanes and offsets of a 256-value block from its sixteen per-16 scales and offsets (0-7 in
+// s0 and o0, 8-15 in s1 and o1): group g's lanes are scales 2g (x4) and 2g + 1 (x4).
+CONVOY_TARGET_AVX2 void SetSixteenAvx2(__m256 s0, __m256 s1, __m256 o0, __m256 o1, float* lanes,
+                                       float* offsets) {
+  for (int p = 0; p < 4; ++p) {
+    const __m256i pick = _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1,
+                                           2 * p + 1, 2 * p + 1);
+    _mm256_storeu_ps(lanes + 8 * p, _mm256_permutevar8x32_ps(s0, pick));
+    _mm256_storeu_ps(lanes + 32 + 8 * p, _mm256_permutevar8x32_ps(s1, pick));
+  }
+  _mm256_storeu_ps(offsets, o0);
+  _mm256_storeu_ps(offsets + 8, o1);
+}
+
+// The same from eight per-32 scales and offsets (both halves of group g share scale g).
+CONVOY_TARGET_AVX2 void SetEightAvx2(__m256 s, __m256 o, float* lanes, float* offsets) {
+  for (int g = 0; g < 8; ++g) {
+    _mm256_storeu_ps(lanes + 8 * g, _mm256_permutevar8x32_ps(s, _mm256_set1_epi32(g)));
+  }
+  _mm256_storeu_ps(offsets, _mm256_permutevar8x32_ps(o, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)));
+  _mm256_storeu_ps(offsets + 8,
+                   _mm256_permutevar8x32_ps(o, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)));
+}
+
 // ---- The 32-value types: one block is one group.
 
 // 16 bytes of nibbles: value j < 16 the low nibble of byte j, value j + 16 its high nibble.
@@ -191,6 +226,21 @@ void KScales(const std::byte* b, float* lanes, float* offsets) {
   }
 }
 
+// KScales with the scales and mins decoded 4 at a time from 32-bit words, and the floats made 8 at
+// a time (the same products).
+CONVOY_TARGET_AVX2 void KScalesAvx2(const std::byte* b, float* lanes, float* offsets) {
+  uint32_t w[3];
+  std::memcpy(w, b + 4, 12);
+  const uint32_t low6 = 0x3F3F3F3Fu, low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
+  const uint64_t scales =
+      Words(w[0] & low6, (w[2] & low4) | (((w[0] >> 6) & low2) << 4));
+  const uint64_t mins =
+      Words(w[1] & low6, ((w[2] >> 4) & low4) | (((w[1] >> 6) & low2) << 4));
+  const __m256 s = _mm256_mul_ps(_mm256_set1_ps(Half(b)), BytesToFloats(scales));
+  const __m256 o = Negate(_mm256_mul_ps(_mm256_set1_ps(Half(b + 2)), BytesToFloats(mins)));
+  SetEightAvx2(s, o, lanes, offsets);
+}
+
 // 128 bytes of nibbles: 32 bytes per pair of groups, the low nibbles the first group's.
 void KNibbles(const std::byte* qs, uint8_t* q) {
   for (int p = 0; p < 4; ++p) {
@@ -205,6 +255,9 @@ struct Q4_K {
   static constexpr int kElements = 256, kBytes = 144;
   static void Scales(const std::byte* b, float* lanes, float* offsets) {
     KScales(b, lanes, offsets);
+  }
+  static CONVOY_TARGET_AVX2 void ScalesAvx2(const std::byte* b, float* lanes, float* offsets) {
+    KScalesAvx2(b, lanes, offsets);
   }
   static void Quants(const std::byte* b, uint8_t* q) { KNibbles(b + 16, q); }
   static CONVOY_TARGET_AVX2 void QuantsAvx2(const std::byte* b, uint8_t* q) {
@@ -221,6 +274,9 @@ struct Q5_K {
   static constexpr int kElements = 256, kBytes = 176;
   static void Scales(const std::byte* b, float* lanes, float* offsets) {
     KScales(b, lanes, offsets);
+  }
+  static CONVOY_TARGET_AVX2 void ScalesAvx2(const std::byte* b, float* lanes, float* offsets) {
+    KScalesAvx2(b, lanes, offsets);
   }
   static void Quants(const std::byte* b, uint8_t* q) {
     KNibbles(b + 48, q);
@@ -253,6 +309,15 @@ struct Q6_K {
       offset[i] = -32.0f * scale[i];
     }
     SetSixteen(scale, offset, lanes, offsets);
+  }
+  static CONVOY_TARGET_AVX2 void ScalesAvx2(const std::byte* b, float* lanes, float* offsets) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192));
+    const __m256 d = _mm256_set1_ps(Half(b + 208));
+    const __m256 s0 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)));
+    const __m256 s1 =
+        _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(bytes, 8))));
+    const __m256 minus32 = _mm256_set1_ps(-32.0f);
+    SetSixteenAvx2(s0, s1, _mm256_mul_ps(minus32, s0), _mm256_mul_ps(minus32, s1), lanes, offsets);
   }
   static void Quants(const std::byte* b, uint8_t* q) {
     for (int h = 0; h < 2; ++h) {
@@ -298,6 +363,16 @@ struct Q2_K {
     }
     SetSixteen(scale, offset, lanes, offsets);
   }
+  static CONVOY_TARGET_AVX2 void ScalesAvx2(const std::byte* b, float* lanes, float* offsets) {
+    uint64_t w[2];
+    std::memcpy(w, b, 16);
+    const uint64_t low4 = 0x0F0F0F0F0F0F0F0Full;
+    const __m256 d = _mm256_set1_ps(Half(b + 80)), dmin = _mm256_set1_ps(Half(b + 82));
+    SetSixteenAvx2(_mm256_mul_ps(d, BytesToFloats(w[0] & low4)),
+                   _mm256_mul_ps(d, BytesToFloats(w[1] & low4)),
+                   Negate(_mm256_mul_ps(dmin, BytesToFloats((w[0] >> 4) & low4))),
+                   Negate(_mm256_mul_ps(dmin, BytesToFloats((w[1] >> 4) & low4))), lanes, offsets);
+  }
   static void Quants(const std::byte* b, uint8_t* q) { TwoBits(b + 16, q); }
   static CONVOY_TARGET_AVX2 void QuantsAvx2(const std::byte* b, uint8_t* q) {
     for (int h = 0; h < 2; ++h) {
@@ -324,6 +399,22 @@ struct Q3_K {
     }
     SetSixteen(scale, offset, lanes, offsets);
   }
+  static CONVOY_TARGET_AVX2 void ScalesAvx2(const std::byte* b, float* lanes, float* offsets) {
+    uint32_t w[3];
+    std::memcpy(w, b + 96, 12);
+    const uint32_t low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
+    // Scales 4a .. 4a + 3 take their top bits from bits 2a, 2a + 1 of bytes 8..11.
+    const uint64_t first = Words((w[0] & low4) | ((w[2] & low2) << 4),
+                                 (w[1] & low4) | (((w[2] >> 2) & low2) << 4));
+    const uint64_t second = Words(((w[0] >> 4) & low4) | (((w[2] >> 4) & low2) << 4),
+                                  ((w[1] >> 4) & low4) | (((w[2] >> 6) & low2) << 4));
+    const __m256 d = _mm256_set1_ps(Half(b + 108)), bias = _mm256_set1_ps(32.0f);
+    // (scale - 32) is exact in floats as in integers.
+    const __m256 s0 = _mm256_mul_ps(d, _mm256_sub_ps(BytesToFloats(first), bias));
+    const __m256 s1 = _mm256_mul_ps(d, _mm256_sub_ps(BytesToFloats(second), bias));
+    const __m256 minus4 = _mm256_set1_ps(-4.0f);
+    SetSixteenAvx2(s0, s1, _mm256_mul_ps(minus4, s0), _mm256_mul_ps(minus4, s1), lanes, offsets);
+  }
   static void Quants(const std::byte* b, uint8_t* q) {
     TwoBits(b + 32, q);
     for (int g = 0; g < 8; ++g) {
@@ -342,30 +433,43 @@ struct Q3_K {
   }
 };
 
-template <typename F>
-void ScalesAndPadding(const std::byte* row, int64_t k, const UnpackedRow& out) {
-  const int64_t blocks = k / F::kElements;
-  for (int64_t i = 0; i < blocks; ++i) {
-    F::Scales(row + i * F::kBytes, out.scales + i * (F::kElements / 4),
-              out.offsets + i * (F::kElements / 16));
-  }
+void ZeroPadding(int64_t k, const UnpackedRow& out) {
   for (int64_t i = k / 16; i < OffsetStride(k); ++i) out.offsets[i] = 0.0f;
 }
 
 template <typename F>
-void UnpackPortable(const std::byte* row, int64_t k, const UnpackedRow& out) {
-  ScalesAndPadding<F>(row, k, out);
+void UnpackPortable(const std::byte* row, int64_t k, const UnpackedRow& destination) {
+  const UnpackedRow out = destination;  // a local copy: the byte stores cannot alias it
   for (int64_t i = 0; i < k / F::kElements; ++i) {
-    F::Quants(row + i * F::kBytes, out.q + i * F::kElements);
+    const std::byte* block = row + i * F::kBytes;
+    F::Scales(block, out.scales + i * (F::kElements / 4), out.offsets + i * (F::kElements / 16));
+    F::Quants(block, out.q + i * F::kElements);
+  }
+  ZeroPadding(k, out);
+}
+
+// The 256-value types have their own ScalesAvx2; for the others (one scale per block) the
+// portable Scales is as good.
+template <typename F>
+CONVOY_TARGET_AVX2 void ScalesAvx2(const std::byte* block, float* lanes, float* offsets) {
+  if constexpr (F::kElements == 256) {
+    F::ScalesAvx2(block, lanes, offsets);
+  } else {
+    F::Scales(block, lanes, offsets);
   }
 }
 
 template <typename F>
-CONVOY_TARGET_AVX2 void UnpackAvx2(const std::byte* row, int64_t k, const UnpackedRow& out) {
-  ScalesAndPadding<F>(row, k, out);
+CONVOY_TARGET_AVX2 void UnpackAvx2(const std::byte* row, int64_t k,
+                                   const UnpackedRow& destination) {
+  const UnpackedRow out = destination;
   for (int64_t i = 0; i < k / F::kElements; ++i) {
-    F::QuantsAvx2(row + i * F::kBytes, out.q + i * F::kElements);
+    const std::byte* block = row + i * F::kBytes;
+    ScalesAvx2<F>(block, out.scales + i * (F::kElements / 4),
+                  out.offsets + i * (F::kElements / 16));
+    F::QuantsAvx2(block, out.q + i * F::kElements);
   }
+  ZeroPadding(k, out);
 }
 
 template <typename F>
