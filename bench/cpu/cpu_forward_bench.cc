@@ -121,6 +121,8 @@ constexpr Variant kBf16OneDnn{CpuWeightFormat::kBF16, false, true, false};
 constexpr Variant kBf16Attn1{CpuWeightFormat::kBF16, true, false};
 constexpr Variant kF32{CpuWeightFormat::kF32, false};
 constexpr Variant kF32OneDnn{CpuWeightFormat::kF32, false, true, false};
+// A quantized file (CONVOY_BENCH_MODEL=file.gguf) in its own blocks (quant_matmul.h).
+constexpr Variant kNative{CpuWeightFormat::kNative, false};
 
 // One executor (one copy of the weights) in memory at a time.
 CpuExecutor& Executor(Variant variant) {
@@ -148,11 +150,9 @@ CpuExecutor& Executor(Variant variant) {
   return *executor;
 }
 
-const char* FormatName(CpuWeightFormat f) { return f == CpuWeightFormat::kF32 ? "f32" : "bf16"; }
-
 // The weight format the executor runs (bf16 may fall back to fp32) and its products.
 std::string Describe(const CpuExecutor& executor) {
-  std::string label = FormatName(executor.weight_format());
+  std::string label = CpuWeightFormatName(executor.weight_format());
   if (executor.batch_invariant()) return label + " (batch-invariant)";
   return label + (executor.few_row_kernel() ? " (few-row kernel)" : " (oneDNN)");
 }
@@ -204,8 +204,7 @@ void BM_Decode(benchmark::State& state, Variant variant) {
   }
   const double bandwidth =
       (bandwidth_before + MeasureStreamingReadBandwidth(int64_t{1} << 30, 3)) / 2;
-  const double bytes_per_step =
-      LinearParameters(c) * (executor.weight_format() == CpuWeightFormat::kF32 ? 4 : 2);
+  const double bytes_per_step = static_cast<double>(executor.linear_weight_bytes());
   state.counters["tokens/s"] =
       benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["weights_GB/s"] =
@@ -332,6 +331,17 @@ void LinearShapes(benchmark::internal::Benchmark* b) {
   }
 }
 
+// Whole prompts of 128 and 512 tokens; decode steps of 1, 4 and 16 rows; the fastest of the
+// repetitions reported beside their mean.
+void PromptSteps(benchmark::internal::Benchmark* b) {
+  b->ComputeStatistics("min", Fastest)->Arg(128)->Arg(512);
+  b->Unit(benchmark::kMillisecond)->MinTime(2.0)->UseRealTime();
+}
+void DecodeSteps(benchmark::internal::Benchmark* b) {
+  b->ComputeStatistics("min", Fastest)->Arg(1)->Arg(4)->Arg(16);
+  b->Unit(benchmark::kMillisecond)->MinTime(2.0)->UseRealTime();
+}
+
 BENCHMARK_CAPTURE(BM_LinearF32, invariant, true)
     ->Apply(LinearShapes)
     ->ArgNames({"m", "k", "n"})
@@ -396,35 +406,19 @@ BENCHMARK_CAPTURE(BM_Decode, bf16_fewrow, kBf16FewRow)
 // fp32 weights (what a CPU without AVX-512 BF16 runs): batch-invariant against oneDNN, the cost
 // of the invariance in the same run.
 BENCHMARK_CAPTURE(BM_Prefill, f32, kF32)
-    ->ComputeStatistics("min", Fastest)
-    ->Arg(128)
-    ->Arg(512)
-    ->Unit(benchmark::kMillisecond)
-    ->MinTime(2.0)
-    ->UseRealTime();
+    ->Apply(PromptSteps);
 BENCHMARK_CAPTURE(BM_Prefill, f32_onednn, kF32OneDnn)
-    ->ComputeStatistics("min", Fastest)
-    ->Arg(128)
-    ->Arg(512)
-    ->Unit(benchmark::kMillisecond)
-    ->MinTime(2.0)
-    ->UseRealTime();
+    ->Apply(PromptSteps);
 BENCHMARK_CAPTURE(BM_Decode, f32, kF32)
-    ->ComputeStatistics("min", Fastest)
-    ->Arg(1)
-    ->Arg(4)
-    ->Arg(16)
-    ->Unit(benchmark::kMillisecond)
-    ->MinTime(2.0)
-    ->UseRealTime();
+    ->Apply(DecodeSteps);
 BENCHMARK_CAPTURE(BM_Decode, f32_onednn, kF32OneDnn)
-    ->ComputeStatistics("min", Fastest)
-    ->Arg(1)
-    ->Arg(4)
-    ->Arg(16)
-    ->Unit(benchmark::kMillisecond)
-    ->MinTime(2.0)
-    ->UseRealTime();
+    ->Apply(DecodeSteps);
+// A quantized file's own blocks (set CONVOY_BENCH_MODEL to a GGUF file; on the random bf16 model
+// every layer falls back to fp32): the same steps as f32 and bf16 above, in the same run.
+BENCHMARK_CAPTURE(BM_Prefill, native, kNative)
+    ->Apply(PromptSteps);
+BENCHMARK_CAPTURE(BM_Decode, native, kNative)
+    ->Apply(DecodeSteps);
 
 }  // namespace
 }  // namespace convoy::bench

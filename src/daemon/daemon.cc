@@ -321,14 +321,17 @@ absl::StatusOr<Engine> LoadEngine(const v1::ServerConfig& config, Metrics* metri
   weights.reset();
   engine.executor = std::move(built.executor);
   engine.executor_name = built.name;
+  const std::string built_weights = built.weights;
   EngineLoopOptions loop_options;
   loop_options.scheduler = SchedulerOptionsFromConfig(config);
   loop_options.observer = metrics;
   ASSIGN_OR_RETURN(engine.loop, EngineLoop::Create(engine.executor.get(), loop_options));
   const KvCacheSpec& kv = engine.executor->kv_spec();
-  spdlog::info("model {} loaded on the {} executor in {}: {} KV blocks of {} tokens; {}",
+  spdlog::info("model {} loaded on the {} executor in {}: weights {}; {} KV blocks of {} tokens; {}",
                config.model().dir(), engine.executor_name,
-               absl::FormatDuration(absl::Now() - start), kv.num_blocks, kv.block_size,
+               absl::FormatDuration(absl::Now() - start),
+               built_weights.empty() ? "as the executor keeps them" : built_weights,
+               kv.num_blocks, kv.block_size,
                engine.tokenizer == nullptr ? "token ids only (the model has no tokenizer)"
                : engine.chat_template      ? "text prompts and chat messages accepted"
                                            : "text prompts accepted (no chat messages)");

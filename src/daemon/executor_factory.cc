@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_format.h"
 #include "convoy/status_macros.h"
 #include "executor/cpu/cpu_executor.h"
 #include "executor/cpu/gemv_bf16.h"
@@ -72,6 +73,9 @@ absl::StatusOr<BuiltExecutor> CreateExecutor(const ModelWeights& weights,
     case v1::ExecutorConfig::WEIGHTS_BF16:
       options.weight_format = CpuWeightFormat::kBF16;
       break;
+    case v1::ExecutorConfig::WEIGHTS_NATIVE:
+      options.weight_format = CpuWeightFormat::kNative;
+      break;
     default:
       options.weight_format = CpuWeightFormat::kAuto;
   }
@@ -79,7 +83,8 @@ absl::StatusOr<BuiltExecutor> CreateExecutor(const ModelWeights& weights,
   const bool bf16_wanted = options.weight_format == CpuWeightFormat::kBF16 ||
                            (options.weight_format == CpuWeightFormat::kAuto &&
                             weights.config().torch_dtype == DType::kBF16);
-  if (bf16_wanted && cpu->weight_format() != CpuWeightFormat::kBF16) {
+  if (bf16_wanted && cpu->weight_format() != CpuWeightFormat::kBF16 &&
+      cpu->weight_format() != CpuWeightFormat::kNative) {
     std::string reason = "a layer's shape has no bf16 product";
     if (!Bf16MatmulAvailable(&reason)) {
       reason = "no bf16 matrix product on this CPU: " + reason;
@@ -93,6 +98,19 @@ absl::StatusOr<BuiltExecutor> CreateExecutor(const ModelWeights& weights,
         "fp32 weights (twice the memory and bytes per step)",
         reason);
   }
+  const char* format = "fp32";
+  switch (cpu->weight_format()) {
+    case CpuWeightFormat::kNative:
+      format = "native (GGUF blocks; unquantized tensors fp32)";
+      break;
+    case CpuWeightFormat::kBF16:
+      format = "bf16";
+      break;
+    default:
+      break;
+  }
+  built.weights = absl::StrFormat("%s, %.1f MiB", format,
+                                  static_cast<double>(cpu->weight_bytes()) / (1 << 20));
   built.executor = std::move(cpu);
   built.name = "cpu";
   return built;

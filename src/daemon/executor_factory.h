@@ -16,6 +16,8 @@ namespace convoy {
 struct BuiltExecutor {
   std::unique_ptr<Executor> executor;
   std::string name;  // "cpu" or "cuda"
+  // How the weights are kept, for the load log line: "native (GGUF blocks), 92.0 MiB".
+  std::string weights;
 };
 
 // `config` has its defaults filled. FAILED_PRECONDITION when CUDA is asked for and cannot be used.

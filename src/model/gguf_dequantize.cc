@@ -228,9 +228,8 @@ void DequantizeValues(GgmlType type, const std::byte* src, int64_t num_elements,
 absl::Status DequantizeRow(const GgufTensor& tensor, int64_t row, float* dst) {
   if (!CanDequantize(tensor.type)) {
     return absl::UnimplementedError(absl::StrFormat(
-        "tensor '%s': type %s is not supported, expected F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, "
-        "Q8_0, Q2_K, Q3_K, Q4_K, Q5_K or Q6_K",
-        tensor.name, GgmlTypeName(tensor.type)));
+        "tensor '%s': type %s is not supported, expected %s", tensor.name,
+        GgmlTypeName(tensor.type), kDequantizableTypeNames));
   }
   const int64_t row_length = tensor.RowLength();
   const int64_t rows = row_length == 0 ? 0 : tensor.NumElements() / row_length;

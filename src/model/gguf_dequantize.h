@@ -12,6 +12,9 @@ namespace convoy {
 
 // F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K.
 bool CanDequantize(GgmlType type);
+// Those types' names, for errors: "F32, F16, ..., Q5_K or Q6_K".
+constexpr char kDequantizableTypeNames[] =
+    "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K or Q6_K";
 
 // Converts `num_elements` consecutive values stored at `src` in `type` to fp32 at `dst`. Each
 // value is computed with the same fp32 operations, in the same order, as ggml's reference

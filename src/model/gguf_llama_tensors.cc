@@ -98,7 +98,7 @@ absl::StatusOr<std::unique_ptr<GgufLlamaTensors>> GgufLlamaTensors::Load(
       status = tensors->AddTensor(expected.name, expected.shape, rotary_heads);
     } catch (const std::bad_alloc&) {
       status = absl::ResourceExhaustedError(absl::StrFormat(
-          "%s: no memory for tensor %s converted to F32", tensors->file_->path(), expected.name));
+          "%s: no memory for tensor %s", tensors->file_->path(), expected.name));
     }
     RETURN_IF_ERROR(status);
   }
@@ -124,9 +124,8 @@ absl::Status GgufLlamaTensors::AddTensor(const std::string& hf_name,
   }
   if (!CanDequantize(tensor->type)) {
     return absl::UnimplementedError(absl::StrFormat(
-        "%s: tensor '%s' (%s): type %s is not supported, expected F32, F16, BF16, Q4_0, Q4_1, "
-        "Q5_0, Q5_1, Q8_0, Q4_K, Q5_K or Q6_K",
-        path, gguf_name, hf_name, GgmlTypeName(tensor->type)));
+        "%s: tensor '%s' (%s): type %s is not supported, expected %s", path, gguf_name,
+        hf_name, GgmlTypeName(tensor->type), kDequantizableTypeNames));
   }
   TensorView view;
   view.name = hf_name;
@@ -138,39 +137,32 @@ absl::Status GgufLlamaTensors::AddTensor(const std::string& hf_name,
   // The GGUF row that holds row r of the view.
   auto source_row = [&](int64_t r) { return rotary_heads > 0 ? PermutedRow(r, head_dim) : r; };
 
-  const bool is_float = tensor->type == GgmlType::kF32 || tensor->type == GgmlType::kF16 ||
-                        tensor->type == GgmlType::kBF16;
-  if (is_float) {
-    view.dtype = tensor->type == GgmlType::kF32   ? DType::kF32
-                 : tensor->type == GgmlType::kF16 ? DType::kF16
-                                                  : DType::kBF16;
-    view.num_bytes = tensor->num_bytes;
-    if (rotary_heads == 0) {
-      view.data = tensor->data;
-    } else {
-      // Rows move whole, in their own dtype.
-      const size_t row_bytes = static_cast<size_t>(row_length) * DTypeSize(view.dtype);
-      std::byte* out;
-      if (view.dtype == DType::kF32) {
-        out = reinterpret_cast<std::byte*>(
-            f32_buffers_.emplace_back(static_cast<size_t>(tensor->NumElements())).data());
-      } else {
-        out = reinterpret_cast<std::byte*>(
-            half_buffers_.emplace_back(static_cast<size_t>(tensor->NumElements())).data());
-      }
-      for (int64_t r = 0; r < rows; ++r) {
-        std::memcpy(out + r * row_bytes, tensor->data + source_row(r) * row_bytes, row_bytes);
-      }
-      view.data = out;
-    }
+  switch (tensor->type) {
+    case GgmlType::kF32:
+      view.dtype = DType::kF32;
+      break;
+    case GgmlType::kF16:
+      view.dtype = DType::kF16;
+      break;
+    case GgmlType::kBF16:
+      view.dtype = DType::kBF16;
+      break;
+    default:
+      view.dtype = DType::kQuantized;
+      view.quant_type = tensor->type;
+  }
+  view.num_bytes = tensor->num_bytes;
+  if (rotary_heads == 0) {
+    view.data = tensor->data;
   } else {
-    std::vector<float>& out = f32_buffers_.emplace_back(static_cast<size_t>(tensor->NumElements()));
+    // Rows move whole, in their own storage (a row is whole blocks).
+    const size_t row_bytes = tensor->num_bytes / static_cast<size_t>(rows);
+    std::vector<std::byte>& out = row_buffers_.emplace_back(tensor->num_bytes);
     for (int64_t r = 0; r < rows; ++r) {
-      RETURN_IF_ERROR(DequantizeRow(*tensor, source_row(r), out.data() + r * row_length));
+      std::memcpy(out.data() + r * row_bytes, tensor->data + source_row(r) * row_bytes,
+                  row_bytes);
     }
-    view.dtype = DType::kF32;
-    view.data = reinterpret_cast<const std::byte*>(out.data());
-    view.num_bytes = out.size() * sizeof(float);
+    view.data = out.data();
   }
   views_[hf_name] = std::move(view);
   return absl::OkStatus();

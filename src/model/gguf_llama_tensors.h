@@ -1,5 +1,5 @@
-// A Llama's tensors from a GGUF file, under Hugging Face names and in Hugging Face layout, in the
-// dtypes the executors take (F32, F16, BF16).
+// A Llama's tensors from a GGUF file, under Hugging Face names and in Hugging Face layout, each in
+// its own storage: F32, F16, BF16, or its quantized blocks (DType::kQuantized).
 #ifndef CONVOY_MODEL_GGUF_LLAMA_TENSORS_H_
 #define CONVOY_MODEL_GGUF_LLAMA_TENSORS_H_
 
@@ -23,10 +23,12 @@ std::string GgufLlamaTensorName(const std::string& hf_name);
 // Owns the file and the converted tensors; views stay valid as long as this object.
 class GgufLlamaTensors {
  public:
-  // Makes a view for every tensor of LlamaTensorShapes(config): F32, F16 and BF16 tensors point
-  // into the mapping, quantized ones are dequantized to F32. attn_q and attn_k have llama.cpp's
-  // rotary row permutation undone (its converter interleaves the two halves of each head's rows
-  // for its rope kernels; the executors rotate halves, as Hugging Face does). Errors name the
+  // Makes a view for every tensor of LlamaTensorShapes(config), pointing into the mapping: F32,
+  // F16 and BF16 tensors as they are, quantized ones as their blocks (DType::kQuantized, with
+  // quant_type; only types with a dequantizer, so that every view can be read as fp32 with
+  // tensor_rows.h). attn_q and attn_k are copies with llama.cpp's rotary row permutation undone
+  // (its converter interleaves the two halves of each head's rows for its rope kernels; the
+  // executors rotate halves, as Hugging Face does); rows move whole, blocks and all. Errors name the
   // file, the GGUF and the Hugging Face tensor, what was expected and what was found:
   // INVALID_ARGUMENT for a missing tensor or a wrong shape, UNIMPLEMENTED for a type without a
   // dequantizer or for bias tensors.
@@ -43,10 +45,9 @@ class GgufLlamaTensors {
                          int64_t rotary_heads);
 
   std::unique_ptr<GgufFile> file_;
-  // Converted data that the views point into; a vector's data does not move when the outer
+  // The permuted copies that views point into; a vector's data does not move when the outer
   // vector grows.
-  std::vector<std::vector<float>> f32_buffers_;
-  std::vector<std::vector<uint16_t>> half_buffers_;
+  std::vector<std::vector<std::byte>> row_buffers_;
   std::map<std::string, TensorView> views_;
 };
 

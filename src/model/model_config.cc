@@ -234,6 +234,8 @@ const char* DTypeJsonName(DType dtype) {
       return "float16";
     case DType::kBF16:
       return "bfloat16";
+    case DType::kQuantized:  // never a config's: its tensors' storage only
+      break;
   }
   return "float32";
 }
@@ -253,6 +255,8 @@ const char* DTypeName(DType dtype) {
       return "F16";
     case DType::kBF16:
       return "BF16";
+    case DType::kQuantized:
+      return "QUANTIZED";
   }
   return "unknown";
 }
@@ -264,6 +268,8 @@ int DTypeSize(DType dtype) {
     case DType::kF16:
     case DType::kBF16:
       return 2;
+    case DType::kQuantized:
+      return 0;
   }
   return 0;
 }

@@ -12,10 +12,13 @@
 
 namespace convoy {
 
-enum class DType { kF32, kF16, kBF16 };
+// kQuantized: a GGUF tensor kept in its quantized blocks (TensorView::quant_type says which);
+// only GGUF views have it, never a safetensors file or a config.
+enum class DType { kF32, kF16, kBF16, kQuantized };
 
-// "F32", "F16", "BF16" as safetensors spells them.
+// "F32", "F16", "BF16" as safetensors spells them ("QUANTIZED" for kQuantized).
 const char* DTypeName(DType dtype);
+// Bytes per element; 0 for kQuantized, whose blocks hold several.
 int DTypeSize(DType dtype);
 
 struct RopeScaling {

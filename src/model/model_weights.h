@@ -51,10 +51,11 @@ class ModelWeights {
   // own dtype.
   //
   // A file: reads it as GGUF (architecture "llama"; see gguf_llama_config.h for the metadata
-  // read). F32, F16 and BF16 tensors are views into the mapping (copies for attn_q and attn_k,
-  // whose rows llama.cpp permutes); quantized ones (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K,
-  // Q6_K) are dequantized to F32 here, so the executors see the same kinds of views as for
-  // safetensors, in Hugging Face names and layout. The F32 copies take 4 bytes per weight.
+  // read). Every tensor is a view into the mapping in its own storage (copies for attn_q and
+  // attn_k, whose rows llama.cpp permutes), in Hugging Face names and layout: F32, F16, BF16, or
+  // quantized blocks (DType::kQuantized: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K,
+  // Q6_K), which an executor runs as they are or reads as fp32 with tensor_rows.h. Loading costs
+  // the mapping, not a conversion.
   //
   // Errors name the file, the tensor (or key), what was expected and what was found. Tensors
   // that a Llama does not use (and lm_head.weight when the embeddings are tied) are ignored.

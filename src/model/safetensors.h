@@ -15,9 +15,15 @@
 
 namespace convoy {
 
+// ggml's tensor types (gguf_file.h).
+enum class GgmlType : uint32_t;
+
 struct TensorView {
   std::string name;
   DType dtype = DType::kF32;
+  // With dtype kQuantized: the GGUF blocks the rows are stored in (each row whole blocks, rows
+  // back to back); unused otherwise.
+  GgmlType quant_type{};
   std::vector<int64_t> shape;
   // Into the mapping; valid while the file is open. Aligned to 8 bytes when the file's header
   // length is a multiple of 8 and its offsets are (as WriteSafetensors writes them); other files

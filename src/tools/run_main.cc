@@ -40,7 +40,8 @@ ABSL_FLAG(int32_t, threads, 0, "CPU threads; 0 for every core");
 ABSL_FLAG(int64_t, kv_cache_mb, 512, "KV cache memory budget in MiB");
 ABSL_FLAG(int32_t, block_size, 16, "Tokens per KV cache block");
 ABSL_FLAG(int32_t, prefill_chunk, 0, "Longest prompt chunk per step; 0 for the whole prompt");
-ABSL_FLAG(std::string, weights, "auto", "Weight format for the matrix products: auto, f32, bf16");
+ABSL_FLAG(std::string, weights, "auto",
+          "Weight format for the matrix products: auto, f32, bf16, native (quantized blocks)");
 ABSL_FLAG(std::string, system, "", "A system message before each --chat prompt");
 
 namespace {
@@ -223,14 +224,13 @@ int main(int argc, char** argv) {
   options.num_threads = absl::GetFlag(FLAGS_threads);
   options.kv_cache_bytes = absl::GetFlag(FLAGS_kv_cache_mb) << 20;
   options.block_size = absl::GetFlag(FLAGS_block_size);
-  const std::string weights_flag = absl::GetFlag(FLAGS_weights);
-  if (weights_flag == "f32") {
-    options.weight_format = convoy::CpuWeightFormat::kF32;
-  } else if (weights_flag == "bf16") {
-    options.weight_format = convoy::CpuWeightFormat::kBF16;
-  } else if (weights_flag != "auto") {
-    return Fail("--weights must be auto, f32 or bf16, got '" + weights_flag + "'");
+  const std::optional<convoy::CpuWeightFormat> weight_format =
+      convoy::ParseCpuWeightFormat(absl::GetFlag(FLAGS_weights));
+  if (!weight_format) {
+    return Fail("--weights must be auto, f32, bf16 or native, got '" +
+                absl::GetFlag(FLAGS_weights) + "'");
   }
+  options.weight_format = *weight_format;
 
   const auto t0 = std::chrono::steady_clock::now();
   auto weights = convoy::ModelWeights::Load(model_dir);

@@ -17,6 +17,7 @@
 #include "model/gguf_llama_config.h"
 #include "model/gguf_llama_tensors.h"
 #include "model/model_weights.h"
+#include "model/tensor_rows.h"
 #include "status_matchers.h"
 #include "test_dir.h"
 
@@ -99,15 +100,12 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadBytes(const TestDir& dir,
   return ModelWeights::Load(dir.Join("m.gguf"));
 }
 
+// Element `index` of the view (flat, row-major), whatever its storage: its row read as fp32.
 float At(const TensorView& view, int64_t index) {
-  if (view.dtype == DType::kF32) {
-    float f;
-    std::memcpy(&f, view.data + 4 * index, 4);
-    return f;
-  }
-  uint16_t bits;
-  std::memcpy(&bits, view.data + 2 * index, 2);
-  return view.dtype == DType::kF16 ? FP16ToFloat(bits) : BF16ToFloat(bits);
+  const int64_t length = ViewRowLength(view);
+  std::vector<float> row(length);
+  ViewRowsToFloat(view, index / length, 1, row.data());
+  return row[index % length];
 }
 
 // The Hugging Face row that GGUF row `row` came from, as llama.cpp's converter permutes:
@@ -141,11 +139,15 @@ TEST(GgufLlamaTest, FixtureConfigs) {
   EXPECT_EQ((*tiny)->dir(), LlamaFixture("tiny_llama"));
   ASSERT_NE((*tiny)->gguf_file(), nullptr);
   EXPECT_EQ((*tiny)->gguf_file()->FindValue("tokenizer.ggml.tokens")->count, 320u);
-  // F16 stays F16, pointing into the mapping; quantized types arrive as F32.
+  // F16 stays F16 and quantized blocks stay quantized, pointing into the mapping (attn_q and
+  // attn_k are reordered copies of the file's bytes).
   const LayerWeights& l0 = (*tiny)->layers()[0];
+  const GgufFile& file = *(*tiny)->gguf_file();
   EXPECT_EQ(l0.v_proj.dtype, DType::kF16);
-  EXPECT_EQ(l0.v_proj.data, (*tiny)->gguf_file()->FindTensor("blk.0.attn_v.weight")->data);
-  EXPECT_EQ(l0.q_proj.dtype, DType::kF32);
+  EXPECT_EQ(l0.v_proj.data, file.FindTensor("blk.0.attn_v.weight")->data);
+  EXPECT_EQ(l0.q_proj.dtype, DType::kQuantized);
+  EXPECT_EQ(l0.q_proj.quant_type, file.FindTensor("blk.0.attn_q.weight")->type);
+  EXPECT_EQ(l0.q_proj.num_bytes, file.FindTensor("blk.0.attn_q.weight")->num_bytes);
   EXPECT_EQ(l0.q_proj.shape, (std::vector<int64_t>{256, 256}));
   EXPECT_EQ(l0.k_proj.shape, (std::vector<int64_t>{64, 256}));
   EXPECT_EQ(l0.q_proj.name, "model.layers.0.self_attn.q_proj.weight");
@@ -201,8 +203,8 @@ TEST(GgufLlamaTest, NamesShapesAndRowPermutation) {
   EXPECT_EQ(GgufLlamaTensorName("lm_head.weight"), "output.weight");
 }
 
-// The permutation is undone the same way whatever the stored type: rows move whole in F16, and
-// quantized rows are dequantized into their Hugging Face place.
+// The permutation is undone the same way whatever the stored type: rows move whole, in F16 and in
+// quantized blocks, which stay quantized (the file's bytes, rows reordered).
 TEST(GgufLlamaTest, PermutationInF16AndQ8_0) {
   GgufBuilder b = SyntheticLlama();
   const int64_t q_rows = kHeads * kHeadDim, k_rows = kKvHeads * kHeadDim;
@@ -229,7 +231,17 @@ TEST(GgufLlamaTest, PermutationInF16AndQ8_0) {
   ASSERT_OK(weights);
   const LayerWeights& l = (*weights)->layers()[0];
   ASSERT_EQ(l.q_proj.dtype, DType::kF16);
-  ASSERT_EQ(l.k_proj.dtype, DType::kF32);
+  ASSERT_EQ(l.k_proj.dtype, DType::kQuantized);
+  ASSERT_EQ(l.k_proj.quant_type, GgmlType::kQ8_0);
+  ASSERT_EQ(l.k_proj.num_bytes, q8.size());
+  // Hugging Face row HfRowOf(g) holds GGUF row g's blocks byte for byte.
+  const size_t row_bytes = q8.size() / k_rows;
+  for (int64_t g = 0; g < k_rows; ++g) {
+    EXPECT_EQ(std::memcmp(l.k_proj.data + HfRowOf(g) * row_bytes, q8.data() + g * row_bytes,
+                          row_bytes),
+              0)
+        << "row " << g;
+  }
   for (int64_t g = 0; g < q_rows; ++g) {
     EXPECT_EQ(At(l.q_proj, HfRowOf(g) * kHidden + 3), static_cast<float>(g) + 3.0f / 16);
   }

@@ -13,6 +13,7 @@
 #include "executor/cpu/linear.h"
 #include "executor/cpu/ops.h"
 #include "executor/sampler.h"
+#include "model/tensor_rows.h"
 
 namespace convoy {
 namespace {
@@ -26,6 +27,18 @@ struct Layer {
   std::unique_ptr<Linear> down;     // [hidden, intermediate]
 };
 
+// Whether any linear layer's weights are stored quantized (a quantized GGUF file).
+bool HasQuantizedLayers(const ModelWeights& weights) {
+  if (weights.lm_head().dtype == DType::kQuantized) return true;
+  for (const LayerWeights& lw : weights.layers()) {
+    for (const TensorView* view : {&lw.q_proj, &lw.k_proj, &lw.v_proj, &lw.o_proj, &lw.gate_proj,
+                                   &lw.up_proj, &lw.down_proj}) {
+      if (view->dtype == DType::kQuantized) return true;
+    }
+  }
+  return false;
+}
+
 // Grows `v` to at least n elements; keeps its memory between steps.
 float* Scratch(std::vector<float>* v, int64_t n) {
   if (static_cast<int64_t>(v->size()) < n) v->resize(n);
@@ -38,7 +51,10 @@ struct CpuExecutor::Impl {
   ModelConfig config;
   KvCacheSpec kv_spec;
   std::unique_ptr<PagedKvCache> cache;
-  std::vector<float> embed;  // [vocab, hidden]
+  // [vocab, hidden] in the file's storage (embed_bytes, or the tied lm_head's blocks); a token's
+  // row is converted on lookup.
+  std::vector<std::byte> embed_bytes;
+  TensorView embed;
   std::vector<float> final_norm;
   std::unique_ptr<Linear> lm_head;
   std::vector<Layer> layers;
@@ -88,17 +104,60 @@ ExecutorLimits CpuExecutor::limits() const {
 int64_t CpuExecutor::StepBytesPerToken() const {
   const ModelConfig& c = impl_->config;
   // The scratch buffers of Impl::Run per activation row: x, h, proj (hidden each), qkv, attn,
-  // gate_up, act and the rotary angles; and the bf16 copy of a product's input (at most the
-  // widest input, two bytes a value).
+  // gate_up, act and the rotary angles; and the bf16 or 8-bit copy of a product's input (at most
+  // the widest input, two bytes a value; the 8-bit copy of quant_matmul.h takes 1.375).
   const int64_t floats = 3 * c.hidden_size + (c.q_size() + 2 * c.kv_size()) + c.q_size() +
                          3 * c.intermediate_size + c.head_dim;
   const int64_t bf16_input = 2 * std::max(c.hidden_size, c.intermediate_size);
   return static_cast<int64_t>(sizeof(float)) * floats + bf16_input;
 }
+const char* CpuWeightFormatName(CpuWeightFormat format) {
+  switch (format) {
+    case CpuWeightFormat::kAuto:
+      return "auto";
+    case CpuWeightFormat::kF32:
+      return "f32";
+    case CpuWeightFormat::kBF16:
+      return "bf16";
+    case CpuWeightFormat::kNative:
+      return "native";
+  }
+  return "unknown";
+}
+
+std::optional<CpuWeightFormat> ParseCpuWeightFormat(std::string_view name) {
+  for (CpuWeightFormat format : {CpuWeightFormat::kAuto, CpuWeightFormat::kF32,
+                                 CpuWeightFormat::kBF16, CpuWeightFormat::kNative}) {
+    if (name == CpuWeightFormatName(format)) return format;
+  }
+  return std::nullopt;
+}
+
 CpuWeightFormat CpuExecutor::weight_format() const {
+  if (!impl_->EveryLinear([](const Linear& l) { return l.format() != LinearFormat::kNative; })) {
+    return CpuWeightFormat::kNative;
+  }
   return impl_->EveryLinear([](const Linear& l) { return l.format() == LinearFormat::kBF16; })
              ? CpuWeightFormat::kBF16
              : CpuWeightFormat::kF32;
+}
+
+int64_t CpuExecutor::linear_weight_bytes() const {
+  int64_t bytes = 0;
+  impl_->EveryLinear([&bytes](const Linear& l) {
+    bytes += l.weight_bytes();
+    return true;
+  });
+  return bytes;
+}
+
+int64_t CpuExecutor::weight_bytes() const {
+  int64_t bytes = linear_weight_bytes() +
+                  static_cast<int64_t>(impl_->embed_bytes.size() + impl_->final_norm.size() * 4);
+  for (const Layer& layer : impl_->layers) {
+    bytes += static_cast<int64_t>(4 * (layer.input_norm.size() + layer.post_attention_norm.size()));
+  }
+  return bytes;
 }
 
 bool CpuExecutor::few_row_kernel() const {
@@ -142,15 +201,28 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
   }
 
   LinearFormat format = LinearFormat::kF32;
-  if (options.weight_format == CpuWeightFormat::kBF16 ||
-      (options.weight_format == CpuWeightFormat::kAuto && c.torch_dtype == DType::kBF16)) {
+  if (options.weight_format == CpuWeightFormat::kNative ||
+      (options.weight_format == CpuWeightFormat::kAuto && HasQuantizedLayers(weights))) {
+    format = LinearFormat::kNative;
+  } else if (options.weight_format == CpuWeightFormat::kBF16 ||
+             (options.weight_format == CpuWeightFormat::kAuto && c.torch_dtype == DType::kBF16)) {
     format = LinearFormat::kBF16;
   }
 
-  AppendAsFloat(weights.embed_tokens(), &impl->embed);
+  const TensorView& embed = weights.embed_tokens();
+  impl->embed = embed;
   AppendAsFloat(weights.norm(), &impl->final_norm);
   ASSIGN_OR_RETURN(impl->lm_head, Linear::Create({&weights.lm_head()}, format,
                                                  options.few_row_kernel, options.batch_invariant));
+  // The embedding table in its own storage. Tied to an lm_head kept in the same blocks, it reads
+  // the lm_head's copy (one copy of the table, not two).
+  if (c.tie_word_embeddings && impl->lm_head->quantized_rows() != nullptr &&
+      embed.dtype == DType::kQuantized) {
+    impl->embed.data = impl->lm_head->quantized_rows();
+  } else {
+    impl->embed_bytes.assign(embed.data, embed.data + ViewRows(embed) * ViewRowBytes(embed));
+    impl->embed.data = impl->embed_bytes.data();
+  }
   for (const LayerWeights& lw : weights.layers()) {
     Layer layer;
     AppendAsFloat(lw.input_layernorm, &layer.input_norm);
@@ -236,7 +308,7 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
     const int32_t t = slot_pos[i];
     const bool real = t < static_cast<int32_t>(row.token_ids.size());
     const int64_t token = real ? row.token_ids[t] : 0;
-    std::memcpy(xs + i * hidden, embed.data() + token * hidden, sizeof(float) * hidden);
+    ViewRowsToFloat(embed, token, 1, xs + i * hidden);
     if (real) rope->Angles(row.start_pos + t, angles + i * 2 * half, angles + i * 2 * half + half);
   }
 

@@ -18,6 +18,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "executor/executor.h"
@@ -26,10 +28,16 @@
 namespace convoy {
 
 enum class CpuWeightFormat {
-  kAuto,  // bf16 when the checkpoint is bf16, fp32 otherwise
-  kF32,   // exact: what the reference comparisons use
-  kBF16,  // half the bytes per decode step; oneDNN matrix products
+  kAuto,    // native for a quantized GGUF file, bf16 when the checkpoint is bf16, fp32 otherwise
+  kF32,     // exact: what the reference comparisons use
+  kBF16,    // half the bytes per decode step; oneDNN matrix products
+  kNative,  // quantized tensors stay in their GGUF blocks (quant_matmul.h); others run as kF32
 };
+
+// "auto", "f32", "bf16", "native": the spelling of the tools' --weights flag and of benchmarks.
+const char* CpuWeightFormatName(CpuWeightFormat format);
+// The format so named; nullopt for any other text.
+std::optional<CpuWeightFormat> ParseCpuWeightFormat(std::string_view name);
 
 struct CpuExecutorOptions {
   int num_threads = 0;  // 0: every core
@@ -81,10 +89,16 @@ class CpuExecutor final : public Executor {
   ExecutorLimits limits() const override;
   // The step memory one token slot's activations take at most, through one layer.
   int64_t StepBytesPerToken() const;
-  // The format the linear layers' weights are in: kBF16 only when every layer has bf16 weights
-  // (bf16 was asked for, or kAuto on a bf16 checkpoint, and oneDNN has a bf16 product on this
-  // CPU); kF32 otherwise. Never kAuto.
+  // The format the linear layers' weights are in: kNative when any layer runs on its quantized
+  // blocks (the others, stored unquantized, run on fp32 weights); kBF16 only when every layer has
+  // bf16 weights (bf16 was asked for, or kAuto on a bf16 checkpoint, and oneDNN has a bf16
+  // product on this CPU); kF32 otherwise. Never kAuto.
   CpuWeightFormat weight_format() const;
+  // Bytes the model's weights take in this executor: the linear layers as they are kept, the
+  // embedding table (kept in the file's storage, rows converted on lookup) and the norms.
+  int64_t weight_bytes() const;
+  // Bytes of weights one step's products read: every linear layer and the lm_head, as kept.
+  int64_t linear_weight_bytes() const;
   // Whether decode steps' products go through the project's bf16 kernel (every layer's does).
   bool few_row_kernel() const;
   // Whether every layer's product is batch-invariant (the promise above holds).

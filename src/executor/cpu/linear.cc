@@ -1,7 +1,9 @@
 #include "executor/cpu/linear.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <new>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "absl/strings/str_format.h"
@@ -9,6 +11,9 @@
 #include "common/simd.h"
 #include "executor/cpu/gemm_f32.h"
 #include "executor/cpu/gemv_bf16.h"
+#include "executor/cpu/quant_matmul.h"
+#include "model/gguf_file.h"
+#include "model/tensor_rows.h"
 
 namespace convoy {
 namespace {
@@ -27,6 +32,68 @@ class PackedF32Linear final : public Linear {
 
  private:
   PackedF32Matrix matrix_;
+};
+
+// Weights kept in their GGUF blocks (a copy of the file's bytes, 64-byte aligned), one part per
+// tensor of the fused layer since each may have its own type (a Q4_K_M file mixes Q4_K and Q6_K).
+// The input is quantized to 8 bits once per product, for every part (quant_matmul.h).
+// Batch-invariant: QuantMatmul computes each output from its own row in one fixed order.
+class QuantLinear final : public Linear {
+ public:
+  QuantLinear(int64_t in, const std::vector<const TensorView*>& parts) : Linear(in, 0) {
+    for (const TensorView* view : parts) {
+      Part part;
+      part.type = view->quant_type;
+      part.rows = ViewRows(*view);
+      part.first_output = out_;
+      const size_t bytes = static_cast<size_t>(part.rows * ViewRowBytes(*view));
+      part.data.reset(static_cast<std::byte*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+      if (part.data == nullptr) throw std::bad_alloc();
+      std::memcpy(part.data.get(), view->data, bytes);
+      weight_bytes_ += static_cast<int64_t>(bytes);
+      out_ += part.rows;
+      parts_.push_back(std::move(part));
+    }
+  }
+
+  // Whether every part can run as it is stored.
+  static bool Supports(const std::vector<const TensorView*>& parts) {
+    for (const TensorView* view : parts) {
+      if (view->dtype != DType::kQuantized || !QuantMatmulSupports(view->quant_type)) return false;
+    }
+    return true;
+  }
+
+  LinearFormat format() const override { return LinearFormat::kNative; }
+  bool few_row_kernel() const override { return false; }
+  bool batch_invariant() const override { return true; }
+  int64_t weight_bytes() const override { return weight_bytes_; }
+  const std::byte* quantized_rows() const override {
+    return parts_.size() == 1 ? parts_[0].data.get() : nullptr;
+  }
+  void Forward(const float* x, int64_t m, float* y) override {
+    // One quantized copy of the input per engine thread, shared by every layer: it is as large
+    // as the step's widest input and is overwritten by the next product.
+    thread_local QuantizedRows quantized;
+    quantized.Quantize(x, m, in_);
+    for (const Part& part : parts_) {
+      QuantMatmul(part.type, part.data.get(), part.rows, in_, quantized, y + part.first_output,
+                  out_);
+    }
+  }
+
+ private:
+  struct Free {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  struct Part {
+    GgmlType type{};
+    int64_t rows = 0;
+    int64_t first_output = 0;  // this part's outputs are y's columns from here
+    std::unique_ptr<std::byte[], Free> data;
+  };
+  std::vector<Part> parts_;
+  int64_t weight_bytes_ = 0;
 };
 
 // oneDNN keeps its weights in a blocked layout chosen once; the same layout serves every M on
@@ -191,25 +258,9 @@ bool Bf16MatmulAvailable(std::string* reason) {
 }
 
 void AppendAsFloat(const TensorView& view, std::vector<float>* out) {
-  const int64_t n = view.NumElements();
   const size_t base = out->size();
-  out->resize(base + n);
-  float* dst = out->data() + base;
-  switch (view.dtype) {
-    case DType::kF32:
-      std::memcpy(dst, view.data, n * sizeof(float));
-      break;
-    case DType::kF16:
-    case DType::kBF16: {
-      const bool bf16 = view.dtype == DType::kBF16;
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t bits;
-        std::memcpy(&bits, view.data + 2 * i, 2);
-        dst[i] = bf16 ? BF16ToFloat(bits) : FP16ToFloat(bits);
-      }
-      break;
-    }
-  }
+  out->resize(base + view.NumElements());
+  ViewRowsToFloat(view, 0, ViewRows(view), out->data() + base);
 }
 
 absl::StatusOr<std::unique_ptr<Linear>> Linear::Create(const std::vector<const TensorView*>& parts,
@@ -225,6 +276,18 @@ absl::StatusOr<std::unique_ptr<Linear>> Linear::Create(const std::vector<const T
                           p->name, in, p->shape.size()));
     }
     out += p->shape[0];
+  }
+  if (format == LinearFormat::kNative) {
+    if (QuantLinear::Supports(parts)) {
+      try {
+        return std::make_unique<QuantLinear>(in, parts);
+      } catch (const std::bad_alloc&) {
+        return absl::ResourceExhaustedError(
+            absl::StrFormat("no memory for the quantized weights of %s", parts[0]->name));
+      }
+    }
+    // Weights stored unquantized (or in a type without a native kernel): fp32, as asked then.
+    format = LinearFormat::kF32;
   }
   std::vector<float> w;
   w.reserve(in * out);

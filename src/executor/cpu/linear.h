@@ -1,5 +1,6 @@
 // A linear layer y = x W^T over fp32 activations. The weights are converted and laid out once, at
-// load: fp32, or bf16 (activations rounded to bf16, fp32 accumulation and output).
+// load: fp32, or bf16 (activations rounded to bf16, fp32 accumulation and output), or kept in
+// their GGUF blocks (activations quantized to 8 bits per group of 32, quant_matmul.h).
 //
 // Batch-invariant layers compute every output element the same way whatever the number of rows
 // and whatever the other rows hold: fp32 weights through the project's kernel (gemm_f32.h), bf16
@@ -10,6 +11,7 @@
 #ifndef CONVOY_EXECUTOR_CPU_LINEAR_H_
 #define CONVOY_EXECUTOR_CPU_LINEAR_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -20,7 +22,9 @@
 
 namespace convoy {
 
-enum class LinearFormat { kF32, kBF16 };
+// kNative: the weights stay in their GGUF blocks and run through quant_matmul.h (quantized
+// tensors only; other tensors asked for kNative get kF32).
+enum class LinearFormat { kF32, kBF16, kNative };
 
 class Linear {
  public:
@@ -36,7 +40,8 @@ class Linear {
 
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
-  // The format the weights are kept in: bf16 was asked for and oneDNN has a bf16 product here.
+  // The format the weights are kept in: bf16 was asked for and oneDNN has a bf16 product here;
+  // kNative when they were asked for and are quantized in a type quant_matmul.h runs.
   virtual LinearFormat format() const = 0;
   // Whether products of few rows go through the project's bf16 kernel rather than oneDNN.
   virtual bool few_row_kernel() const = 0;
@@ -44,6 +49,9 @@ class Linear {
   virtual bool batch_invariant() const = 0;
   // Bytes of weights one product reads.
   virtual int64_t weight_bytes() const = 0;
+  // When the layer is one quantized tensor kept in its blocks (kNative): its rows, as the view
+  // it was made from laid them out; nullptr otherwise. A tied embedding looks its rows up here.
+  virtual const std::byte* quantized_rows() const { return nullptr; }
   // y[m, out] = x[m, in] W^T; x and y are row-major with leading dimensions in and out.
   virtual void Forward(const float* x, int64_t m, float* y) = 0;
 
@@ -58,7 +66,7 @@ class Linear {
 // `reason` (if given) gets oneDNN's answer and the instruction set it found.
 bool Bf16MatmulAvailable(std::string* reason = nullptr);
 
-// Copies `view` (any dtype) into `out` as fp32, appending.
+// Copies `view` (any storage, quantized blocks included) into `out` as fp32, appending.
 void AppendAsFloat(const TensorView& view, std::vector<float>* out);
 
 }  // namespace convoy

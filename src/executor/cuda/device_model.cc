@@ -8,6 +8,7 @@
 #include "convoy/status_macros.h"
 #include "executor/cuda/cuda_check.h"
 #include "kernels/fill_random.cuh"
+#include "model/tensor_rows.h"
 
 namespace convoy::cuda {
 namespace {
@@ -16,23 +17,6 @@ constexpr int64_t kAlignment = 256;  // bytes
 
 int64_t AlignUp(int64_t x) { return (x + kAlignment - 1) / kAlignment * kAlignment; }
 
-float ReadElement(const TensorView& t, int64_t i) {
-  switch (t.dtype) {
-    case DType::kF32: {
-      float f;
-      std::memcpy(&f, t.data + i * 4, 4);
-      return f;
-    }
-    case DType::kF16:
-    case DType::kBF16: {
-      uint16_t bits;
-      std::memcpy(&bits, t.data + i * 2, 2);
-      return t.dtype == DType::kF16 ? FP16ToFloat(bits) : BF16ToFloat(bits);
-    }
-  }
-  return 0.0f;
-}
-
 // Converts `t` to the 16-bit type and copies it to `dst` (plus `element_offset` elements).
 absl::Status UploadTensor(const TensorView& t, kernels::HalfType dtype, const void* dst,
                           int64_t element_offset, int64_t expected_elements) {
@@ -40,10 +24,12 @@ absl::Status UploadTensor(const TensorView& t, kernels::HalfType dtype, const vo
     return absl::InvalidArgumentError(absl::StrFormat("tensor %s has %d elements, expected %d",
                                                       t.name, t.NumElements(), expected_elements));
   }
+  // Any storage, quantized blocks included, read as fp32 first (tensor_rows.h).
+  std::vector<float> values(expected_elements);
+  ViewRowsToFloat(t, 0, ViewRows(t), values.data());
   std::vector<uint16_t> host(expected_elements);
   for (int64_t i = 0; i < expected_elements; ++i) {
-    const float f = ReadElement(t, i);
-    host[i] = dtype == kernels::HalfType::kBF16 ? FloatToBF16(f) : FloatToFP16(f);
+    host[i] = dtype == kernels::HalfType::kBF16 ? FloatToBF16(values[i]) : FloatToFP16(values[i]);
   }
   void* target = static_cast<uint16_t*>(const_cast<void*>(dst)) + element_offset;
   CUDA_RETURN_IF_ERROR(
