@@ -1,20 +1,27 @@
 // GgufFile::Open on arbitrary bytes (through an in-memory file: the reader maps a path), then
 // everything the server reads from a GGUF file that opens: every metadata value, a row of every
-// tensor that has a dequantizer, the Llama config and tensors, the tokenizer and the chat template.
+// tensor that has a dequantizer, the Llama config and tensors, the tokenizer and the chat template;
+// and for the Llama tensors kept in their blocks, what the CPU executor runs on them: rows read
+// back (tensor_rows.h, the embedding lookup) and the quantized product (quant_matmul.h), whose
+// AVX2 and portable paths must give the same bits whatever the blocks hold.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "executor/cpu/quant_matmul.h"
 #include "fuzz_support.h"
 #include "model/gguf_dequantize.h"
 #include "model/gguf_file.h"
 #include "model/gguf_llama_config.h"
 #include "model/gguf_llama_tensors.h"
 #include "model/gguf_tokenizer.h"
+#include "model/tensor_rows.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
@@ -69,6 +76,41 @@ void ReadTokenizerAndTemplate(const GgufFile& file) {
   if (source.ok() && source->has_value()) (void)ChatTemplate::Parse(**source);
 }
 
+// Equal bits, or both NaN (the paths need not agree on a NaN's payload).
+bool SameFloat(float a, float b) {
+  if (a != a && b != b) return true;
+  return std::memcmp(&a, &b, sizeof(float)) == 0;
+}
+
+// The first and last rows of each quantized view as floats, and the product of a few of its rows
+// with two activation rows (one of them all zeros) on both paths.
+void RunQuantizedViews(const GgufLlamaTensors& tensors) {
+  std::vector<float> row, x, y_best, y_portable;
+  QuantizedRows quantized;
+  for (const auto& [name, view] : tensors.views()) {
+    if (view.dtype != DType::kQuantized) continue;
+    const int64_t k = ViewRowLength(view);
+    const int64_t rows = ViewRows(view);
+    if (k <= 0 || k > kMaxRowValues || rows <= 0) continue;
+    row.resize(static_cast<size_t>(k));
+    ViewRowsToFloat(view, 0, 1, row.data());
+    ViewRowsToFloat(view, rows - 1, 1, row.data());
+    if (!QuantMatmulSupports(view.quant_type) || k % QuantizedRows::kGroup != 0) continue;
+    const int64_t n = std::min<int64_t>(rows, 4);
+    x.assign(static_cast<size_t>(2 * k), 0.0f);
+    for (int64_t i = 0; i < k; ++i) x[i] = static_cast<float>((i * 37) % 23 - 11) / 8.0f;
+    quantized.Quantize(x.data(), 2, k);
+    y_best.assign(static_cast<size_t>(2 * n), 0.0f);
+    y_portable.assign(static_cast<size_t>(2 * n), 0.0f);
+    QuantMatmul(view.quant_type, view.data, n, k, quantized, y_best.data(), n, QuantPath::kBest);
+    QuantMatmul(view.quant_type, view.data, n, k, quantized, y_portable.data(), n,
+                QuantPath::kPortable);
+    for (size_t i = 0; i < y_best.size(); ++i) {
+      Check(SameFloat(y_best[i], y_portable[i]), "QuantMatmul: the two paths differ");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace convoy::fuzz
 
@@ -80,6 +122,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::ReadTensors(**file);
   fuzz::ReadTokenizerAndTemplate(**file);
   absl::StatusOr<ModelConfig> config = GgufLlamaConfig(**file);
-  if (config.ok()) (void)GgufLlamaTensors::Load(*std::move(file), *config);
+  if (!config.ok()) return 0;
+  absl::StatusOr<std::unique_ptr<GgufLlamaTensors>> tensors =
+      GgufLlamaTensors::Load(*std::move(file), *config);
+  if (tensors.ok()) fuzz::RunQuantizedViews(**tensors);
   return 0;
 }
