@@ -10,7 +10,7 @@
 #include "executor/cpu/quant_unpack.h"
 
 // The kernel is compiled for AVX2 + FMA whatever the build's -march, and only called after
-// Avx2Available() said the CPU has them.
+// Avx2Available() said the CPU has them (and F16C, for quant_unpack.cc's one-row kernels).
 #define CONVOY_TARGET_AVX2_FMA __attribute__((target("avx2,fma")))
 
 namespace convoy {
@@ -28,7 +28,10 @@ constexpr int kTileRows = 4;
 constexpr int64_t kMinParallelWork = int64_t{1} << 18;
 
 bool Avx2Available() {
-  static const bool available = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  // F16C too: the one-row kernels convert the blocks' fp16 scales with it (every CPU with AVX2
+  // has it).
+  static const bool available = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                                __builtin_cpu_supports("f16c");
   return available;
 }
 
@@ -95,13 +98,6 @@ Scratch& ThreadScratch(int64_t k) {
   return scratch;
 }
 
-// ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)).
-CONVOY_TARGET_AVX2_FMA float HorizontalSum(__m256 v) {
-  const __m128 quad = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 pair = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
-  return _mm_cvtss_f32(_mm_add_ss(pair, _mm_movehdup_ps(pair)));
-}
-
 // Outputs y[r * ldy + w] for every activation row r and the W unpacked rows.
 template <bool kSigned, bool kOffsets, int W>
 CONVOY_TARGET_AVX2_FMA void TileAvx2(const UnpackedRow* rows, int64_t k, const QuantizedRows& x,
@@ -143,7 +139,7 @@ CONVOY_TARGET_AVX2_FMA void TileAvx2(const UnpackedRow* rows, int64_t k, const Q
       }
       for (int w = 0; w < W; ++w) acc[w] = _mm256_add_ps(acc[w], off[w]);
     }
-    for (int w = 0; w < W; ++w) y[r * ldy + w] = HorizontalSum(acc[w]);
+    for (int w = 0; w < W; ++w) y[r * ldy + w] = quant::HorizontalSumAvx2(acc[w]);
   }
 }
 
@@ -237,6 +233,17 @@ void QuantMatmul(GgmlType type, const std::byte* w, int64_t n, int64_t k, const 
   const TileFn tile = FindTile(format.is_signed, avx2);
   const int64_t row_bytes = k / format.block_elements * format.block_bytes;
   const int64_t tiles = (n + kTileRows - 1) / kTileRows;
+  if (m == 1 && avx2 && format.direct_avx2 != nullptr) {
+    // One activation row: each group of weights is used once, so it goes from the blocks to
+    // registers without the unpacked copy.
+#pragma omp parallel for schedule(static) if (n * k >= kMinParallelWork)
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t first = t * kTileRows;
+      const int count = static_cast<int>(std::min<int64_t>(kTileRows, n - first));
+      format.direct_avx2(w + first * row_bytes, row_bytes, count, k, x, y + first, ldy);
+    }
+    return;
+  }
 #pragma omp parallel for schedule(static) if ((m + 4) * n * k >= kMinParallelWork)
   for (int64_t t = 0; t < tiles; ++t) {
     Scratch& scratch = ThreadScratch(k);

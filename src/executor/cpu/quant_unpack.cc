@@ -3,12 +3,15 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <vector>
 
 #include "common/half.h"
+#include "executor/cpu/quant_matmul.h"
 
 // The AVX2 unpackers are compiled for AVX2 whatever the build's -march, and only called after the
 // caller checked the CPU.
 #define CONVOY_TARGET_AVX2 __attribute__((target("avx2")))
+#define CONVOY_TARGET_AVX2_FMA_F16C __attribute__((target("avx2,fma,f16c")))
 
 namespace convoy::quant {
 namespace {
@@ -138,9 +141,7 @@ struct Q4_0 {
     offsets[0] = offsets[1] = -8.0f * d;
   }
   static void Quants(const std::byte* b, uint8_t* q) { Nibbles(b + 2, q); }
-  static CONVOY_TARGET_AVX2 void QuantsAvx2(const std::byte* b, uint8_t* q) {
-    Store256(q, NibblesAvx2(b + 2));
-  }
+  static CONVOY_TARGET_AVX2 __m256i QuantVector(const std::byte* b) { return NibblesAvx2(b + 2); }
 };
 
 struct Q4_1 {
@@ -151,9 +152,7 @@ struct Q4_1 {
     offsets[0] = offsets[1] = Half(b + 2);
   }
   static void Quants(const std::byte* b, uint8_t* q) { Nibbles(b + 4, q); }
-  static CONVOY_TARGET_AVX2 void QuantsAvx2(const std::byte* b, uint8_t* q) {
-    Store256(q, NibblesAvx2(b + 4));
-  }
+  static CONVOY_TARGET_AVX2 __m256i QuantVector(const std::byte* b) { return NibblesAvx2(b + 4); }
 };
 
 struct Q5_0 {
@@ -167,8 +166,8 @@ struct Q5_0 {
     Nibbles(b + 6, q);
     FifthBits(b + 2, q);
   }
-  static CONVOY_TARGET_AVX2 void QuantsAvx2(const std::byte* b, uint8_t* q) {
-    Store256(q, _mm256_or_si256(NibblesAvx2(b + 6), FifthBitsAvx2(b + 2)));
+  static CONVOY_TARGET_AVX2 __m256i QuantVector(const std::byte* b) {
+    return _mm256_or_si256(NibblesAvx2(b + 6), FifthBitsAvx2(b + 2));
   }
 };
 
@@ -183,8 +182,8 @@ struct Q5_1 {
     Nibbles(b + 8, q);
     FifthBits(b + 4, q);
   }
-  static CONVOY_TARGET_AVX2 void QuantsAvx2(const std::byte* b, uint8_t* q) {
-    Store256(q, _mm256_or_si256(NibblesAvx2(b + 8), FifthBitsAvx2(b + 4)));
+  static CONVOY_TARGET_AVX2 __m256i QuantVector(const std::byte* b) {
+    return _mm256_or_si256(NibblesAvx2(b + 8), FifthBitsAvx2(b + 4));
   }
 };
 
@@ -195,9 +194,7 @@ struct Q8_0 {
     SetLanes(lanes, 0, d, d);
   }
   static void Quants(const std::byte* b, uint8_t* q) { std::memcpy(q, b + 2, 32); }
-  static CONVOY_TARGET_AVX2 void QuantsAvx2(const std::byte* b, uint8_t* q) {
-    Store256(q, Load256(b + 2));
-  }
+  static CONVOY_TARGET_AVX2 __m256i QuantVector(const std::byte* b) { return Load256(b + 2); }
 };
 
 // ---- The 256-value types: eight groups per block. Value 32 * g + l of the block is value l of
@@ -467,14 +464,103 @@ CONVOY_TARGET_AVX2 void UnpackAvx2(const std::byte* row, int64_t k,
     const std::byte* block = row + i * F::kBytes;
     ScalesAvx2<F>(block, out.scales + i * (F::kElements / 4),
                   out.offsets + i * (F::kElements / 16));
-    F::QuantsAvx2(block, out.q + i * F::kElements);
+    if constexpr (F::kElements == 32) {
+      Store256(out.q + i * F::kElements, F::QuantVector(block));
+    } else {
+      F::QuantsAvx2(block, out.q + i * F::kElements);
+    }
   }
   ZeroPadding(k, out);
 }
 
+// ---- One activation row against the 32-value types, straight from the blocks: the quants and
+// scale of a group go from the block to registers with no unpacked copy in between (the copy
+// costs most of a one-row product). The same operations in the same order as quant_matmul.cc's
+// tile kernel, on the same values, so the same bits; the offsets are gathered into `offsets`
+// (OffsetStride(k) floats per weight row) while the first activation row runs. REQUIRES: AVX2,
+// FMA and F16C (whose conversion of d is exact, as Half's).
+template <typename F, bool kSigned, int W>
+CONVOY_TARGET_AVX2_FMA_F16C void DirectAvx2(const std::byte* w, int64_t row_bytes, int64_t k,
+                                       const QuantizedRows& x, float* y, int64_t ldy,
+                                       float* offsets) {
+  const int64_t groups = k / 32;
+  const int64_t stride = OffsetStride(k);
+  const __m256i ones = _mm256_set1_epi16(1);
+  if (!kSigned) {
+    for (int v = 0; v < W; ++v) {
+      for (int64_t i = k / 16; i < stride; ++i) offsets[v * stride + i] = 0.0f;
+    }
+  }
+  for (int64_t r = 0; r < x.m(); ++r) {
+    const int8_t* xq = x.values(r);
+    const float* dx = x.scales(r);
+    __m256 acc[W];
+    for (int v = 0; v < W; ++v) acc[v] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < groups; ++g) {
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * g));
+      const __m256 dxv = _mm256_broadcast_ss(dx + g);
+#pragma GCC unroll 4
+      for (int v = 0; v < W; ++v) {
+        const std::byte* block = w + v * row_bytes + g * F::kBytes;
+        // Every 32-value type has one scale d for both halves, at the block's start: the
+        // lanes F::Scales writes are all d (written and not read: only the offsets are kept).
+        float lanes[8];
+        F::Scales(block, lanes, kSigned ? nullptr : offsets + v * stride + 2 * g);
+        const __m256i qv = F::QuantVector(block);
+        const __m256i pairs = kSigned ? _mm256_maddubs_epi16(_mm256_abs_epi8(qv),
+                                                             _mm256_sign_epi8(xv, qv))
+                                      : _mm256_maddubs_epi16(qv, xv);
+        const __m256 sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
+        uint16_t d;
+        std::memcpy(&d, block, 2);
+        const __m256 c = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(d)), dxv);
+        acc[v] = _mm256_fmadd_ps(sums, c, acc[v]);
+      }
+    }
+    if (!kSigned) {
+      const float* xsum = x.half_sums(r);
+      __m256 off[W];
+      for (int v = 0; v < W; ++v) off[v] = _mm256_setzero_ps();
+      for (int64_t t = 0; t < stride / 8; ++t) {
+        const __m256 xs = _mm256_loadu_ps(xsum + 8 * t);
+#pragma GCC unroll 4
+        for (int v = 0; v < W; ++v) {
+          off[v] = _mm256_fmadd_ps(_mm256_loadu_ps(offsets + v * stride + 8 * t), xs, off[v]);
+        }
+      }
+      for (int v = 0; v < W; ++v) acc[v] = _mm256_add_ps(acc[v], off[v]);
+    }
+    for (int v = 0; v < W; ++v) y[r * ldy + v] = HorizontalSumAvx2(acc[v]);
+  }
+}
+
+template <typename F, bool kSigned>
+void DirectAvx2Any(const std::byte* w, int64_t row_bytes, int count, int64_t k,
+                   const QuantizedRows& x, float* y, int64_t ldy) {
+  thread_local std::vector<float> offsets;
+  if (static_cast<int64_t>(offsets.size()) < 4 * OffsetStride(k)) {
+    offsets.resize(4 * OffsetStride(k));
+  }
+  switch (count) {
+    case 1:
+      return DirectAvx2<F, kSigned, 1>(w, row_bytes, k, x, y, ldy, offsets.data());
+    case 2:
+      return DirectAvx2<F, kSigned, 2>(w, row_bytes, k, x, y, ldy, offsets.data());
+    case 3:
+      return DirectAvx2<F, kSigned, 3>(w, row_bytes, k, x, y, ldy, offsets.data());
+    default:
+      return DirectAvx2<F, kSigned, 4>(w, row_bytes, k, x, y, ldy, offsets.data());
+  }
+}
+
 template <typename F>
 constexpr Format MakeFormat(bool is_signed) {
-  return {F::kElements, F::kBytes, is_signed, !is_signed, UnpackPortable<F>, UnpackAvx2<F>};
+  DirectFn direct = nullptr;
+  if constexpr (F::kElements == 32) {
+    direct = is_signed ? DirectAvx2Any<F, true> : DirectAvx2Any<F, false>;
+  }
+  return {F::kElements, F::kBytes, is_signed, !is_signed, UnpackPortable<F>, UnpackAvx2<F>,
+          direct};
 }
 
 constexpr Format kQ4_0 = MakeFormat<Q4_0>(false);

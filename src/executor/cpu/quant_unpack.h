@@ -4,10 +4,16 @@
 #ifndef CONVOY_EXECUTOR_CPU_QUANT_UNPACK_H_
 #define CONVOY_EXECUTOR_CPU_QUANT_UNPACK_H_
 
+#include <immintrin.h>
+
 #include <cstddef>
 #include <cstdint>
 
 #include "model/gguf_file.h"
+
+namespace convoy {
+class QuantizedRows;
+}  // namespace convoy
 
 namespace convoy::quant {
 
@@ -26,6 +32,10 @@ struct UnpackedRow {
 constexpr int64_t OffsetStride(int64_t k) { return (k / 16 + 7) / 8 * 8; }
 
 using UnpackFn = void (*)(const std::byte* row, int64_t k, const UnpackedRow& out);
+// y[r * ldy + j] for every row r of x and the `count` (1 to 4) weight rows at w, w + row_bytes,
+// ..., read straight from their blocks, with the tile kernel's bits. REQUIRES: AVX2 and FMA.
+using DirectFn = void (*)(const std::byte* w, int64_t row_bytes, int count, int64_t k,
+                          const QuantizedRows& x, float* y, int64_t ldy);
 
 struct Format {
   int64_t block_elements;
@@ -34,7 +44,15 @@ struct Format {
   bool has_offsets;  // false for Q8_0
   UnpackFn unpack_portable;
   UnpackFn unpack_avx2;  // REQUIRES: the CPU has AVX2. Writes the same bytes as unpack_portable.
+  DirectFn direct_avx2;  // the 32-value types; nullptr for the others
 };
+
+// ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)): the contract's last sum (quant_matmul.h).
+__attribute__((target("avx2,fma"))) inline float HorizontalSumAvx2(__m256 v) {
+  const __m128 quad = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 pair = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
+  return _mm_cvtss_f32(_mm_add_ss(pair, _mm_movehdup_ps(pair)));
+}
 
 // nullptr for a type QuantMatmul does not run.
 const Format* FindFormat(GgmlType type);
