@@ -108,12 +108,16 @@ const ModelWeights& Weights() {
 // BF16, fp32 weights elsewhere) with attention items that share K and V: what convoyd runs.
 // "bf16_fewrow" is the executor before batch invariance: oneDNN's products, the few-row kernel
 // for decode steps; "bf16_onednn" and "f32_onednn" keep every product in oneDNN; "bf16_attn1"
-// runs one attention item per token and head.
+// runs one attention item per token and head. The "_kv_" variants keep the KV cache in another
+// type (cpu_executor.h kv_dtype); "_ctx512" decodes after a 512-token prompt instead of 128, where
+// attention reads four times the cache.
 struct Variant {
   CpuWeightFormat format;
   bool few_row_kernel;
   bool share_attention_kv = true;
   bool batch_invariant = true;
+  KvDtype kv_dtype = KvDtype::kF32;
+  int32_t decode_context = 128;  // BM_Decode's prompt length
 };
 constexpr Variant kBf16{CpuWeightFormat::kBF16, true};
 constexpr Variant kBf16FewRow{CpuWeightFormat::kBF16, true, true, false};
@@ -123,6 +127,20 @@ constexpr Variant kF32{CpuWeightFormat::kF32, false};
 constexpr Variant kF32OneDnn{CpuWeightFormat::kF32, false, true, false};
 // A quantized file (CONVOY_BENCH_MODEL=file.gguf) in its own blocks (quant_matmul.h).
 constexpr Variant kNative{CpuWeightFormat::kNative, false};
+constexpr Variant kNativeKvBf16{
+    .format = CpuWeightFormat::kNative, .few_row_kernel = false, .kv_dtype = KvDtype::kBF16};
+constexpr Variant kNativeKvInt8{
+    .format = CpuWeightFormat::kNative, .few_row_kernel = false, .kv_dtype = KvDtype::kInt8};
+constexpr Variant kNativeCtx512{
+    .format = CpuWeightFormat::kNative, .few_row_kernel = false, .decode_context = 512};
+constexpr Variant kNativeKvBf16Ctx512{.format = CpuWeightFormat::kNative,
+                                      .few_row_kernel = false,
+                                      .kv_dtype = KvDtype::kBF16,
+                                      .decode_context = 512};
+constexpr Variant kNativeKvInt8Ctx512{.format = CpuWeightFormat::kNative,
+                                      .few_row_kernel = false,
+                                      .kv_dtype = KvDtype::kInt8,
+                                      .decode_context = 512};
 
 // One executor (one copy of the weights) in memory at a time.
 CpuExecutor& Executor(Variant variant) {
@@ -131,13 +149,14 @@ CpuExecutor& Executor(Variant variant) {
   if (executor == nullptr || current.format != variant.format ||
       current.few_row_kernel != variant.few_row_kernel ||
       current.share_attention_kv != variant.share_attention_kv ||
-      current.batch_invariant != variant.batch_invariant) {
+      current.batch_invariant != variant.batch_invariant || current.kv_dtype != variant.kv_dtype) {
     executor.reset();
     CpuExecutorOptions options;
     options.weight_format = variant.format;
     options.few_row_kernel = variant.few_row_kernel;
     options.share_attention_kv = variant.share_attention_kv;
     options.batch_invariant = variant.batch_invariant;
+    options.kv_dtype = variant.kv_dtype;
     options.kv_cache_bytes = int64_t{1} << 30;
     auto created = CpuExecutor::Create(Weights(), options);
     if (!created.ok()) {
@@ -153,8 +172,13 @@ CpuExecutor& Executor(Variant variant) {
 // The weight format the executor runs (bf16 may fall back to fp32) and its products.
 std::string Describe(const CpuExecutor& executor) {
   std::string label = CpuWeightFormatName(executor.weight_format());
-  if (executor.batch_invariant()) return label + " (batch-invariant)";
-  return label + (executor.few_row_kernel() ? " (few-row kernel)" : " (oneDNN)");
+  label += executor.batch_invariant()  ? " (batch-invariant)"
+           : executor.few_row_kernel() ? " (few-row kernel)"
+                                       : " (oneDNN)";
+  if (executor.kv_spec().dtype != KvDtype::kF32) {
+    label += std::string(", KV cache ") + KvDtypeName(executor.kv_spec().dtype);
+  }
+  return label;
 }
 
 void BM_StreamingRead(benchmark::State& state) {
@@ -166,7 +190,7 @@ void BM_StreamingRead(benchmark::State& state) {
 // One decode step for `batch` sequences, each with `context` tokens already in the cache.
 void BM_Decode(benchmark::State& state, Variant variant) {
   const int32_t batch = static_cast<int32_t>(state.range(0));
-  const int32_t context = 128;
+  const int32_t context = variant.decode_context;
   CpuExecutor& executor = Executor(variant);
   const ModelConfig& c = executor.model_config();
   BlockAllocator allocator(executor.kv_spec().num_blocks);
@@ -418,6 +442,17 @@ BENCHMARK_CAPTURE(BM_Decode, f32_onednn, kF32OneDnn)
 BENCHMARK_CAPTURE(BM_Prefill, native, kNative)
     ->Apply(PromptSteps);
 BENCHMARK_CAPTURE(BM_Decode, native, kNative)
+    ->Apply(DecodeSteps);
+// The KV cache's types side by side: the same native decode steps after 128 and 512 tokens.
+BENCHMARK_CAPTURE(BM_Decode, native_kv_bf16, kNativeKvBf16)
+    ->Apply(DecodeSteps);
+BENCHMARK_CAPTURE(BM_Decode, native_kv_int8, kNativeKvInt8)
+    ->Apply(DecodeSteps);
+BENCHMARK_CAPTURE(BM_Decode, native_ctx512, kNativeCtx512)
+    ->Apply(DecodeSteps);
+BENCHMARK_CAPTURE(BM_Decode, native_kv_bf16_ctx512, kNativeKvBf16Ctx512)
+    ->Apply(DecodeSteps);
+BENCHMARK_CAPTURE(BM_Decode, native_kv_int8_ctx512, kNativeKvInt8Ctx512)
     ->Apply(DecodeSteps);
 
 }  // namespace

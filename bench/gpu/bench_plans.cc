@@ -50,7 +50,7 @@ KvCacheSpec BenchKvSpec(const ModelConfig& config, const BenchShape& shape) {
   spec.num_kv_heads = static_cast<int32_t>(config.num_key_value_heads);
   spec.head_dim = static_cast<int32_t>(config.head_dim);
   spec.block_size = shape.block_size;
-  spec.bytes_per_element = 2;
+  spec.dtype = KvDtype::kF16;  // 16-bit K and V, as the CUDA executor stores them
   spec.num_blocks = spec.BlocksForBudget(shape.kv_cache_bytes) - 1;
   return spec;
 }

@@ -105,13 +105,13 @@ void BM_PagedAttentionDecode(benchmark::State& state) {
   PagedKvCache cache(spec);
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> k(kHeadDim), v(kHeadDim);
   for (int32_t b = 0; b < spec.num_blocks; ++b) {
     for (int32_t h = 0; h < kKvHeads; ++h) {
-      float* k = cache.KeyBlock(b, 0, h);
-      for (int32_t i = 0; i < kBlockSize * kHeadDim; ++i) k[i] = uniform(rng);
       for (int32_t s = 0; s < kBlockSize; ++s) {
-        float* v = cache.Value(b, 0, h, s);
-        for (int32_t d = 0; d < kHeadDim; ++d) v[d] = uniform(rng);
+        for (float& x : k) x = uniform(rng);
+        for (float& x : v) x = uniform(rng);
+        cache.Write(b, 0, h, s, k.data(), v.data());
       }
     }
   }

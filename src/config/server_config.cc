@@ -324,6 +324,7 @@ void FillServerConfigDefaults(v1::ServerConfig* config) {
   if (!kv->has_block_size()) kv->set_block_size(d.block_size);
   if (!kv->has_memory_budget_bytes()) kv->set_memory_budget_bytes(uint64_t{1} << 30);
   if (!kv->has_enable_prefix_caching()) kv->set_enable_prefix_caching(d.enable_prefix_caching);
+  if (!kv->has_dtype()) kv->set_dtype(v1::KvCacheConfig::DTYPE_UNSPECIFIED);
   v1::RequestDefaults* defaults = config->mutable_request_defaults();
   if (!defaults->has_max_tokens()) defaults->set_max_tokens(d.default_max_tokens);
   v1::RequestLimits* limits = config->mutable_request_limits();

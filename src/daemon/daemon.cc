@@ -327,14 +327,15 @@ absl::StatusOr<Engine> LoadEngine(const v1::ServerConfig& config, Metrics* metri
   loop_options.observer = metrics;
   ASSIGN_OR_RETURN(engine.loop, EngineLoop::Create(engine.executor.get(), loop_options));
   const KvCacheSpec& kv = engine.executor->kv_spec();
-  spdlog::info("model {} loaded on the {} executor in {}: weights {}; {} KV blocks of {} tokens; {}",
-               config.model().dir(), engine.executor_name,
-               absl::FormatDuration(absl::Now() - start),
-               built_weights.empty() ? "as the executor keeps them" : built_weights,
-               kv.num_blocks, kv.block_size,
-               engine.tokenizer == nullptr ? "token ids only (the model has no tokenizer)"
-               : engine.chat_template      ? "text prompts and chat messages accepted"
-                                           : "text prompts accepted (no chat messages)");
+  spdlog::info(
+      "model {} loaded on the {} executor in {}: weights {}; {} KV blocks of {} tokens ({} tokens, "
+      "K and V in {}); {}",
+      config.model().dir(), engine.executor_name, absl::FormatDuration(absl::Now() - start),
+      built_weights.empty() ? "as the executor keeps them" : built_weights, kv.num_blocks,
+      kv.block_size, int64_t{kv.num_blocks} * kv.block_size, KvDtypeName(kv.dtype),
+      engine.tokenizer == nullptr ? "token ids only (the model has no tokenizer)"
+      : engine.chat_template      ? "text prompts and chat messages accepted"
+                                  : "text prompts accepted (no chat messages)");
   return engine;
 }
 
@@ -479,6 +480,7 @@ int RunDaemon(const DaemonOptions& options) {
       ToModelInfo(model, serving.limits.model_name, serving.limits.max_context_length);
   serving.executor_name = engine->executor_name;
   serving.kv_block_size = engine->executor->kv_spec().block_size;
+  serving.kv_dtype = KvDtypeName(engine->executor->kv_spec().dtype);
   serving.metrics = metrics.get();
   inference.Start(std::move(serving));
   if (!first_signal->HasBeenNotified()) {

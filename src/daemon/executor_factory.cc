@@ -44,6 +44,12 @@ absl::StatusOr<BuiltExecutor> CreateExecutor(const ModelWeights& weights,
     if (!CudaDeviceAvailable()) {
       return absl::FailedPreconditionError("executor.device: CUDA, but no usable GPU was found");
     }
+    if (config.kv_cache().dtype() != v1::KvCacheConfig::DTYPE_UNSPECIFIED) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "kv_cache.dtype: %s, but the CUDA executor keeps K and V in the model's 16-bit type; "
+          "leave kv_cache.dtype unset",
+          v1::KvCacheConfig::Dtype_Name(config.kv_cache().dtype())));
+    }
     CudaExecutorOptions options;
     options.block_size = static_cast<int32_t>(config.kv_cache().block_size());
     options.gpu_memory_fraction = config.executor().gpu_memory_fraction();
@@ -66,6 +72,16 @@ absl::StatusOr<BuiltExecutor> CreateExecutor(const ModelWeights& weights,
   options.batch_invariant = config.executor().batch_invariant();
   options.kv_cache_bytes = static_cast<int64_t>(config.kv_cache().memory_budget_bytes());
   options.block_size = static_cast<int32_t>(config.kv_cache().block_size());
+  switch (config.kv_cache().dtype()) {
+    case v1::KvCacheConfig::DTYPE_BF16:
+      options.kv_dtype = KvDtype::kBF16;
+      break;
+    case v1::KvCacheConfig::DTYPE_INT8:
+      options.kv_dtype = KvDtype::kInt8;
+      break;
+    default:
+      options.kv_dtype = KvDtype::kF32;
+  }
   switch (config.executor().cpu_weights()) {
     case v1::ExecutorConfig::WEIGHTS_F32:
       options.weight_format = CpuWeightFormat::kF32;

@@ -20,7 +20,8 @@ struct BuiltExecutor {
   std::string weights;
 };
 
-// `config` has its defaults filled. FAILED_PRECONDITION when CUDA is asked for and cannot be used.
+// `config` has its defaults filled. FAILED_PRECONDITION when CUDA is asked for and cannot be used;
+// INVALID_ARGUMENT when the executor cannot store K and V in kv_cache.dtype.
 absl::StatusOr<BuiltExecutor> CreateExecutor(const ModelWeights& weights,
                                              const v1::ServerConfig& config);
 

@@ -53,6 +53,7 @@ struct ServingContext {
   // Counts refusals and finished requests; null for none. Must outlive every session.
   Metrics* metrics = nullptr;
   int32_t kv_block_size = 0;
+  std::string kv_dtype;  // "f32", "bf16", "int8", ...
 };
 
 class GenerationSession;

@@ -341,6 +341,8 @@ absl::Status InferenceService::FillServerInfo(const grpc::CallbackServerContext&
   response->set_kv_block_size(serving->kv_block_size);
   response->set_kv_blocks_total(snapshot.kv_blocks_total);
   response->set_kv_blocks_free(snapshot.kv_blocks_free);
+  response->set_kv_dtype(serving->kv_dtype);
+  response->set_kv_tokens_total(int64_t{snapshot.kv_blocks_total} * serving->kv_block_size);
   response->set_num_running(snapshot.num_running);
   response->set_num_waiting(snapshot.num_waiting);
   response->set_steps(stats.steps);

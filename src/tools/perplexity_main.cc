@@ -1,6 +1,7 @@
 // convoy-perplexity: a model's perplexity over a text file, computed the way llama.cpp's
 // llama-perplexity computes it, so that the two engines can be compared on the same file and text.
 //   convoy-perplexity --model FILE.gguf|DIR --text FILE [--ctx 512] [--weights auto|f32|bf16|native]
+//                     [--kv-dtype f32|bf16|int8]
 //
 // The text is tokenized whole (no BOS added) and cut into chunks of --ctx tokens; a chunk that
 // does not fill --ctx at the end is dropped. Where the tokenizer adds BOS to a sequence, each
@@ -27,6 +28,7 @@
 #include "model/model_weights.h"
 #include "nlohmann/json.hpp"
 #include "tools/cli_flags.h"
+#include "tools/cpu_format_flags.h"
 
 ABSL_FLAG(std::string, model, "", "Model: a directory (config.json + safetensors) or a .gguf file");
 ABSL_FLAG(std::string, text, "", "The text file to score (UTF-8)");
@@ -35,16 +37,18 @@ ABSL_FLAG(int32_t, max_chunks, 0, "Score at most this many chunks; 0 for all");
 ABSL_FLAG(int32_t, threads, 0, "CPU threads; 0 for every core");
 ABSL_FLAG(std::string, weights, "auto",
           "Weight format for the matrix products: auto, f32, bf16, native (quantized blocks)");
+ABSL_FLAG(std::string, kv_dtype, "f32", "Type the KV cache stores K and V in: f32, bf16, int8");
 
 namespace {
 
 const convoy::cli::CommandLine kCommandLine = {
     "convoy-perplexity",
     "convoy-perplexity --model DIR|FILE.gguf --text FILE [--ctx 512] [--max-chunks N]\n"
-    "                  [--weights auto|f32|bf16|native] [--threads N]\n\n"
+    "                  [--weights auto|f32|bf16|native] [--kv-dtype f32|bf16|int8]\n"
+    "                  [--threads N]\n\n"
     "A model's perplexity over a text file, in chunks of --ctx tokens with the second half of\n"
     "each scored, as llama.cpp's llama-perplexity computes it.",
-    {"model", "text", "ctx", "max_chunks", "threads", "weights"},
+    {"model", "text", "ctx", "max_chunks", "threads", "weights", "kv_dtype"},
     {}};
 
 int Fail(const std::string& message) { return convoy::cli::BadUsage(kCommandLine, message); }
@@ -73,13 +77,9 @@ int main(int argc, char** argv) {
 
   convoy::CpuExecutorOptions options;
   options.num_threads = absl::GetFlag(FLAGS_threads);
-  const std::optional<convoy::CpuWeightFormat> weight_format =
-      convoy::ParseCpuWeightFormat(absl::GetFlag(FLAGS_weights));
-  if (!weight_format) {
-    return Fail("--weights must be auto, f32, bf16 or native, got '" +
-                absl::GetFlag(FLAGS_weights) + "'");
-  }
-  options.weight_format = *weight_format;
+  const std::string format_error = convoy::cli::SetCpuFormats(
+      absl::GetFlag(FLAGS_weights), absl::GetFlag(FLAGS_kv_dtype), &options);
+  if (!format_error.empty()) return Fail(format_error);
 
   std::ifstream in(text_path, std::ios::binary);
   if (!in) return Fail("--text: cannot read '" + text_path + "'");
@@ -116,9 +116,10 @@ int main(int argc, char** argv) {
   if (num_chunks == 0) {
     return Fail(absl::StrCat("--text has ", ids->size(), " tokens, fewer than --ctx ", ctx));
   }
-  std::fprintf(stderr, "%zu tokens, %lld chunks of %d, weights %s\n", ids->size(),
+  std::fprintf(stderr, "%zu tokens, %lld chunks of %d, weights %s, KV cache %s\n", ids->size(),
                static_cast<long long>(num_chunks), ctx,
-               convoy::CpuWeightFormatName((*executor)->weight_format()));
+               convoy::CpuWeightFormatName((*executor)->weight_format()),
+               convoy::KvDtypeName((*executor)->kv_spec().dtype));
 
   const int32_t first = ctx / 2;
   double nll_sum = 0, nll_sq_sum = 0;
@@ -162,6 +163,7 @@ int main(int argc, char** argv) {
                          {"ctx", ctx},
                          {"scored_tokens", scored},
                          {"weights", convoy::CpuWeightFormatName((*executor)->weight_format())},
+                         {"kv_dtype", convoy::KvDtypeName((*executor)->kv_spec().dtype)},
                          {"seconds", seconds}};
   std::printf("%s\n", line.dump().c_str());
   return 0;

@@ -26,6 +26,7 @@
 #include "nlohmann/json.hpp"
 #include "text/chat_prompt.h"
 #include "tools/cli_flags.h"
+#include "tools/cpu_format_flags.h"
 
 ABSL_FLAG(std::string, model, "", "Model: a directory (config.json + safetensors) or a .gguf file");
 ABSL_FLAG(int32_t, max_tokens, 16, "Tokens to generate per prompt");
@@ -42,6 +43,7 @@ ABSL_FLAG(int32_t, block_size, 16, "Tokens per KV cache block");
 ABSL_FLAG(int32_t, prefill_chunk, 0, "Longest prompt chunk per step; 0 for the whole prompt");
 ABSL_FLAG(std::string, weights, "auto",
           "Weight format for the matrix products: auto, f32, bf16, native (quantized blocks)");
+ABSL_FLAG(std::string, kv_dtype, "f32", "Type the KV cache stores K and V in: f32, bf16, int8");
 ABSL_FLAG(std::string, system, "", "A system message before each --chat prompt");
 
 namespace {
@@ -57,7 +59,7 @@ const convoy::cli::CommandLine kCommandLine = {
     "Outputs are numbered in the order: --token-ids, then --prompt, then --chat prompts.",
     {"model", "max_tokens", "temperature", "top_k", "top_p", "seed", "top_logprobs",
      "stop_token_ids", "json", "threads", "kv_cache_mb", "block_size", "prefill_chunk", "weights",
-     "system"},
+     "kv_dtype", "system"},
     {"token_ids", "prompt", "chat"}};
 
 int Fail(const std::string& message) { return convoy::cli::BadUsage(kCommandLine, message); }
@@ -224,13 +226,9 @@ int main(int argc, char** argv) {
   options.num_threads = absl::GetFlag(FLAGS_threads);
   options.kv_cache_bytes = absl::GetFlag(FLAGS_kv_cache_mb) << 20;
   options.block_size = absl::GetFlag(FLAGS_block_size);
-  const std::optional<convoy::CpuWeightFormat> weight_format =
-      convoy::ParseCpuWeightFormat(absl::GetFlag(FLAGS_weights));
-  if (!weight_format) {
-    return Fail("--weights must be auto, f32, bf16 or native, got '" +
-                absl::GetFlag(FLAGS_weights) + "'");
-  }
-  options.weight_format = *weight_format;
+  const std::string format_error = convoy::cli::SetCpuFormats(
+      absl::GetFlag(FLAGS_weights), absl::GetFlag(FLAGS_kv_dtype), &options);
+  if (!format_error.empty()) return Fail(format_error);
 
   const auto t0 = std::chrono::steady_clock::now();
   auto weights = convoy::ModelWeights::Load(model_dir);

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "daemon_harness.h"
@@ -202,6 +203,29 @@ TEST_F(DaemonTest, SixtyFourConcurrentStreamsAllCompleteWithTheRightTokens) {
   const v1::ServerInfo info = WaitForAllBlocksFree(*stub_);
   EXPECT_EQ(info.kv_blocks_free(), info.kv_blocks_total());
   EXPECT_EQ(info.requests_completed() - before->requests_completed(), kStreams);
+}
+
+// kv_cache.dtype reaches the CPU executor, and GetServerInfo (what `convoy info` prints) reports
+// the cache's type and the tokens it holds: an int8 cache holds more than three times the default
+// fp32 one's in the same memory (heads of 16: 18 bytes per token and head against 64).
+TEST(DaemonKvDtypeTest, InfoReportsTheCacheTypeAndItsTokens) {
+  auto f32 = DaemonProcess::Start(ModelDir(), DefaultTestConfig());
+  ASSERT_NE(f32, nullptr);
+  const v1::ServerInfo f32_info = WaitForAllBlocksFree(*f32->inference());
+  EXPECT_EQ(f32_info.kv_dtype(), "f32");
+  EXPECT_EQ(f32_info.kv_tokens_total(),
+            int64_t{f32_info.kv_blocks_total()} * f32_info.kv_block_size());
+  f32.reset();
+  auto int8 = DaemonProcess::Start(
+      ModelDir(), absl::StrReplaceAll(DefaultTestConfig(), {{"memory_budget_bytes: 8388608",
+                                                             "memory_budget_bytes: 8388608 "
+                                                             "dtype: DTYPE_INT8"}}));
+  ASSERT_NE(int8, nullptr);
+  const v1::ServerInfo int8_info = WaitForAllBlocksFree(*int8->inference());
+  EXPECT_EQ(int8_info.kv_dtype(), "int8");
+  EXPECT_EQ(int8_info.kv_tokens_total(),
+            int64_t{int8_info.kv_blocks_total()} * int8_info.kv_block_size());
+  EXPECT_GT(int8_info.kv_tokens_total(), 3 * f32_info.kv_tokens_total());
 }
 
 TEST_F(DaemonTest, UnseededRequestsDrawTheirOwnSeedAndReportIt) {

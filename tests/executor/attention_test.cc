@@ -1,8 +1,10 @@
 // The CPU's paged attention against a plain double-precision attention over the same cache: prompt
 // chunks that start at 0 and later, decode rows, grouped-query attention with groups of 1, 3 and
 // 8, head sizes the vector kernels take (64, 128) and one they do not (80), and a block size they
-// do not (8). Sharing K and V across a work item's queries must give exactly the results of one
-// query per item.
+// do not (8); each with a cache of fp32, bf16 and int8 elements. Against the values the cache
+// holds the results agree to float rounding; against the values written (before the cache rounded
+// them) within the bound that rounding allows. Sharing K and V across a work item's queries must
+// give exactly the results of one query per item.
 #include "executor/cpu/attention.h"
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -27,9 +30,24 @@ struct Shape {
   int32_t block_size;
 };
 
-std::string Name(const ::testing::TestParamInfo<Shape>& info) {
-  const Shape& s = info.param;
-  return absl::StrCat("h", s.heads, "_kv", s.kv_heads, "_d", s.head_dim, "_b", s.block_size);
+std::string Name(const ::testing::TestParamInfo<std::tuple<Shape, KvDtype>>& info) {
+  const Shape& s = std::get<0>(info.param);
+  return absl::StrCat("h", s.heads, "_kv", s.kv_heads, "_d", s.head_dim, "_b", s.block_size, "_",
+                      KvDtypeName(std::get<1>(info.param)));
+}
+
+// The most one stored element differs from the value written (all within [-1, 1]): 0 for fp32;
+// half a bf16 ulp, 2^-8 of the value; half an int8 step, the step being amax / 127 rounded up to
+// a bf16 (at most 2^-7 more).
+double ElementError(KvDtype dtype) {
+  switch (dtype) {
+    case KvDtype::kBF16:
+      return 0x1p-8;
+    case KvDtype::kInt8:
+      return (1 + 0x1p-7) / 254;
+    default:
+      return 0;
+  }
 }
 
 // The rows of one step: {start_pos, len}. A prompt from 0, a chunk after a cached prefix, decode
@@ -39,10 +57,13 @@ const std::vector<std::pair<int32_t, int32_t>> kRows = {{0, 37}, {45, 20}, {130,
 constexpr int32_t kLayers = 2;
 constexpr int32_t kLayer = 1;
 
-class PagedAttentionTest : public ::testing::TestWithParam<Shape> {
+class PagedAttentionTest : public ::testing::TestWithParam<std::tuple<Shape, KvDtype>> {
  protected:
+  const Shape& shape() const { return std::get<0>(GetParam()); }
+
   void SetUp() override {
-    const Shape& s = GetParam();
+    const Shape& s = shape();
+    spec_.dtype = std::get<1>(GetParam());
     spec_.num_layers = kLayers;
     spec_.num_kv_heads = s.kv_heads;
     spec_.head_dim = s.head_dim;
@@ -67,14 +88,18 @@ class PagedAttentionTest : public ::testing::TestWithParam<Shape> {
                                  pool.begin() + next + (context + s.block_size - 1) / s.block_size);
       next += table.size();
       tables_.push_back(table);
-      std::vector<float> k(s.head_dim), v(s.head_dim);
+      // [pos][kv head][d] of layer kLayer, as written.
+      std::vector<float>& k = written_k_.emplace_back(int64_t{context} * s.kv_heads * s.head_dim);
+      std::vector<float>& v = written_v_.emplace_back(k.size());
       for (int32_t pos = 0; pos < context; ++pos) {
         for (int32_t layer = 0; layer < kLayers; ++layer) {
           for (int32_t g = 0; g < s.kv_heads; ++g) {
-            for (float& x : k) x = uniform(rng);
-            for (float& x : v) x = uniform(rng);
-            cache_->Write(table[pos / s.block_size], layer, g, pos % s.block_size, k.data(),
-                          v.data());
+            const int64_t at = (int64_t{pos} * s.kv_heads + g) * s.head_dim;
+            for (int32_t d = 0; d < s.head_dim; ++d) {
+              k[at + d] = uniform(rng);
+              v[at + d] = uniform(rng);
+            }
+            cache_->Write(table[pos / s.block_size], layer, g, pos % s.block_size, &k[at], &v[at]);
           }
         }
       }
@@ -86,7 +111,7 @@ class PagedAttentionTest : public ::testing::TestWithParam<Shape> {
 
   // The attention of every row with `share_kv`, outputs per row [len][heads * head_dim].
   std::vector<std::vector<float>> Run(bool share_kv) {
-    const Shape& s = GetParam();
+    const Shape& s = shape();
     const int64_t q_size = int64_t{s.heads} * s.head_dim;
     std::vector<std::vector<float>> outs;
     std::vector<AttentionRow> rows;
@@ -105,21 +130,30 @@ class PagedAttentionTest : public ::testing::TestWithParam<Shape> {
     return outs;
   }
 
-  // softmax(q . k / sqrt(d)) . v in doubles, reading K and V slot by slot through the cache.
-  std::vector<double> Expected(size_t r, int32_t t, int32_t h) {
-    const Shape& s = GetParam();
+  // softmax(q . k / sqrt(d)) . v in doubles, with K and V as the cache holds them (read slot by
+  // slot through it) or, `stored` false, as they were written.
+  std::vector<double> Expected(size_t r, int32_t t, int32_t h, bool stored) {
+    const Shape& s = shape();
     const int32_t g = h / (s.heads / s.kv_heads);
     const int32_t context = kRows[r].first + t + 1;
     const float* q = queries_[r].data() + (int64_t{t} * s.heads + h) * s.head_dim;
+    std::vector<float> keys(int64_t{context} * s.head_dim), values(keys.size());
+    for (int32_t j = 0; j < context; ++j) {
+      float* k = &keys[int64_t{j} * s.head_dim];
+      float* v = &values[int64_t{j} * s.head_dim];
+      if (stored) {
+        cache_->Read(tables_[r][j / s.block_size], kLayer, g, j % s.block_size, k, v);
+      } else {
+        const int64_t at = (int64_t{j} * s.kv_heads + g) * s.head_dim;
+        std::copy_n(&written_k_[r][at], s.head_dim, k);
+        std::copy_n(&written_v_[r][at], s.head_dim, v);
+      }
+    }
     std::vector<double> scores(context);
     double top = -INFINITY;
     for (int32_t j = 0; j < context; ++j) {
-      const BlockId block = tables_[r][j / s.block_size];
-      const float* kt = cache_->KeyBlock(block, kLayer, g);
       double dot = 0;
-      for (int32_t d = 0; d < s.head_dim; ++d) {
-        dot += double{q[d]} * kt[d * s.block_size + j % s.block_size];
-      }
+      for (int32_t d = 0; d < s.head_dim; ++d) dot += double{q[d]} * keys[j * s.head_dim + d];
       scores[j] = dot / std::sqrt(static_cast<double>(s.head_dim));
       top = std::max(top, scores[j]);
     }
@@ -127,33 +161,89 @@ class PagedAttentionTest : public ::testing::TestWithParam<Shape> {
     for (double& x : scores) sum += (x = std::exp(x - top));
     std::vector<double> out(s.head_dim, 0.0);
     for (int32_t j = 0; j < context; ++j) {
-      const float* v = cache_->Value(tables_[r][j / s.block_size], kLayer, g, j % s.block_size);
-      for (int32_t d = 0; d < s.head_dim; ++d) out[d] += scores[j] / sum * v[d];
+      for (int32_t d = 0; d < s.head_dim; ++d) {
+        out[d] += scores[j] / sum * values[j * s.head_dim + d];
+      }
     }
     return out;
+  }
+
+  // The largest difference between the attention's outputs and Expected(stored).
+  double LargestError(bool stored) {
+    const Shape& s = shape();
+    const std::vector<std::vector<float>> got = Run(/*share_kv=*/true);
+    double largest = 0;
+    for (size_t r = 0; r < kRows.size(); ++r) {
+      for (int32_t t = 0; t < kRows[r].second; ++t) {
+        for (int32_t h = 0; h < s.heads; ++h) {
+          const std::vector<double> want = Expected(r, t, h, stored);
+          const float* out = got[r].data() + (int64_t{t} * s.heads + h) * s.head_dim;
+          for (int32_t d = 0; d < s.head_dim; ++d) {
+            // A NaN (an output never written) fails the comparisons below.
+            const double error = std::fabs(out[d] - want[d]);
+            largest = std::isnan(error) ? INFINITY : std::max(largest, error);
+          }
+        }
+      }
+    }
+    return largest;
   }
 
   KvCacheSpec spec_;
   std::unique_ptr<PagedKvCache> cache_;
   std::vector<std::vector<BlockId>> tables_;
   std::vector<std::vector<float>> queries_;
+  std::vector<std::vector<float>> written_k_, written_v_;
 };
 
-TEST_P(PagedAttentionTest, MatchesADoublePrecisionAttention) {
-  const Shape& s = GetParam();
-  const std::vector<std::vector<float>> got = Run(/*share_kv=*/true);
-  for (size_t r = 0; r < kRows.size(); ++r) {
-    for (int32_t t = 0; t < kRows[r].second; ++t) {
-      for (int32_t h = 0; h < s.heads; ++h) {
-        const std::vector<double> want = Expected(r, t, h);
-        const float* out = got[r].data() + (int64_t{t} * s.heads + h) * s.head_dim;
-        for (int32_t d = 0; d < s.head_dim; ++d) {
-          ASSERT_NEAR(out[d], want[d], 2e-5)
-              << "row " << r << " token " << t << " head " << h << " element " << d;
-        }
+TEST_P(PagedAttentionTest, MatchesADoublePrecisionAttentionOverTheStoredValues) {
+  EXPECT_LT(LargestError(/*stored=*/true), 2e-5);
+}
+
+// Each score moves by at most scale * sum over d of |q_d| |k_d error| <= sqrt(head_dim) * e (e the
+// element error; |q| <= 1), so each softmax weight by a factor within exp(+-2 sqrt(head_dim) e);
+// the output then by at most expm1(2 sqrt(head_dim) e) plus V's own error e (|v| <= 1).
+TEST_P(PagedAttentionTest, StaysWithinTheRoundingBoundOfTheValuesWritten) {
+  const double e = ElementError(std::get<1>(GetParam()));
+  const double bound =
+      std::expm1(2 * std::sqrt(static_cast<double>(shape().head_dim)) * e) + e + 2e-5;
+  const double largest = LargestError(/*stored=*/false);
+  EXPECT_LT(largest, bound);
+  RecordProperty("largest_error", absl::StrCat(largest));
+}
+
+// A token's K and V written into its slot leave every other slot's values as they were: int8's
+// scale is the slot's own.
+TEST_P(PagedAttentionTest, WritingASlotChangesNoOther) {
+  const Shape& s = shape();
+  const int32_t blocks = spec_.num_blocks;
+  auto read_all = [&] {
+    std::vector<float> all;
+    std::vector<float> k(s.head_dim), v(s.head_dim);
+    for (BlockId b = 0; b < blocks; ++b) {
+      for (int32_t slot = 0; slot < s.block_size; ++slot) {
+        cache_->Read(b, kLayer, 0, slot, k.data(), v.data());
+        all.insert(all.end(), k.begin(), k.end());
+        all.insert(all.end(), v.begin(), v.end());
       }
     }
+    return all;
+  };
+  std::vector<float> before = read_all();
+  // Values far larger than the others (a shared scale would have to grow), and exact in every
+  // dtype: 127 x 8.
+  const std::vector<float> big(s.head_dim, 1016.0f);
+  cache_->Write(tables_[0][0], kLayer, 0, 1, big.data(), big.data());
+  const std::vector<float> after = read_all();
+  const int64_t slot_floats = 2 * int64_t{s.head_dim};
+  const int64_t changed = (int64_t{tables_[0][0]} * s.block_size + 1) * slot_floats;
+  for (int64_t i = 0; i < slot_floats; ++i) {
+    EXPECT_EQ(after[changed + i], 1016.0f);
+    before[changed + i] = 1016.0f;
   }
+  // Bits, not values: slots no row has written hold whatever the memory held, NaNs maybe.
+  ASSERT_EQ(after.size(), before.size());
+  EXPECT_EQ(std::memcmp(after.data(), before.data(), sizeof(float) * after.size()), 0);
 }
 
 TEST_P(PagedAttentionTest, SharingKAndVGivesTheSameBitsAsOneQueryPerItem) {
@@ -166,13 +256,15 @@ TEST_P(PagedAttentionTest, SharingKAndVGivesTheSameBitsAsOneQueryPerItem) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttentionTest,
-                         ::testing::Values(Shape{9, 3, 64, 16},   // SmolLM2-135M
-                                           Shape{32, 4, 64, 16},  // TinyLlama: groups of 8
-                                           Shape{4, 4, 128, 16},  // no grouping, 128 wide
-                                           Shape{6, 2, 80, 16},   // a width the V kernel skips
-                                           Shape{9, 3, 64, 8}),   // a block the K kernel skips
-                         Name);
+INSTANTIATE_TEST_SUITE_P(
+    ShapesAndDtypes, PagedAttentionTest,
+    ::testing::Combine(::testing::Values(Shape{9, 3, 64, 16},   // SmolLM2-135M
+                                         Shape{32, 4, 64, 16},  // TinyLlama: groups of 8
+                                         Shape{4, 4, 128, 16},  // no grouping, 128 wide
+                                         Shape{6, 2, 80, 16},   // a width the V kernel skips
+                                         Shape{9, 3, 64, 8}),   // a block the K kernel skips
+                       ::testing::Values(KvDtype::kF32, KvDtype::kBF16, KvDtype::kInt8)),
+    Name);
 
 }  // namespace
 }  // namespace convoy

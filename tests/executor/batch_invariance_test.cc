@@ -1,6 +1,7 @@
 // A sequence's logits and greedy tokens do not depend on what shares its step: alone, padded in a
 // batch of other lengths, or with its prompt split into chunks. Bit for bit: the batch-invariant
-// executor (cpu_executor.h) promises the same bits, on several random models.
+// executor (cpu_executor.h) promises the same bits, on several random models and with each KV
+// cache type.
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -34,8 +35,9 @@ int64_t FirstDifference(const std::vector<float>& a, const std::vector<float>& b
   return -1;
 }
 
-// The random models: SmallGqaConfig with a few seeds, and a wider one whose products span
-// several panels and row tiles (hidden 160: not a multiple of the kernels' 16 or 64 outputs).
+// The random models: SmallGqaConfig with a few seeds, a wider one whose products span several
+// panels and row tiles (hidden 160: not a multiple of the kernels' 16 or 64 outputs), and one with
+// heads of 64 (the attention kernels that take 64 elements of a head at a time).
 ModelConfig ModelFor(int model) {
   ModelConfig c = testing::SmallGqaConfig();
   if (model == 2) {
@@ -45,11 +47,18 @@ ModelConfig ModelFor(int model) {
     c.num_key_value_heads = 5;
     c.vocab_size = 1001;
   }
+  if (model == 3) {
+    c.hidden_size = 256;
+    c.num_attention_heads = 4;
+    c.num_key_value_heads = 2;
+    c.head_dim = 64;
+  }
   return c;
 }
 
+// Weights, skip_padding, model, KV cache type.
 class BatchInvarianceTest
-    : public ::testing::TestWithParam<std::tuple<CpuWeightFormat, bool, int>> {
+    : public ::testing::TestWithParam<std::tuple<CpuWeightFormat, bool, int, KvDtype>> {
  protected:
   void SetUp() override {
     const int model = std::get<2>(GetParam());
@@ -61,6 +70,7 @@ class BatchInvarianceTest
     options.skip_padding = std::get<1>(GetParam());
     options.kv_cache_bytes = 16 << 20;
     options.block_size = 8;
+    options.kv_dtype = std::get<3>(GetParam());
     auto executor = CpuExecutor::Create(*weights_, options);
     ASSERT_OK(executor);
     executor_ = std::move(executor).value();
@@ -164,18 +174,31 @@ TEST_P(BatchInvarianceTest, GreedyTokensDoNotDependOnBatchOrChunking) {
   }
 }
 
+std::string Name(
+    const ::testing::TestParamInfo<std::tuple<CpuWeightFormat, bool, int, KvDtype>>& info) {
+  std::string name = std::get<0>(info.param) == CpuWeightFormat::kF32 ? "F32" : "BF16";
+  name += std::get<1>(info.param) ? "SkipPadding" : "Padded";
+  name += "Model";
+  name += std::to_string(std::get<2>(info.param));
+  if (std::get<3>(info.param) != KvDtype::kF32) {
+    name += "Kv";
+    name += KvDtypeName(std::get<3>(info.param));
+  }
+  return name;
+}
+
 INSTANTIATE_TEST_SUITE_P(WeightFormatsAndPadding, BatchInvarianceTest,
                          ::testing::Combine(::testing::Values(CpuWeightFormat::kF32,
                                                               CpuWeightFormat::kBF16),
-                                            ::testing::Bool(), ::testing::Values(0, 1, 2)),
-                         [](const auto& info) {
-                           std::string name =
-                               std::get<0>(info.param) == CpuWeightFormat::kF32 ? "F32" : "BF16";
-                           name += std::get<1>(info.param) ? "SkipPadding" : "Padded";
-                           name += "Model";
-                           name += std::to_string(std::get<2>(info.param));
-                           return name;
-                         });
+                                            ::testing::Bool(), ::testing::Values(0, 1, 2),
+                                            ::testing::Values(KvDtype::kF32)),
+                         Name);
+
+INSTANTIATE_TEST_SUITE_P(KvCacheTypes, BatchInvarianceTest,
+                         ::testing::Combine(::testing::Values(CpuWeightFormat::kF32),
+                                            ::testing::Bool(), ::testing::Values(0, 2, 3),
+                                            ::testing::Values(KvDtype::kBF16, KvDtype::kInt8)),
+                         Name);
 
 }  // namespace
 }  // namespace convoy

@@ -86,9 +86,13 @@ TEST(KvCacheSpecTest, BlocksComeFromTheMemoryBudget) {
   spec.num_kv_heads = 4;
   spec.head_dim = 8;
   spec.block_size = 16;
-  spec.bytes_per_element = 4;
   EXPECT_EQ(spec.BytesPerBlock(), 2 * 2 * 4 * 8 * 16 * 4);
   EXPECT_EQ(spec.BlocksForBudget(spec.BytesPerBlock() * 10 + 5), 10);
+  spec.dtype = KvDtype::kBF16;
+  EXPECT_EQ(spec.BytesPerBlock(), 2 * 2 * 4 * 8 * 16 * 2);
+  // One byte per element and a 2-byte scale per token, KV head and k|v.
+  spec.dtype = KvDtype::kInt8;
+  EXPECT_EQ(spec.BytesPerBlock(), 2 * 2 * 4 * 16 * (8 + 2));
 }
 
 // Random sequences grow, share and end; the invariants hold after every operation and every

@@ -173,6 +173,26 @@ TEST(ServerConfigTest, SyntaxErrorsNameFileLineAndColumn) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("neg.pbtxt:1:")));
 }
 
+TEST(ServerConfigTest, TheKvCacheTypeParses) {
+  absl::StatusOr<v1::ServerConfig> unset = ParseServerConfig("", "empty.pbtxt");
+  ASSERT_OK(unset);
+  EXPECT_EQ(unset->kv_cache().dtype(), v1::KvCacheConfig::DTYPE_UNSPECIFIED);
+  absl::StatusOr<v1::ServerConfig> int8 =
+      ParseServerConfig("kv_cache { dtype: DTYPE_INT8 }", "int8.pbtxt");
+  ASSERT_OK(int8);
+  EXPECT_EQ(int8->kv_cache().dtype(), v1::KvCacheConfig::DTYPE_INT8);
+  absl::StatusOr<v1::ServerConfig> bf16 =
+      ParseServerConfig("kv_cache {\n  dtype: DTYPE_BF16\n}\n", "bf16.pbtxt");
+  ASSERT_OK(bf16);
+  EXPECT_EQ(bf16->kv_cache().dtype(), v1::KvCacheConfig::DTYPE_BF16);
+  // The parser's error names the file and the value.
+  EXPECT_THAT(ParseServerConfig("kv_cache {\n  dtype: DTYPE_FP8\n}\n", "fp8.pbtxt"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       ::testing::AllOf(HasSubstr("fp8.pbtxt:"),
+                                        HasSubstr("Unknown enumeration value of \"DTYPE_FP8\" "
+                                                  "for field \"dtype\""))));
+}
+
 TEST(ServerConfigTest, SemanticErrorsNameFileLineFieldAndReason) {
   const char* text =
       "# comment\n"

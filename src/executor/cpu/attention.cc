@@ -5,42 +5,56 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <type_traits>
 #include <vector>
 
+#include "common/half.h"
 #include "common/simd.h"
 #include "executor/cpu/ops.h"
 
 namespace convoy {
 namespace {
 
-// scores[s] = q . K[:, s] for the first `n` of `block_size` keys of a transposed K block.
-void BlockScores(const float* q, const float* kt, int32_t head_dim, int32_t block_size, int32_t n,
-                 float* scores) {
+// The stored elements as fp32: fp32, bf16 (its uint16_t bits), int8 (the scale applied apart).
+inline float ToFloat(float x) { return x; }
+inline float ToFloat(uint16_t x) { return BF16ToFloat(x); }
+inline float ToFloat(int8_t x) { return static_cast<float>(x); }
+
 #if defined(__AVX512F__)
-  if (block_size == 16) {
-    __m512 acc = _mm512_setzero_ps();
-    for (int32_t d = 0; d < head_dim; ++d) {
-      acc = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), _mm512_loadu_ps(kt + d * 16), acc);
-    }
-    _mm512_mask_storeu_ps(scores, static_cast<__mmask16>((1u << n) - 1), acc);
-    return;
-  }
+// 16 stored elements as fp32.
+inline __m512 Load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 Load16(const uint16_t* p) {
+  const __m512i wide =
+      _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+}
+inline __m512 Load16(const int8_t* p) {
+  return _mm512_cvtepi32_ps(
+      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
 #endif
+
+// scores[s] = q . K[:, s] for the first `n` of `block_size` keys of a transposed K block. (Blocks
+// of 16 take BlockScores16 instead where the CPU has AVX-512.)
+template <typename T>
+void BlockScores(const float* q, const T* kt, int32_t head_dim, int32_t block_size, int32_t n,
+                 float* scores) {
   for (int32_t s = 0; s < n; ++s) scores[s] = 0.0f;
   for (int32_t d = 0; d < head_dim; ++d) {
     const float qd = q[d];
-    const float* row = kt + static_cast<int64_t>(d) * block_size;
-    for (int32_t s = 0; s < n; ++s) scores[s] += qd * row[s];
+    const T* row = kt + static_cast<int64_t>(d) * block_size;
+    for (int32_t s = 0; s < n; ++s) scores[s] += qd * ToFloat(row[s]);
   }
 }
 
 // out = sum over j < context of weights[j] * V[j], V read block by block. The sums stay in
 // registers across keys (64 elements of the head at a time); adding into `out` key by key made
 // every key wait on the previous key's store.
-void WeightedValues(PagedKvCache* cache, const BlockId* blocks, int32_t layer, int32_t kv_head,
-                    const float* weights, int32_t context, float* out) {
-  const int32_t hd = cache->spec().head_dim;
-  const int32_t block_size = cache->spec().block_size;
+template <typename T>
+void WeightedValues(const PagedKvCache& cache, const BlockId* blocks, int32_t layer,
+                    int32_t kv_head, const float* weights, int32_t context, float* out) {
+  const int32_t hd = cache.spec().head_dim;
+  const int32_t block_size = cache.spec().block_size;
 #if defined(__AVX512F__)
   if (hd % 16 == 0) {
     for (int32_t d0 = 0; d0 < hd; d0 += 64) {
@@ -48,12 +62,12 @@ void WeightedValues(PagedKvCache* cache, const BlockId* blocks, int32_t layer, i
       __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
                        _mm512_setzero_ps()};
       for (int32_t b = 0; b * block_size < context; ++b) {
-        const float* v = cache->Value(blocks[b], layer, kv_head, 0) + d0;
+        const T* v = cache.ValueBlock<T>(blocks[b], layer, kv_head) + d0;
         const int32_t n = std::min(block_size, context - b * block_size);
         for (int32_t s = 0; s < n; ++s, v += hd) {
           const __m512 w = _mm512_set1_ps(weights[b * block_size + s]);
           for (int32_t c = 0; c < lanes; ++c) {
-            acc[c] = _mm512_fmadd_ps(w, _mm512_loadu_ps(v + 16 * c), acc[c]);
+            acc[c] = _mm512_fmadd_ps(w, Load16(v + 16 * c), acc[c]);
           }
         }
       }
@@ -64,8 +78,9 @@ void WeightedValues(PagedKvCache* cache, const BlockId* blocks, int32_t layer, i
 #endif
   std::memset(out, 0, sizeof(float) * hd);
   for (int32_t j = 0; j < context; ++j) {
-    const float* v = cache->Value(blocks[j / block_size], layer, kv_head, j % block_size);
-    for (int32_t d = 0; d < hd; ++d) out[d] += weights[j] * v[d];
+    const T* v = cache.ValueBlock<T>(blocks[j / block_size], layer, kv_head) +
+                 static_cast<int64_t>(j % block_size) * hd;
+    for (int32_t d = 0; d < hd; ++d) out[d] += weights[j] * ToFloat(v[d]);
   }
 }
 
@@ -74,13 +89,13 @@ void WeightedValues(PagedKvCache* cache, const BlockId* blocks, int32_t layer, i
 // scores[i * stride + s] = q_i . K[:, s], the queries contiguous in `q` ([N][head_dim]). Each row
 // of K is loaded once for all N; the N sums are independent chains, so the multiply-adds are not
 // held up by one another's latency. Per query the sum runs over d in order, as BlockScores'.
-template <int N>
-void BlockScores16(const float* q, const float* kt, int32_t head_dim, int32_t n, float* scores,
+template <typename T, int N>
+void BlockScores16(const float* q, const T* kt, int32_t head_dim, int32_t n, float* scores,
                    int64_t stride) {
   __m512 acc[N];
   for (int i = 0; i < N; ++i) acc[i] = _mm512_setzero_ps();
   for (int32_t d = 0; d < head_dim; ++d) {
-    const __m512 k = _mm512_loadu_ps(kt + d * 16);
+    const __m512 k = Load16(kt + d * 16);
     for (int i = 0; i < N; ++i) {
       acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(q[i * head_dim + d]), k, acc[i]);
     }
@@ -92,12 +107,13 @@ void BlockScores16(const float* q, const float* kt, int32_t head_dim, int32_t n,
 // The most queries one BlockScores16 takes: N sums and a row of K in registers.
 constexpr int kScoreQueries = 12;
 
-void BlockScoresMany(int count, const float* q, const float* kt, int32_t head_dim, int32_t n,
+template <typename T>
+void BlockScoresMany(int count, const float* q, const T* kt, int32_t head_dim, int32_t n,
                      float* scores, int64_t stride) {
   switch (count) {
-#define CONVOY_SCORES_CASE(N)                             \
-  case N:                                                 \
-    BlockScores16<N>(q, kt, head_dim, n, scores, stride); \
+#define CONVOY_SCORES_CASE(N)                                \
+  case N:                                                    \
+    BlockScores16<T, N>(q, kt, head_dim, n, scores, stride); \
     return;
     CONVOY_SCORES_CASE(1)
     CONVOY_SCORES_CASE(2)
@@ -121,23 +137,22 @@ void BlockScoresMany(int count, const float* q, const float* kt, int32_t head_di
 // of the head starting at d0, V read block by block once for all N (zero weights past a query's
 // own context leave its sums as they are). Per query the sums run over j in order, as
 // WeightedValues'.
-template <int N>
-void WeightedValues64(PagedKvCache* cache, const BlockId* blocks, int32_t layer, int32_t kv_head,
-                      const float* weights, int64_t stride, int32_t context, int32_t d0,
-                      float* const* out) {
-  const int32_t hd = cache->spec().head_dim;
-  const int32_t block_size = cache->spec().block_size;
+template <typename T, int N>
+void WeightedValues64(const PagedKvCache& cache, const BlockId* blocks, int32_t layer,
+                      int32_t kv_head, const float* weights, int64_t stride, int32_t context,
+                      int32_t d0, float* const* out) {
+  const int32_t hd = cache.spec().head_dim;
+  const int32_t block_size = cache.spec().block_size;
   __m512 acc[N][4];
   for (int i = 0; i < N; ++i) {
     for (int c = 0; c < 4; ++c) acc[i][c] = _mm512_setzero_ps();
   }
   for (int32_t b = 0; b * block_size < context; ++b) {
-    const float* v = cache->Value(blocks[b], layer, kv_head, 0) + d0;
+    const T* v = cache.ValueBlock<T>(blocks[b], layer, kv_head) + d0;
     const int32_t n = std::min(block_size, context - b * block_size);
     const float* w = weights + static_cast<int64_t>(b) * block_size;
     for (int32_t s = 0; s < n; ++s, v += hd) {
-      const __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16),
-                   v2 = _mm512_loadu_ps(v + 32), v3 = _mm512_loadu_ps(v + 48);
+      const __m512 v0 = Load16(v), v1 = Load16(v + 16), v2 = Load16(v + 32), v3 = Load16(v + 48);
       for (int i = 0; i < N; ++i) {
         const __m512 wi = _mm512_set1_ps(w[i * stride + s]);
         acc[i][0] = _mm512_fmadd_ps(wi, v0, acc[i][0]);
@@ -155,13 +170,14 @@ void WeightedValues64(PagedKvCache* cache, const BlockId* blocks, int32_t layer,
 // The most queries one WeightedValues64 takes: 4N sums and 4 registers of V.
 constexpr int kValueQueries = 6;
 
-void WeightedValuesMany(int count, PagedKvCache* cache, const BlockId* blocks, int32_t layer,
+template <typename T>
+void WeightedValuesMany(int count, const PagedKvCache& cache, const BlockId* blocks, int32_t layer,
                         int32_t kv_head, const float* weights, int64_t stride, int32_t context,
                         int32_t d0, float* const* out) {
   switch (count) {
-#define CONVOY_VALUES_CASE(N)                                                              \
-  case N:                                                                                  \
-    WeightedValues64<N>(cache, blocks, layer, kv_head, weights, stride, context, d0, out); \
+#define CONVOY_VALUES_CASE(N)                                                                 \
+  case N:                                                                                     \
+    WeightedValues64<T, N>(cache, blocks, layer, kv_head, weights, stride, context, d0, out); \
     return;
     CONVOY_VALUES_CASE(1)
     CONVOY_VALUES_CASE(2)
@@ -196,12 +212,33 @@ struct ItemScratch {
   std::vector<float> scores;  // [queries][stride]: scores, then softmax weights
   std::vector<float*> out;    // per query
   std::vector<int32_t> context;
+  std::vector<float> slot_scales;  // kInt8: per context position, K's or V's scale
 };
 
-void RunItem(PagedKvCache* cache, int32_t layer, const AttentionShape& shape,
+// kInt8: x[i * stride + j] *= the scale of position j's K (kv 0) or V (kv 1), for the first
+// `count` positions of `queries` rows.
+void ApplySlotScales(const PagedKvCache& cache, const BlockId* blocks, int32_t layer, int32_t kv,
+                     int32_t kv_head, int32_t count, int32_t queries, int64_t stride, float* x,
+                     std::vector<float>* slot_scales) {
+  const int32_t block_size = cache.spec().block_size;
+  slot_scales->resize(count);
+  for (int32_t b = 0; b * block_size < count; ++b) {
+    const uint16_t* scales = cache.Scales(blocks[b], layer, kv, kv_head);
+    const int32_t n = std::min(block_size, count - b * block_size);
+    for (int32_t s = 0; s < n; ++s) (*slot_scales)[b * block_size + s] = BF16ToFloat(scales[s]);
+  }
+  for (int32_t i = 0; i < queries; ++i) {
+    float* row = x + i * stride;
+    for (int32_t j = 0; j < count; ++j) row[j] *= (*slot_scales)[j];
+  }
+}
+
+template <typename T>
+void RunItem(const PagedKvCache& cache, int32_t layer, const AttentionShape& shape,
              const AttentionRow& row, const AttentionItem& item, ItemScratch* scratch) {
+  constexpr bool kScaled = std::is_same_v<T, int8_t>;
   const int32_t hd = shape.head_dim;
-  const int32_t block_size = cache->spec().block_size;
+  const int32_t block_size = cache.spec().block_size;
   const int32_t queries = item.num_tokens * item.num_heads;
   // Every query's context ends within the item's last token's: scores and weights are computed
   // up to it, a query's weights past its own context set to 0.
@@ -226,7 +263,7 @@ void RunItem(PagedKvCache* cache, int32_t layer, const AttentionShape& shape,
   float* scores = scratch->scores.data();
 
   for (int32_t b = 0; b * block_size < longest; ++b) {
-    const float* kt = cache->KeyBlock(row.blocks[b], layer, item.kv_head);
+    const T* kt = cache.KeyBlock<T>(row.blocks[b], layer, item.kv_head);
     const int32_t n = std::min(block_size, longest - b * block_size);
 #if defined(__AVX512F__)
     if (block_size == 16) {
@@ -242,6 +279,10 @@ void RunItem(PagedKvCache* cache, int32_t layer, const AttentionShape& shape,
                   scores + i * stride + b * block_size);
     }
   }
+  if constexpr (kScaled) {
+    ApplySlotScales(cache, row.blocks, layer, 0, item.kv_head, longest, queries, stride, scores,
+                    &scratch->slot_scales);
+  }
   for (int32_t i = 0; i < queries; ++i) {
     float* w = scores + i * stride;
     const int32_t context = scratch->context[i];
@@ -250,29 +291,106 @@ void RunItem(PagedKvCache* cache, int32_t layer, const AttentionShape& shape,
     for (int32_t j = 0; j < context; ++j) w[j] *= inv_sum;
     std::fill(w + context, w + longest, 0.0f);
   }
+  if constexpr (kScaled) {
+    // The weights times V's scales: the value sums then run on the stored integers.
+    ApplySlotScales(cache, row.blocks, layer, 1, item.kv_head, longest, queries, stride, scores,
+                    &scratch->slot_scales);
+  }
 #if defined(__AVX512F__)
   if (hd % 64 == 0) {
     for (int32_t i = 0; i < queries; i += kValueQueries) {
       for (int32_t d0 = 0; d0 < hd; d0 += 64) {
-        WeightedValuesMany(std::min(kValueQueries, queries - i), cache, row.blocks, layer,
-                           item.kv_head, scores + i * stride, stride, longest, d0,
-                           scratch->out.data() + i);
+        WeightedValuesMany<T>(std::min(kValueQueries, queries - i), cache, row.blocks, layer,
+                              item.kv_head, scores + i * stride, stride, longest, d0,
+                              scratch->out.data() + i);
       }
     }
     return;
   }
 #endif
   for (int32_t i = 0; i < queries; ++i) {
-    WeightedValues(cache, row.blocks, layer, item.kv_head, scores + i * stride, scratch->context[i],
-                   scratch->out[i]);
+    WeightedValues<T>(cache, row.blocks, layer, item.kv_head, scores + i * stride,
+                      scratch->context[i], scratch->out[i]);
+  }
+}
+
+// One slot's K (kv 0) or V (kv 1) of a KV head: head_dim values `x` stored `step` elements apart
+// from `out`, rounded to T; for int8 with their bf16 scale, amax / 127 rounded up (so that no
+// value falls outside -127..127), written to `scale`.
+template <typename T>
+void StoreSlot(const float* x, int32_t head_dim, int64_t step, T* out, uint16_t* scale) {
+  if constexpr (std::is_same_v<T, float>) {
+    for (int32_t d = 0; d < head_dim; ++d) out[d * step] = x[d];
+  } else if constexpr (std::is_same_v<T, uint16_t>) {
+    for (int32_t d = 0; d < head_dim; ++d) out[d * step] = FloatToBF16(x[d]);
+  } else {
+    float amax = 0.0f;
+    for (int32_t d = 0; d < head_dim; ++d) amax = std::max(amax, std::fabs(x[d]));
+    const float wanted = amax / 127.0f;
+    uint16_t bits = FloatToBF16(wanted);
+    if (BF16ToFloat(bits) < wanted) ++bits;  // the next bf16 up: wanted is positive
+    *scale = bits;
+    const float s = BF16ToFloat(bits);
+    for (int32_t d = 0; d < head_dim; ++d) {
+      // fmax/fmin also take a NaN (a zero scale's 0 / 0) to a bound, not to undefined behaviour.
+      const float r = s > 0.0f ? std::nearbyint(x[d] / s) : 0.0f;
+      out[d * step] = static_cast<int8_t>(std::fmin(std::fmax(r, -127.0f), 127.0f));
+    }
+  }
+}
+
+template <typename T>
+void WriteSlot(PagedKvCache* cache, BlockId block, int32_t layer, int32_t head, int32_t slot,
+               const float* k, const float* v) {
+  const KvCacheSpec& spec = cache->spec();
+  T* kt = cache->KeyBlock<T>(block, layer, head) + slot;
+  T* vs = cache->ValueBlock<T>(block, layer, head) + static_cast<int64_t>(slot) * spec.head_dim;
+  StoreSlot(k, spec.head_dim, spec.block_size, kt, cache->Scales(block, layer, 0, head) + slot);
+  StoreSlot(v, spec.head_dim, 1, vs, cache->Scales(block, layer, 1, head) + slot);
+}
+
+template <typename T>
+void ReadSlot(const PagedKvCache& cache, BlockId block, int32_t layer, int32_t head, int32_t slot,
+              float* k, float* v) {
+  const KvCacheSpec& spec = cache.spec();
+  const T* kt = cache.KeyBlock<T>(block, layer, head) + slot;
+  const T* vs =
+      cache.ValueBlock<T>(block, layer, head) + static_cast<int64_t>(slot) * spec.head_dim;
+  float k_scale = 1.0f, v_scale = 1.0f;
+  if constexpr (std::is_same_v<T, int8_t>) {
+    k_scale = BF16ToFloat(cache.Scales(block, layer, 0, head)[slot]);
+    v_scale = BF16ToFloat(cache.Scales(block, layer, 1, head)[slot]);
+  }
+  for (int32_t d = 0; d < spec.head_dim; ++d) {
+    k[d] = ToFloat(kt[d * spec.block_size]) * k_scale;
+    v[d] = ToFloat(vs[d]) * v_scale;
+  }
+}
+
+template <typename T>
+void RunAttention(const PagedKvCache& cache, int32_t layer, const AttentionShape& shape,
+                  const AttentionRow* rows, const std::vector<AttentionItem>& items, int64_t work) {
+  const int64_t total = static_cast<int64_t>(items.size());
+#pragma omp parallel if (work >= kMinParallelWork)
+  {
+    ItemScratch scratch;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < total; ++i) {
+      const AttentionItem& item = items[i];
+      RunItem<T>(cache, layer, shape, rows[item.row], item, &scratch);
+    }
   }
 }
 
 }  // namespace
 
-PagedKvCache::PagedKvCache(const KvCacheSpec& spec) : spec_(spec) {
+PagedKvCache::PagedKvCache(const KvCacheSpec& spec)
+    : spec_(spec),
+      region_bytes_(int64_t{spec.block_size} *
+                    (int64_t{spec.head_dim} * spec.BytesPerElement() + spec.ScaleBytes())) {
   const size_t bytes = static_cast<size_t>(spec.BytesPerBlock()) * spec.num_blocks;
-  data_ = static_cast<float*>(std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64)));
+  data_ =
+      static_cast<uint8_t*>(std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64)));
   if (data_ == nullptr) throw std::bad_alloc();
 }
 
@@ -280,9 +398,26 @@ PagedKvCache::~PagedKvCache() { std::free(data_); }
 
 void PagedKvCache::Write(BlockId block, int32_t layer, int32_t head, int32_t slot, const float* k,
                          const float* v) {
-  float* kt = KeyBlock(block, layer, head);
-  for (int32_t d = 0; d < spec_.head_dim; ++d) kt[d * spec_.block_size + slot] = k[d];
-  std::memcpy(Value(block, layer, head, slot), v, sizeof(float) * spec_.head_dim);
+  switch (spec_.dtype) {
+    case KvDtype::kBF16:
+      return WriteSlot<uint16_t>(this, block, layer, head, slot, k, v);
+    case KvDtype::kInt8:
+      return WriteSlot<int8_t>(this, block, layer, head, slot, k, v);
+    default:
+      return WriteSlot<float>(this, block, layer, head, slot, k, v);
+  }
+}
+
+void PagedKvCache::Read(BlockId block, int32_t layer, int32_t head, int32_t slot, float* k,
+                        float* v) const {
+  switch (spec_.dtype) {
+    case KvDtype::kBF16:
+      return ReadSlot<uint16_t>(*this, block, layer, head, slot, k, v);
+    case KvDtype::kInt8:
+      return ReadSlot<int8_t>(*this, block, layer, head, slot, k, v);
+    default:
+      return ReadSlot<float>(*this, block, layer, head, slot, k, v);
+  }
 }
 
 void PagedAttention(PagedKvCache* cache, int32_t layer, const AttentionShape& shape,
@@ -309,16 +444,13 @@ void PagedAttention(PagedKvCache* cache, int32_t layer, const AttentionShape& sh
       }
     }
   }
-  const int64_t total = static_cast<int64_t>(items.size());
-
-#pragma omp parallel if (work >= kMinParallelWork)
-  {
-    ItemScratch scratch;
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t i = 0; i < total; ++i) {
-      const AttentionItem& item = items[i];
-      RunItem(cache, layer, shape, rows[item.row], item, &scratch);
-    }
+  switch (cache->spec().dtype) {
+    case KvDtype::kBF16:
+      return RunAttention<uint16_t>(*cache, layer, shape, rows, items, work);
+    case KvDtype::kInt8:
+      return RunAttention<int8_t>(*cache, layer, shape, rows, items, work);
+    default:
+      return RunAttention<float>(*cache, layer, shape, rows, items, work);
   }
 }
 

@@ -1,10 +1,13 @@
 // Attention over the paged KV cache on the CPU. K and V are read through each row's block table;
 // nothing is gathered into a contiguous per-sequence copy.
 //
-// Cache layout, fp32: for block b, layer l, k|v, kv head h a region of block_size x head_dim
-// floats at (((b * layers + l) * 2 + kv) * kv_heads + h) * block_size * head_dim. V is stored by
-// slot ([slot][d]); K transposed ([d][slot]), so that the scores of block_size keys are one chain
-// of vector multiply-adds, with no horizontal sum per key.
+// Cache layout: for block b, layer l, k|v, kv head h a region at
+// (((b * layers + l) * 2 + kv) * kv_heads + h) * region bytes, which holds block_size x head_dim
+// elements of the spec's dtype (fp32; bf16 as its uint16_t bits; int8), then, for kInt8, the
+// block_size slots' bf16 scales. V is stored by slot ([slot][d]); K transposed ([d][slot]), so
+// that the scores of block_size keys are one chain of vector multiply-adds, with no horizontal sum
+// per key. A slot's int8 scale multiplies its score (K) or its softmax weight (V) once, outside the
+// inner loops, which convert the stored elements to fp32 and multiply-add as for fp32.
 #ifndef CONVOY_EXECUTOR_CPU_ATTENTION_H_
 #define CONVOY_EXECUTOR_CPU_ATTENTION_H_
 
@@ -17,35 +20,47 @@ namespace convoy {
 
 class PagedKvCache {
  public:
+  // REQUIRES: spec.dtype is kF32, kBF16 or kInt8.
   explicit PagedKvCache(const KvCacheSpec& spec);
   ~PagedKvCache();
   PagedKvCache(const PagedKvCache&) = delete;
   PagedKvCache& operator=(const PagedKvCache&) = delete;
 
   const KvCacheSpec& spec() const { return spec_; }
-  // K of one block and KV head: [head_dim][block_size].
-  float* KeyBlock(BlockId block, int32_t layer, int32_t head) {
-    return Region(block, layer, 0, head);
+  // K of one block and KV head: [head_dim][block_size] elements of type T, the spec's dtype
+  // (float, uint16_t for bf16, int8_t).
+  template <typename T>
+  T* KeyBlock(BlockId block, int32_t layer, int32_t head) const {
+    return reinterpret_cast<T*>(Region(block, layer, 0, head));
   }
-  // V of one slot: head_dim floats.
-  float* Value(BlockId block, int32_t layer, int32_t head, int32_t slot) {
-    return Region(block, layer, 1, head) + static_cast<int64_t>(slot) * spec_.head_dim;
+  // V of one block and KV head: [block_size][head_dim] elements of type T.
+  template <typename T>
+  T* ValueBlock(BlockId block, int32_t layer, int32_t head) const {
+    return reinterpret_cast<T*>(Region(block, layer, 1, head));
   }
-  // Stores one token's K (head_dim floats) and V into their slot.
+  // kInt8: the bf16 scales of one block's K (kv 0) or V (kv 1) of a KV head, one per slot.
+  uint16_t* Scales(BlockId block, int32_t layer, int32_t kv, int32_t head) const {
+    return reinterpret_cast<uint16_t*>(Region(block, layer, kv, head) +
+                                       int64_t{spec_.block_size} * spec_.head_dim);
+  }
+  // Stores one token's K (head_dim floats) and V into their slot, rounded to the spec's dtype.
+  // Only that slot changes.
   void Write(BlockId block, int32_t layer, int32_t head, int32_t slot, const float* k,
              const float* v);
+  // The values one slot holds, as attention reads them (dequantized): head_dim floats each.
+  void Read(BlockId block, int32_t layer, int32_t head, int32_t slot, float* k, float* v) const;
 
  private:
-  float* Region(BlockId block, int32_t layer, int32_t kv, int32_t head) {
+  uint8_t* Region(BlockId block, int32_t layer, int32_t kv, int32_t head) const {
     const int64_t index =
-        (((static_cast<int64_t>(block) * spec_.num_layers + layer) * 2 + kv) * spec_.num_kv_heads +
-         head) *
-        spec_.block_size * spec_.head_dim;
-    return data_ + index;
+        ((static_cast<int64_t>(block) * spec_.num_layers + layer) * 2 + kv) * spec_.num_kv_heads +
+        head;
+    return data_ + index * region_bytes_;
   }
 
   KvCacheSpec spec_;
-  float* data_ = nullptr;
+  int64_t region_bytes_;  // block_size slots of one k|v and KV head, scales included
+  uint8_t* data_ = nullptr;
 };
 
 // One row of a step as attention sees it: `len` query tokens at positions start_pos.. whose K and V

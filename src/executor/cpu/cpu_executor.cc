@@ -133,6 +133,13 @@ std::optional<CpuWeightFormat> ParseCpuWeightFormat(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<KvDtype> ParseCpuKvDtype(std::string_view name) {
+  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBF16, KvDtype::kInt8}) {
+    if (name == KvDtypeName(dtype)) return dtype;
+  }
+  return std::nullopt;
+}
+
 CpuWeightFormat CpuExecutor::weight_format() const {
   if (!impl_->EveryLinear([](const Linear& l) { return l.format() != LinearFormat::kNative; })) {
     return CpuWeightFormat::kNative;
@@ -187,12 +194,15 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
     return absl::InvalidArgumentError(
         absl::StrFormat("block_size must be positive, got %d", options.block_size));
   }
+  if (options.kv_dtype == KvDtype::kF16) {
+    return absl::InvalidArgumentError("the CPU KV cache stores f32, bf16 or int8, not f16");
+  }
   KvCacheSpec& kv = impl->kv_spec;
   kv.num_layers = static_cast<int32_t>(c.num_hidden_layers);
   kv.num_kv_heads = static_cast<int32_t>(c.num_key_value_heads);
   kv.head_dim = static_cast<int32_t>(c.head_dim);
   kv.block_size = options.block_size;
-  kv.bytes_per_element = sizeof(float);
+  kv.dtype = options.kv_dtype;
   kv.num_blocks = kv.BlocksForBudget(options.kv_cache_bytes);
   if (kv.num_blocks < 1) {
     return absl::InvalidArgumentError(

@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "executor/executor.h"
+#include "kv/kv_cache_spec.h"
 #include "model/model_weights.h"
 
 namespace convoy {
@@ -38,6 +39,9 @@ enum class CpuWeightFormat {
 const char* CpuWeightFormatName(CpuWeightFormat format);
 // The format so named; nullopt for any other text.
 std::optional<CpuWeightFormat> ParseCpuWeightFormat(std::string_view name);
+// The KV cache type named "f32", "bf16" or "int8" (KvDtypeName's spelling of the types the CPU
+// cache stores: the tools' --kv-dtype flag); nullopt for any other text.
+std::optional<KvDtype> ParseCpuKvDtype(std::string_view name);
 
 struct CpuExecutorOptions {
   int num_threads = 0;  // 0: every core
@@ -48,6 +52,10 @@ struct CpuExecutorOptions {
   // logits of every position, tests' and debugging's, are not counted.)
   int64_t step_memory_bytes = int64_t{2} << 30;
   int32_t block_size = 16;
+  // The type the KV cache stores K and V in: kF32, kBF16 (twice fp32's tokens in
+  // kv_cache_bytes) or kInt8 (with a scale per token, KV head and k|v; attention.h). Batch
+  // invariance holds for each.
+  KvDtype kv_dtype = KvDtype::kF32;
   CpuWeightFormat weight_format = CpuWeightFormat::kAuto;
   // Rows of a step are padded to the longest and masked. With skip_padding the padding slots are
   // not computed at all: rows are packed back to back for the dense layers and attention masks

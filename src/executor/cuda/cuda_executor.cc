@@ -158,7 +158,7 @@ absl::Status CudaExecutor::Impl::Init(const CudaExecutorOptions& opts) {
   spec.num_kv_heads = static_cast<int32_t>(c.num_key_value_heads);
   spec.head_dim = static_cast<int32_t>(c.head_dim);
   spec.block_size = opts.block_size;
-  spec.bytes_per_element = 2;
+  spec.dtype = model->dtype() == HalfType::kBF16 ? KvDtype::kBF16 : KvDtype::kF16;
   int64_t budget = opts.kv_cache_bytes;
   if (budget <= 0) {
     size_t free_bytes = 0, total_bytes = 0;
