@@ -22,6 +22,11 @@ import openai
 
 CONVOYD, CONVOY, MODEL, CONFIG = sys.argv[1:5]
 del sys.argv[1:5]
+# CONVOY_MODELS_DIR moves the models folder, as for the C++ tests (relative: to the source tree,
+# two folders above the model path given).
+if os.environ.get("CONVOY_MODELS_DIR"):
+    MODEL = os.path.join(os.path.dirname(os.path.dirname(MODEL)), os.environ["CONVOY_MODELS_DIR"],
+                         os.path.basename(MODEL))
 LIVENESS_S = 120
 
 
