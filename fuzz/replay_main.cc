@@ -1,8 +1,9 @@
-// A main for the fuzz targets without libFuzzer: runs LLVMFuzzerTestOneInput once on each file named
-// on the command line, or on each file in a named folder (sorted, not recursive). The ordinary build
-// links every target with it and ctest replays the seed corpora (fuzz/corpus/<target>/), so a target
-// that no longer compiles or links, or a seed that now crashes, fails `scripts/test.sh` and not only
-// the clang-only fuzz build (CI's fuzz part once failed on a link error nobody had built).
+// A main for the fuzz targets without libFuzzer: runs LLVMFuzzerTestOneInput once on each file
+// named on the command line, or on each file in a named folder (sorted, not recursive). The
+// ordinary build links every target with it and ctest replays the seed corpora
+// (fuzz/corpus/<target>/), so a target that no longer compiles or links, or a seed that now
+// crashes, fails `scripts/test.sh` and not only the clang-only fuzz build (CI's fuzz part once
+// failed on a link error nobody had built).
 
 #include <algorithm>
 #include <cstdint>
@@ -63,7 +64,8 @@ int main(int argc, char** argv) {
     }
     // The fuzz targets return 0 for every input they accept or refuse; anything else, like a crash
     // or a sanitizer report, is a finding.
-    const int rc = LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+    const int rc =
+        LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
     if (rc != 0) {
       std::fprintf(stderr, "replay: %s returned %d\n", path.c_str(), rc);
       return 1;

@@ -429,31 +429,20 @@ BENCHMARK_CAPTURE(BM_Decode, bf16_fewrow, kBf16FewRow)
     ->UseRealTime();
 // fp32 weights (what a CPU without AVX-512 BF16 runs): batch-invariant against oneDNN, the cost
 // of the invariance in the same run.
-BENCHMARK_CAPTURE(BM_Prefill, f32, kF32)
-    ->Apply(PromptSteps);
-BENCHMARK_CAPTURE(BM_Prefill, f32_onednn, kF32OneDnn)
-    ->Apply(PromptSteps);
-BENCHMARK_CAPTURE(BM_Decode, f32, kF32)
-    ->Apply(DecodeSteps);
-BENCHMARK_CAPTURE(BM_Decode, f32_onednn, kF32OneDnn)
-    ->Apply(DecodeSteps);
+BENCHMARK_CAPTURE(BM_Prefill, f32, kF32)->Apply(PromptSteps);
+BENCHMARK_CAPTURE(BM_Prefill, f32_onednn, kF32OneDnn)->Apply(PromptSteps);
+BENCHMARK_CAPTURE(BM_Decode, f32, kF32)->Apply(DecodeSteps);
+BENCHMARK_CAPTURE(BM_Decode, f32_onednn, kF32OneDnn)->Apply(DecodeSteps);
 // A quantized file's own blocks (set CONVOY_BENCH_MODEL to a GGUF file; on the random bf16 model
 // every layer falls back to fp32): the same steps as f32 and bf16 above, in the same run.
-BENCHMARK_CAPTURE(BM_Prefill, native, kNative)
-    ->Apply(PromptSteps);
-BENCHMARK_CAPTURE(BM_Decode, native, kNative)
-    ->Apply(DecodeSteps);
+BENCHMARK_CAPTURE(BM_Prefill, native, kNative)->Apply(PromptSteps);
+BENCHMARK_CAPTURE(BM_Decode, native, kNative)->Apply(DecodeSteps);
 // The KV cache's types side by side: the same native decode steps after 128 and 512 tokens.
-BENCHMARK_CAPTURE(BM_Decode, native_kv_bf16, kNativeKvBf16)
-    ->Apply(DecodeSteps);
-BENCHMARK_CAPTURE(BM_Decode, native_kv_int8, kNativeKvInt8)
-    ->Apply(DecodeSteps);
-BENCHMARK_CAPTURE(BM_Decode, native_ctx512, kNativeCtx512)
-    ->Apply(DecodeSteps);
-BENCHMARK_CAPTURE(BM_Decode, native_kv_bf16_ctx512, kNativeKvBf16Ctx512)
-    ->Apply(DecodeSteps);
-BENCHMARK_CAPTURE(BM_Decode, native_kv_int8_ctx512, kNativeKvInt8Ctx512)
-    ->Apply(DecodeSteps);
+BENCHMARK_CAPTURE(BM_Decode, native_kv_bf16, kNativeKvBf16)->Apply(DecodeSteps);
+BENCHMARK_CAPTURE(BM_Decode, native_kv_int8, kNativeKvInt8)->Apply(DecodeSteps);
+BENCHMARK_CAPTURE(BM_Decode, native_ctx512, kNativeCtx512)->Apply(DecodeSteps);
+BENCHMARK_CAPTURE(BM_Decode, native_kv_bf16_ctx512, kNativeKvBf16Ctx512)->Apply(DecodeSteps);
+BENCHMARK_CAPTURE(BM_Decode, native_kv_int8_ctx512, kNativeKvInt8Ctx512)->Apply(DecodeSteps);
 
 }  // namespace
 }  // namespace convoy::bench

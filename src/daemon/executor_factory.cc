@@ -125,8 +125,8 @@ absl::StatusOr<BuiltExecutor> CreateExecutor(const ModelWeights& weights,
     default:
       break;
   }
-  built.weights = absl::StrFormat("%s, %.1f MiB", format,
-                                  static_cast<double>(cpu->weight_bytes()) / (1 << 20));
+  built.weights =
+      absl::StrFormat("%s, %.1f MiB", format, static_cast<double>(cpu->weight_bytes()) / (1 << 20));
   built.executor = std::move(cpu);
   built.name = "cpu";
   return built;

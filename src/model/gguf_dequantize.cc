@@ -227,9 +227,9 @@ void DequantizeValues(GgmlType type, const std::byte* src, int64_t num_elements,
 
 absl::Status DequantizeRow(const GgufTensor& tensor, int64_t row, float* dst) {
   if (!CanDequantize(tensor.type)) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "tensor '%s': type %s is not supported, expected %s", tensor.name,
-        GgmlTypeName(tensor.type), kDequantizableTypeNames));
+    return absl::UnimplementedError(
+        absl::StrFormat("tensor '%s': type %s is not supported, expected %s", tensor.name,
+                        GgmlTypeName(tensor.type), kDequantizableTypeNames));
   }
   const int64_t row_length = tensor.RowLength();
   const int64_t rows = row_length == 0 ? 0 : tensor.NumElements() / row_length;

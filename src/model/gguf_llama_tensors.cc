@@ -97,8 +97,8 @@ absl::StatusOr<std::unique_ptr<GgufLlamaTensors>> GgufLlamaTensors::Load(
     try {
       status = tensors->AddTensor(expected.name, expected.shape, rotary_heads);
     } catch (const std::bad_alloc&) {
-      status = absl::ResourceExhaustedError(absl::StrFormat(
-          "%s: no memory for tensor %s", tensors->file_->path(), expected.name));
+      status = absl::ResourceExhaustedError(
+          absl::StrFormat("%s: no memory for tensor %s", tensors->file_->path(), expected.name));
     }
     RETURN_IF_ERROR(status);
   }
@@ -123,9 +123,9 @@ absl::Status GgufLlamaTensors::AddTensor(const std::string& hf_name,
         path, gguf_name, hf_name, ShapeString(tensor->shape), ShapeString(expected_shape)));
   }
   if (!CanDequantize(tensor->type)) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "%s: tensor '%s' (%s): type %s is not supported, expected %s", path, gguf_name,
-        hf_name, GgmlTypeName(tensor->type), kDequantizableTypeNames));
+    return absl::UnimplementedError(
+        absl::StrFormat("%s: tensor '%s' (%s): type %s is not supported, expected %s", path,
+                        gguf_name, hf_name, GgmlTypeName(tensor->type), kDequantizableTypeNames));
   }
   TensorView view;
   view.name = hf_name;
@@ -159,8 +159,7 @@ absl::Status GgufLlamaTensors::AddTensor(const std::string& hf_name,
     const size_t row_bytes = tensor->num_bytes / static_cast<size_t>(rows);
     std::vector<std::byte>& out = row_buffers_.emplace_back(tensor->num_bytes);
     for (int64_t r = 0; r < rows; ++r) {
-      std::memcpy(out.data() + r * row_bytes, tensor->data + source_row(r) * row_bytes,
-                  row_bytes);
+      std::memcpy(out.data() + r * row_bytes, tensor->data + source_row(r) * row_bytes, row_bytes);
     }
     view.data = out.data();
   }

@@ -28,8 +28,8 @@ class GgufLlamaTensors {
   // quant_type; only types with a dequantizer, so that every view can be read as fp32 with
   // tensor_rows.h). attn_q and attn_k are copies with llama.cpp's rotary row permutation undone
   // (its converter interleaves the two halves of each head's rows for its rope kernels; the
-  // executors rotate halves, as Hugging Face does); rows move whole, blocks and all. Errors name the
-  // file, the GGUF and the Hugging Face tensor, what was expected and what was found:
+  // executors rotate halves, as Hugging Face does); rows move whole, blocks and all. Errors name
+  // the file, the GGUF and the Hugging Face tensor, what was expected and what was found:
   // INVALID_ARGUMENT for a missing tensor or a wrong shape, UNIMPLEMENTED for a type without a
   // dequantizer or for bias tensors.
   static absl::StatusOr<std::unique_ptr<GgufLlamaTensors>> Load(std::unique_ptr<GgufFile> file,

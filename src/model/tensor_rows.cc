@@ -8,9 +8,7 @@
 
 namespace convoy {
 
-int64_t ViewRowLength(const TensorView& view) {
-  return view.shape.empty() ? 1 : view.shape.back();
-}
+int64_t ViewRowLength(const TensorView& view) { return view.shape.empty() ? 1 : view.shape.back(); }
 
 int64_t ViewRows(const TensorView& view) {
   const int64_t length = ViewRowLength(view);

@@ -1,6 +1,7 @@
 // convoy-perplexity: a model's perplexity over a text file, computed the way llama.cpp's
 // llama-perplexity computes it, so that the two engines can be compared on the same file and text.
-//   convoy-perplexity --model FILE.gguf|DIR --text FILE [--ctx 512] [--weights auto|f32|bf16|native]
+//   convoy-perplexity --model FILE.gguf|DIR --text FILE [--ctx 512] [--weights
+//   auto|f32|bf16|native]
 //                     [--kv-dtype f32|bf16|int8]
 //
 // The text is tokenized whole (no BOS added) and cut into chunks of --ctx tokens; a chunk that
@@ -103,8 +104,7 @@ int main(int argc, char** argv) {
   if (!executor.ok()) return Fail(std::string(executor.status().message()));
   if ((*executor)->kv_spec().num_blocks < blocks_per_chunk) {
     return Fail(absl::StrCat("--ctx ", ctx, " needs ", blocks_per_chunk,
-                             " KV blocks; the executor has ",
-                             (*executor)->kv_spec().num_blocks));
+                             " KV blocks; the executor has ", (*executor)->kv_spec().num_blocks));
   }
   weights->reset();
   const int32_t vocab = (*executor)->model_config().vocab_size;
@@ -140,9 +140,8 @@ int main(int argc, char** argv) {
     const convoy::RowResult& out = result->rows.at(0);
     if (!out.status.ok()) return Fail(absl::StrCat("chunk ", c, ": ", out.status.message()));
     for (int32_t j = first; j < ctx - 1; ++j) {
-      const double nll =
-          NegativeLogLikelihood(out.logits.data() + static_cast<size_t>(j) * vocab, vocab,
-                                (*ids)[c * ctx + j + 1]);
+      const double nll = NegativeLogLikelihood(out.logits.data() + static_cast<size_t>(j) * vocab,
+                                               vocab, (*ids)[c * ctx + j + 1]);
       nll_sum += nll;
       nll_sq_sum += nll * nll;
       ++scored;

@@ -123,8 +123,7 @@ TEST_F(NativeWeightsTest, GreedyTokensAgreeWithTheDequantizedPathTeacherForced) 
     ASSERT_OK(next);
     int here = 0;
     for (int i = 0; i < kTokens; ++i) here += (*next)[i].token_ids.at(0) == expected[i] ? 1 : 0;
-    std::printf("%s: native agrees with fp32 at %d of %d positions\n", name.c_str(), here,
-                kTokens);
+    std::printf("%s: native agrees with fp32 at %d of %d positions\n", name.c_str(), here, kTokens);
     agree += here;
     total += kTokens;
   }
@@ -161,7 +160,8 @@ TEST_F(NativeWeightsTest, TokensAndLogprobsDoNotDependOnBatchOrChunking) {
     auto together = g.Generate(requests);
     ASSERT_OK(together);
     for (size_t i = 0; i < requests.size(); ++i) {
-      EXPECT_EQ((*together)[i].token_ids, alone[i].token_ids) << "request " << i << " chunk " << chunk;
+      EXPECT_EQ((*together)[i].token_ids, alone[i].token_ids)
+          << "request " << i << " chunk " << chunk;
       ASSERT_EQ((*together)[i].logprobs.size(), alone[i].logprobs.size());
       EXPECT_EQ(std::memcmp((*together)[i].logprobs.data(), alone[i].logprobs.data(),
                             alone[i].logprobs.size() * sizeof(float)),

@@ -237,9 +237,9 @@ TEST(GgufLlamaTest, PermutationInF16AndQ8_0) {
   // Hugging Face row HfRowOf(g) holds GGUF row g's blocks byte for byte.
   const size_t row_bytes = q8.size() / k_rows;
   for (int64_t g = 0; g < k_rows; ++g) {
-    EXPECT_EQ(std::memcmp(l.k_proj.data + HfRowOf(g) * row_bytes, q8.data() + g * row_bytes,
-                          row_bytes),
-              0)
+    EXPECT_EQ(
+        std::memcmp(l.k_proj.data + HfRowOf(g) * row_bytes, q8.data() + g * row_bytes, row_bytes),
+        0)
         << "row " << g;
   }
   for (int64_t g = 0; g < q_rows; ++g) {

@@ -118,9 +118,9 @@ CONVOY_TARGET_AVX2_FMA void TileAvx2(const UnpackedRow* rows, int64_t k, const Q
         const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[w].q + 32 * g));
         // Pairs of products, exact in int16: 63 * 127 * 2 and (Q8_0, signs moved to x) 128 * 127
         // * 2 are below 32767.
-        const __m256i pairs = kSigned ? _mm256_maddubs_epi16(_mm256_abs_epi8(qv),
-                                                             _mm256_sign_epi8(xv, qv))
-                                      : _mm256_maddubs_epi16(qv, xv);
+        const __m256i pairs =
+            kSigned ? _mm256_maddubs_epi16(_mm256_abs_epi8(qv), _mm256_sign_epi8(xv, qv))
+                    : _mm256_maddubs_epi16(qv, xv);
         const __m256 sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
         const __m256 c = _mm256_mul_ps(_mm256_loadu_ps(rows[w].scales + 8 * g), dxv);
         acc[w] = _mm256_fmadd_ps(sums, c, acc[w]);
@@ -145,8 +145,8 @@ CONVOY_TARGET_AVX2_FMA void TileAvx2(const UnpackedRow* rows, int64_t k, const Q
 
 // The same outputs as TileAvx2, one at a time.
 template <bool kSigned, bool kOffsets>
-void TilePortable(const UnpackedRow* rows, int count, int64_t k, const QuantizedRows& x,
-                  float* y, int64_t ldy) {
+void TilePortable(const UnpackedRow* rows, int count, int64_t k, const QuantizedRows& x, float* y,
+                  int64_t ldy) {
   const int64_t groups = k / 32;
   const int64_t offsets = quant::OffsetStride(k);
   for (int64_t r = 0; r < x.m(); ++r) {

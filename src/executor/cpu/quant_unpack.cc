@@ -76,8 +76,8 @@ CONVOY_TARGET_AVX2 __m256 Negate(__m256 v) { return _mm256_xor_ps(v, _mm256_set1
 CONVOY_TARGET_AVX2 void SetSixteenAvx2(__m256 s0, __m256 s1, __m256 o0, __m256 o1, float* lanes,
                                        float* offsets) {
   for (int p = 0; p < 4; ++p) {
-    const __m256i pick = _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1,
-                                           2 * p + 1, 2 * p + 1);
+    const __m256i pick =
+        _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1);
     _mm256_storeu_ps(lanes + 8 * p, _mm256_permutevar8x32_ps(s0, pick));
     _mm256_storeu_ps(lanes + 32 + 8 * p, _mm256_permutevar8x32_ps(s1, pick));
   }
@@ -124,10 +124,10 @@ CONVOY_TARGET_AVX2 __m256i FifthBitsAvx2(const std::byte* qh) {
   uint32_t bits;
   std::memcpy(&bits, qh, 4);
   // Byte j takes byte j / 8 of the word, then tests its bit j % 8.
-  const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(static_cast<int>(bits)),
-      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
-                       3, 3, 3, 3, 3, 3));
+  const __m256i spread =
+      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
+                          _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                           2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
   const __m256i select = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
   const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
   return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
@@ -229,10 +229,8 @@ CONVOY_TARGET_AVX2 void KScalesAvx2(const std::byte* b, float* lanes, float* off
   uint32_t w[3];
   std::memcpy(w, b + 4, 12);
   const uint32_t low6 = 0x3F3F3F3Fu, low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
-  const uint64_t scales =
-      Words(w[0] & low6, (w[2] & low4) | (((w[0] >> 6) & low2) << 4));
-  const uint64_t mins =
-      Words(w[1] & low6, ((w[2] >> 4) & low4) | (((w[1] >> 6) & low2) << 4));
+  const uint64_t scales = Words(w[0] & low6, (w[2] & low4) | (((w[0] >> 6) & low2) << 4));
+  const uint64_t mins = Words(w[1] & low6, ((w[2] >> 4) & low4) | (((w[1] >> 6) & low2) << 4));
   const __m256 s = _mm256_mul_ps(_mm256_set1_ps(Half(b)), BytesToFloats(scales));
   const __m256 o = Negate(_mm256_mul_ps(_mm256_set1_ps(Half(b + 2)), BytesToFloats(mins)));
   SetEightAvx2(s, o, lanes, offsets);
@@ -285,8 +283,7 @@ struct Q5_K {
     const __m256i high = Load256(b + 16);
     for (int p = 0; p < 4; ++p) {
       const __m256i bytes = Load256(b + 48 + 32 * p);
-      Store256(q + 64 * p,
-               _mm256_or_si256(Field<4>(bytes, 0, 0), Field<1>(high, 2 * p, 4)));
+      Store256(q + 64 * p, _mm256_or_si256(Field<4>(bytes, 0, 0), Field<1>(high, 2 * p, 4)));
       Store256(q + 64 * p + 32,
                _mm256_or_si256(Field<4>(bytes, 4, 0), Field<1>(high, 2 * p + 1, 4)));
     }
@@ -401,8 +398,8 @@ struct Q3_K {
     std::memcpy(w, b + 96, 12);
     const uint32_t low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
     // Scales 4a .. 4a + 3 take their top bits from bits 2a, 2a + 1 of bytes 8..11.
-    const uint64_t first = Words((w[0] & low4) | ((w[2] & low2) << 4),
-                                 (w[1] & low4) | (((w[2] >> 2) & low2) << 4));
+    const uint64_t first =
+        Words((w[0] & low4) | ((w[2] & low2) << 4), (w[1] & low4) | (((w[2] >> 2) & low2) << 4));
     const uint64_t second = Words(((w[0] >> 4) & low4) | (((w[2] >> 4) & low2) << 4),
                                   ((w[1] >> 4) & low4) | (((w[2] >> 6) & low2) << 4));
     const __m256 d = _mm256_set1_ps(Half(b + 108)), bias = _mm256_set1_ps(32.0f);
@@ -481,8 +478,8 @@ CONVOY_TARGET_AVX2 void UnpackAvx2(const std::byte* row, int64_t k,
 // FMA and F16C (whose conversion of d is exact, as Half's).
 template <typename F, bool kSigned, int W>
 CONVOY_TARGET_AVX2_FMA_F16C void DirectAvx2(const std::byte* w, int64_t row_bytes, int64_t k,
-                                       const QuantizedRows& x, float* y, int64_t ldy,
-                                       float* offsets) {
+                                            const QuantizedRows& x, float* y, int64_t ldy,
+                                            float* offsets) {
   const int64_t groups = k / 32;
   const int64_t stride = OffsetStride(k);
   const __m256i ones = _mm256_set1_epi16(1);
@@ -507,9 +504,9 @@ CONVOY_TARGET_AVX2_FMA_F16C void DirectAvx2(const std::byte* w, int64_t row_byte
         float lanes[8];
         F::Scales(block, lanes, kSigned ? nullptr : offsets + v * stride + 2 * g);
         const __m256i qv = F::QuantVector(block);
-        const __m256i pairs = kSigned ? _mm256_maddubs_epi16(_mm256_abs_epi8(qv),
-                                                             _mm256_sign_epi8(xv, qv))
-                                      : _mm256_maddubs_epi16(qv, xv);
+        const __m256i pairs =
+            kSigned ? _mm256_maddubs_epi16(_mm256_abs_epi8(qv), _mm256_sign_epi8(xv, qv))
+                    : _mm256_maddubs_epi16(qv, xv);
         const __m256 sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
         uint16_t d;
         std::memcpy(&d, block, 2);
@@ -552,8 +549,7 @@ constexpr Format MakeFormat(bool is_signed) {
   if constexpr (F::kElements == 32) {
     direct = is_signed ? DirectAvx2Any<F, true> : DirectAvx2Any<F, false>;
   }
-  return {F::kElements, F::kBytes, is_signed, !is_signed, UnpackPortable<F>, UnpackAvx2<F>,
-          direct};
+  return {F::kElements, F::kBytes, is_signed, !is_signed, UnpackPortable<F>, UnpackAvx2<F>, direct};
 }
 
 constexpr Format kQ4_0 = MakeFormat<Q4_0>(false);
