@@ -248,6 +248,7 @@ void EngineLoop::Run() {
         absl::MutexLock lock(&mu_);
         PublishWaiting();
       }
+      mask_prefetcher_.Prefetch(*decision.plan);
       absl::StatusOr<StepResult> result = RunStepIsolatingRows(*executor_, *decision.plan);
       now = clock_->Now();
       if (result.ok()) {

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "engine/mask_prefetcher.h"
 #include "executor/executor.h"
 #include "scheduler/clock.h"
 #include "scheduler/scheduler.h"
@@ -127,6 +128,7 @@ class EngineLoop final : public RequestEngine {
 
   // Only the loop thread.
   absl::flat_hash_map<RequestId, EventCallback> callbacks_;
+  MaskPrefetcher mask_prefetcher_;
 
   mutable absl::Mutex mu_;
   std::vector<std::pair<Request, EventCallback>> inbox_ ABSL_GUARDED_BY(mu_);

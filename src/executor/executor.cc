@@ -42,7 +42,19 @@ absl::Status ValidateStepRow(const StepRow& row, const ModelConfig& model, const
       return error(s.message());
     }
   }
+  if (row.allowed_tokens != nullptr) {
+    if (!row.sample) return error("allowed_tokens is set on a row that does not sample");
+    if (row.allowed_tokens->vocab_size() != model.vocab_size) {
+      return error(absl::StrFormat("allowed_tokens covers %d tokens; the model has %d",
+                                   row.allowed_tokens->vocab_size(), model.vocab_size));
+    }
+  }
   return absl::OkStatus();
+}
+
+absl::Status NoAllowedTokenError(int64_t seq_id) {
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "sequence %d: the request's constraint allows no token at this point of its output", seq_id));
 }
 
 absl::Status ValidateStepPlan(const StepPlan& plan, const ModelConfig& model,

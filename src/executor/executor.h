@@ -18,6 +18,9 @@ namespace convoy {
 // INVALID_ARGUMENT names the sequence and the field.
 absl::Status ValidateStepRow(const StepRow& row, const ModelConfig& model, const KvCacheSpec& kv);
 
+// A sampled row whose allowed_tokens allows nothing: the row's RowResult::status.
+absl::Status NoAllowedTokenError(int64_t seq_id);
+
 class Executor {
  public:
   virtual ~Executor() = default;

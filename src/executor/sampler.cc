@@ -70,16 +70,17 @@ absl::Status ValidateSamplingParams(const SamplingParams& p, int32_t vocab_size)
   return absl::OkStatus();
 }
 
-SampledToken SampleToken(const float* logits, int32_t vocab_size, const SamplingParams& params,
-                         int64_t sample_index, std::vector<std::pair<float, int32_t>>* scratch) {
-  // log_softmax of the raw logits, for the reported logprobs.
-  const LogSumExp lse = ComputeLogSumExp(logits, vocab_size);
+namespace {
+
+// The rule of common/sampling_rule.h over `logits`, whose maximum and first argmax `lse` holds.
+// `skip_masked`: a -inf logit is never chosen (a masked token), even when rounding puts the draw
+// past the end.
+int32_t ChooseToken(const float* logits, int32_t vocab_size, const SamplingParams& params,
+                    int64_t sample_index, std::vector<std::pair<float, int32_t>>* scratch,
+                    const LogSumExp& lse, bool skip_masked) {
   const float max_logit = lse.max_logit;
   const int32_t argmax = lse.argmax;
-  const float log_z = lse.log_z;
-
-  SampledToken result;
-  result.token = argmax;
+  int32_t token = argmax;
   if (params.temperature != 0.0f && params.top_k != 1) {
     // The rule of common/sampling_rule.h: cuts by logit value (ties at a cut kept), then the
     // inverse CDF in token-id order.
@@ -119,13 +120,50 @@ SampledToken SampleToken(const float* logits, int32_t vocab_size, const Sampling
     double running = 0.0;
     int32_t last_kept = argmax;
     for (int32_t i = 0; i < vocab_size; ++i) {
-      if (!(logits[i] >= threshold)) continue;
+      if (!(logits[i] >= threshold) || (skip_masked && logits[i] == -INFINITY)) continue;
       running += mass(logits[i]);
       last_kept = i;
       if (target < running) break;
     }
     // Rounding can put the target past the end: the last kept token then.
-    result.token = last_kept;
+    token = last_kept;
+  }
+  return token;
+}
+
+}  // namespace
+
+SampledToken SampleToken(const float* logits, int32_t vocab_size, const SamplingParams& params,
+                         int64_t sample_index, std::vector<std::pair<float, int32_t>>* scratch,
+                         const uint32_t* allowed) {
+  // log_softmax of the raw logits, for the reported logprobs.
+  const LogSumExp lse = ComputeLogSumExp(logits, vocab_size);
+  const float log_z = lse.log_z;
+
+  SampledToken result;
+  if (allowed == nullptr) {
+    result.token = ChooseToken(logits, vocab_size, params, sample_index, scratch, lse, false);
+  } else {
+    thread_local std::vector<float> masked;
+    masked.resize(vocab_size);
+    bool any = false;
+    for (int32_t i = 0; i < vocab_size; ++i) {
+      const bool ok = TokenAllowed(allowed, i);
+      masked[i] = ok ? logits[i] : -INFINITY;
+      any |= ok;
+    }
+    if (!any) {
+      result.token = -1;
+      return result;
+    }
+    LogSumExp masked_lse = ComputeLogSumExp(masked.data(), vocab_size);
+    // A NaN or -inf logit among the allowed ones must not fall back to a masked argmax.
+    if (!TokenAllowed(allowed, masked_lse.argmax)) {
+      masked_lse.argmax = 0;
+      while (!TokenAllowed(allowed, masked_lse.argmax)) ++masked_lse.argmax;
+    }
+    result.token =
+        ChooseToken(masked.data(), vocab_size, params, sample_index, scratch, masked_lse, true);
   }
   result.logprob = logits[result.token] - log_z;
 

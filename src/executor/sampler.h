@@ -21,8 +21,13 @@ struct SampledToken {
 // temperature is 0 or top_k is 1; otherwise a seeded draw from softmax(logits / temperature) cut
 // to top_k and then top_p. `sample_index` numbers the request's generated tokens. `scratch` is
 // reused between calls.
+//
+// `allowed` (step/token_constraint.h's bit layout; null: every token): the choice is made as if
+// every other token's logit were -inf; the reported logprob and top logprobs stay those of the
+// model's own distribution. token is -1 when `allowed` allows no token.
 SampledToken SampleToken(const float* logits, int32_t vocab_size, const SamplingParams& params,
-                         int64_t sample_index, std::vector<std::pair<float, int32_t>>* scratch);
+                         int64_t sample_index, std::vector<std::pair<float, int32_t>>* scratch,
+                         const uint32_t* allowed = nullptr);
 
 }  // namespace convoy
 

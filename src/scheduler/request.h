@@ -3,6 +3,7 @@
 #define CONVOY_SCHEDULER_REQUEST_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,13 +38,16 @@ struct Request {
   // known prefix of the prompt, and offer this request's full blocks to later ones. false: compute
   // every token and share nothing.
   bool use_prefix_cache = true;
+  // Constrained sampling (step/token_constraint.h): every token generated is one this allows; the
+  // request ends as stopped once it is terminated. Null: unconstrained.
+  std::shared_ptr<TokenMask> constraint;
 };
 
 // How a request ended. Every request the scheduler accepted ends with exactly one of these;
 // kRejected is used by callers (the engine loop) for a request that Submit refused.
 enum class Outcome {
   kCompleteLength,  // max_tokens (or the model's length) reached
-  kCompleteStop,    // a stop token was generated
+  kCompleteStop,    // a stop token was generated, or the constraint ended the text
   kCancelled,
   kTimedOut,  // waited in the queue past its timeout
   kRejected,

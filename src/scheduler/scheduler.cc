@@ -266,6 +266,7 @@ void Scheduler::AddRow(Sequence* seq, int32_t num_tokens, Draft* draft) {
   row.sample = end == static_cast<int64_t>(seq->tokens.size());
   row.sampling = seq->request.sampling;
   row.sample_index = seq->num_generated();
+  if (row.sample) row.allowed_tokens = seq->request.constraint;
   draft->plan.rows.push_back(std::move(row));
   draft->rows.emplace_back(seq, num_tokens);
   draft->padded_length = std::max(draft->padded_length, num_tokens);
@@ -547,7 +548,12 @@ absl::Status Scheduler::OnStepResult(const StepResult& result, absl::Time now) {
     }
     seq->last_token_time = now;
     const auto& stops = seq->request.stop_token_ids;
-    if (std::find(stops.begin(), stops.end(), row.token) != stops.end()) {
+    absl::Status accepted = absl::OkStatus();
+    if (seq->request.constraint != nullptr) accepted = seq->request.constraint->Accept(row.token);
+    if (!accepted.ok()) {
+      Finish(seq, Outcome::kFailed, std::move(accepted), now);
+    } else if (std::find(stops.begin(), stops.end(), row.token) != stops.end() ||
+               (seq->request.constraint != nullptr && seq->request.constraint->terminated())) {
       Finish(seq, Outcome::kCompleteStop, absl::OkStatus(), now);
     } else if (seq->num_generated() >= seq->max_tokens ||
                (options_.max_model_len > 0 &&

@@ -5,11 +5,13 @@
 #define CONVOY_STEP_STEP_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "convoy/sampling_params.h"
 #include "kv/block_allocator.h"
+#include "step/token_constraint.h"
 
 namespace convoy {
 
@@ -35,6 +37,9 @@ struct StepRow {
   int64_t sample_index = 0;
   // Return the logits at every position of the row (tests and debugging).
   bool return_logits = false;
+  // Set on a sampling row of a constrained request: sample only among the tokens it allows
+  // (TokenMask::Get). Null: every token.
+  std::shared_ptr<TokenMask> allowed_tokens;
 };
 
 struct StepPlan {
@@ -84,6 +89,9 @@ struct ExecutorLimits {
   // Whether padding slots cost compute: rows padded to the longest and masked. When false the
   // scheduler's token budget counts real tokens only.
   bool computes_padding = true;
+  // Whether sampling honours StepRow::allowed_tokens; an executor that does not refuses such rows
+  // (CheckRow), and the front ends refuse constrained requests before they are queued.
+  bool applies_token_constraints = true;
 };
 
 }  // namespace convoy

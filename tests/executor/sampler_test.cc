@@ -181,5 +181,99 @@ TEST(SamplerTest, ValidationNamesTheField) {
   EXPECT_OK(ValidateSamplingParams({0.7f, 40, 0.9f, 1, 5}, 10));
 }
 
+// The bits of step/token_constraint.h allowing exactly `tokens`.
+std::vector<uint32_t> MaskOf(int32_t vocab, const std::vector<int32_t>& tokens) {
+  std::vector<uint32_t> bits((vocab + 31) / 32, 0u);
+  for (int32_t t : tokens) bits[t >> 5] |= 1u << (t & 31);
+  return bits;
+}
+
+std::vector<float> RandomLogits(int32_t vocab, uint32_t seed) {
+  std::vector<float> logits(vocab);
+  for (float& l : logits) {
+    seed = seed * 1664525u + 1013904223u;
+    l = static_cast<float>(seed >> 8) / (1 << 24) * 16.0f - 8.0f;
+  }
+  return logits;
+}
+
+TEST(SamplerTest, AMaskAllowingOneTokenForcesItGreedyAndSampled) {
+  const int32_t vocab = 1000;
+  const std::vector<float> logits = RandomLogits(vocab, 7);
+  std::vector<std::pair<float, int32_t>> scratch;
+  for (int32_t forced : {0, 31, 32, 517, 999}) {
+    const std::vector<uint32_t> mask = MaskOf(vocab, {forced});
+    for (const SamplingParams& p : {SamplingParams{}, SamplingParams{1.0f, 0, 1.0f, 3, 0},
+                                    SamplingParams{0.7f, 40, 0.9f, 5, 2}}) {
+      for (int64_t i = 0; i < 20; ++i) {
+        SampledToken t = SampleToken(logits.data(), vocab, p, i, &scratch, mask.data());
+        ASSERT_EQ(t.token, forced) << "temperature " << p.temperature << " draw " << i;
+        // The logprob stays the model's own, not the masked distribution's (which would be 0).
+        EXPECT_NEAR(t.logprob, LogSoftmaxAt(logits, forced), 1e-5);
+        if (p.num_top_logprobs > 0) {
+          ASSERT_EQ(t.top_logprobs.size(), 2u);
+          EXPECT_EQ(t.top_logprobs[0].token,
+                    std::max_element(logits.begin(), logits.end()) - logits.begin());
+        }
+      }
+    }
+  }
+}
+
+TEST(SamplerTest, AMaskAllowingEverythingChangesNothing) {
+  const int32_t vocab = 49157;
+  const std::vector<float> logits = RandomLogits(vocab, 11);
+  std::vector<int32_t> all(vocab);
+  for (int32_t i = 0; i < vocab; ++i) all[i] = i;
+  const std::vector<uint32_t> mask = MaskOf(vocab, all);
+  std::vector<std::pair<float, int32_t>> scratch;
+  for (const SamplingParams& p : {SamplingParams{}, SamplingParams{1.0f, 0, 1.0f, 3, 0},
+                                  SamplingParams{0.8f, 50, 0.95f, 4, 1}}) {
+    for (int64_t i = 0; i < 30; ++i) {
+      SampledToken free = SampleToken(logits.data(), vocab, p, i, &scratch);
+      SampledToken masked = SampleToken(logits.data(), vocab, p, i, &scratch, mask.data());
+      EXPECT_EQ(masked.token, free.token) << i;
+      EXPECT_EQ(masked.logprob, free.logprob) << i;
+    }
+  }
+}
+
+TEST(SamplerTest, AMaskedDrawFollowsTheRenormalisedDistribution) {
+  // Four tokens allowed out of eight: the draws over many indices land only on them, each about
+  // as often as its share of the allowed mass.
+  const std::vector<float> logits = {2.0f, 0.0f, 1.0f, 3.0f, 0.5f, -1.0f, 1.5f, 4.0f};
+  const std::vector<int32_t> allowed = {1, 2, 4, 6};
+  const std::vector<uint32_t> mask = MaskOf(8, allowed);
+  double total = 0;
+  for (int32_t t : allowed) total += std::exp(logits[t]);
+  std::map<int32_t, int> counts;
+  std::vector<std::pair<float, int32_t>> scratch;
+  const int draws = 20000;
+  for (int64_t i = 0; i < draws; ++i) {
+    ++counts[SampleToken(logits.data(), 8, {1.0f, 0, 1.0f, 99, 0}, i, &scratch, mask.data()).token];
+  }
+  for (const auto& [token, n] : counts) {
+    ASSERT_TRUE(std::count(allowed.begin(), allowed.end(), token)) << token;
+    EXPECT_NEAR(static_cast<double>(n) / draws, std::exp(logits[token]) / total, 0.015) << token;
+  }
+}
+
+TEST(SamplerTest, AMaskAllowingNothingChoosesNoToken) {
+  const std::vector<float> logits = {1.0f, 2.0f, 3.0f};
+  const std::vector<uint32_t> mask = MaskOf(3, {});
+  std::vector<std::pair<float, int32_t>> scratch;
+  EXPECT_EQ(SampleToken(logits.data(), 3, SamplingParams{}, 0, &scratch, mask.data()).token, -1);
+}
+
+TEST(SamplerTest, AMaskedGreedyDrawNeverFallsBackToAMaskedToken) {
+  // The only allowed token has a -inf logit: it is still the one chosen.
+  const std::vector<float> logits = {5.0f, -INFINITY, 3.0f};
+  const std::vector<uint32_t> mask = MaskOf(3, {1});
+  std::vector<std::pair<float, int32_t>> scratch;
+  EXPECT_EQ(SampleToken(logits.data(), 3, SamplingParams{}, 0, &scratch, mask.data()).token, 1);
+  EXPECT_EQ(SampleToken(logits.data(), 3, {1.0f, 0, 1.0f, 1, 0}, 0, &scratch, mask.data()).token,
+            1);
+}
+
 }  // namespace
 }  // namespace convoy

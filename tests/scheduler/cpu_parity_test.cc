@@ -17,6 +17,7 @@
 #include "parity_harness.h"
 #include "status_matchers.h"
 #include "test_models.h"
+#include "tiny_cpu_executor.h"
 
 namespace convoy::testing {
 namespace {
@@ -41,16 +42,7 @@ const ModelWeights& Weights() {
 }
 
 std::unique_ptr<CpuExecutor> MakeExecutor(int32_t num_blocks) {
-  CpuExecutorOptions options;
-  options.num_threads = 2;
-  options.block_size = kBlockSize;
-  options.weight_format = CpuWeightFormat::kF32;
-  const ModelConfig& c = TinyModelConfig();
-  options.kv_cache_bytes = int64_t{num_blocks} * 2 * c.num_hidden_layers * c.num_key_value_heads *
-                           c.head_dim * kBlockSize * static_cast<int64_t>(sizeof(float));
-  auto executor = CpuExecutor::Create(Weights(), options);
-  EXPECT_TRUE(executor.ok()) << executor.status();
-  return executor.ok() ? std::move(executor).value() : nullptr;
+  return MakeTinyCpuExecutor(Weights(), num_blocks, kBlockSize);
 }
 
 // Each request alone, with room for everything and no prefix cache.

@@ -431,8 +431,13 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
     if (row.return_logits) out.logits.assign(row_logits, row_logits + len * vocab);
     if (row.sample) {
       const float* last = row.return_logits ? row_logits + (len - 1) * vocab : row_logits;
+      const uint32_t* allowed = row.allowed_tokens != nullptr ? row.allowed_tokens->Get() : nullptr;
       SampledToken s = SampleToken(last, static_cast<int32_t>(vocab), row.sampling,
-                                   row.sample_index, &sample_scratch);
+                                   row.sample_index, &sample_scratch, allowed);
+      if (s.token < 0) {
+        out.status = NoAllowedTokenError(row.seq_id);
+        continue;
+      }
       out.token = s.token;
       out.logprob = s.logprob;
       out.top_logprobs = std::move(s.top_logprobs);

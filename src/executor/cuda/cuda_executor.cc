@@ -519,7 +519,17 @@ ExecutorLimits CudaExecutor::limits() const {
   limits.max_top_logprobs = static_cast<int32_t>(std::min<int64_t>(
       {kMaxTopLogprobs, kernels::kMaxTopLogprobs, impl_->model->config().vocab_size}));
   limits.computes_padding = false;  // tokens are packed row after row
+  limits.applies_token_constraints = false;
   return limits;
+}
+absl::Status CudaExecutor::CheckRow(const StepRow& row) const {
+  RETURN_IF_ERROR(Executor::CheckRow(row));
+  if (row.allowed_tokens != nullptr) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "sequence %d: the CUDA executor does not apply token constraints (structured output) yet",
+        row.seq_id));
+  }
+  return absl::OkStatus();
 }
 int64_t CudaExecutor::weight_bytes() const { return impl_->model->weight_bytes(); }
 

@@ -70,6 +70,8 @@ class CudaExecutor final : public Executor {
   const KvCacheSpec& kv_spec() const override;
   // The step capacities of the options; padding is never computed (tokens are packed).
   ExecutorLimits limits() const override;
+  // ValidateStepRow, and no allowed_tokens: the sampling kernel does not apply them yet.
+  absl::Status CheckRow(const StepRow& row) const override;
 
   // Bytes of weights on the device (for bandwidth figures).
   int64_t weight_bytes() const;
