@@ -184,6 +184,33 @@ bool TokenDecoder::EndsSegment(std::string_view token) const {
   return !IsByteFallbackToken(element, &byte);
 }
 
+std::string TokenDecoder::PieceBytes(std::string_view token) const {
+  std::string element(token);
+  bool fused = false;
+  for (const DecoderStep& step : steps_) {
+    switch (step.kind) {
+      case DecoderStep::Kind::kReplace:
+        ReplaceAll(&element, step.pattern, step.content);
+        break;
+      case DecoderStep::Kind::kByteFallback:
+        if (unsigned char byte; IsByteFallbackToken(element, &byte)) {
+          return std::string(1, static_cast<char>(byte));
+        }
+        break;
+      case DecoderStep::Kind::kFuse:
+        fused = true;
+        break;
+      case DecoderStep::Kind::kStrip:
+        if (!fused) StripElement(&element, step.content, step.start, step.stop);
+        break;
+      case DecoderStep::Kind::kMetaspace:
+        MetaspaceElement(&element, step.pattern, /*drop=*/false);
+        break;
+    }
+  }
+  return element;
+}
+
 std::string TokenDecoder::DecodeSegment(absl::Span<const std::string_view> tokens,
                                         State* state) const {
   state->stripped.resize(steps_.size(), 0);

@@ -81,6 +81,11 @@ class TokenDecoder {
   // byte tokens that follow.
   bool EndsSegment(std::string_view token) const;
 
+  // kPieces: the bytes `token` adds to a text it does not begin (what a grammar over the output
+  // matches): each step applied to it alone, a byte-fallback token as its one raw byte (even one
+  // that is not UTF-8 alone), no Strip after Fuse (that strips the text's start only).
+  std::string PieceBytes(std::string_view token) const;
+
  private:
   Form form_ = Form::kJoinWithSpace;
   std::vector<DecoderStep> steps_;

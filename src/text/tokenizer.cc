@@ -187,4 +187,18 @@ bool Tokenizer::IsSpecial(int32_t id) const {
   return id >= 0 && id < vocab_size() && parts_->special[id];
 }
 
+std::string Tokenizer::TokenBytes(int32_t id) const {
+  if (id < 0 || id >= vocab_size() || !parts_->has_token[id] || parts_->special[id]) return "";
+  using Form = tokenizer_internal::TokenDecoder::Form;
+  switch (parts_->decoder.form()) {
+    case Form::kByteLevel:
+      return parts_->token_bytes[id];
+    case Form::kPieces:
+      return parts_->decoder.PieceBytes(parts_->tokens[id]);
+    case Form::kJoinWithSpace:
+      break;
+  }
+  return absl::StrCat(" ", parts_->tokens[id]);
+}
+
 }  // namespace convoy

@@ -84,6 +84,12 @@ class Tokenizer {
   // Whether `id` is a special token (skipped by Decode with skip_special).
   bool IsSpecial(int32_t id) const;
 
+  // The bytes token `id` adds to a text it does not begin, as the output's text holds them (what
+  // constrained decoding matches against): a byte-level token's bytes, a byte-fallback token's
+  // one byte, a SentencePiece piece with its "▁" as a space. Empty for a special token and for an
+  // id that is no token.
+  std::string TokenBytes(int32_t id) const;
+
  private:
   friend class IncrementalDetokenizer;
   explicit Tokenizer(std::unique_ptr<tokenizer_internal::TokenizerParts> parts);

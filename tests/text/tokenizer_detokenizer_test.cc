@@ -165,5 +165,51 @@ TEST(DetokenizerTest, UnknownIdIsAnErrorAndChangesNothing) {
   EXPECT_EQ(detokenizer.Flush(), "\xEF\xBF\xBD");
 }
 
+// TokenBytes is what a token adds to a text it does not begin: after a first token, Decode of
+// the ids is Decode of the first token followed by each later token's bytes (when those bytes
+// are text: Decode makes invalid UTF-8 into U+FFFD), on random ids, byte tokens and
+// SentencePiece pieces included; special tokens add nothing.
+TEST(TokenBytesTest, LaterTokensAddTheirBytesToTheDecodedText) {
+  for (const Tokenizer* tokenizer : {&SmolLm2(), &SentencePiece()}) {
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<int32_t> any_id(0, tokenizer->vocab_size() - 1);
+    const int32_t anchor = Id(*tokenizer, tokenizer == &SmolLm2() ? "a"
+                                                                  : "\xE2\x96\x81"
+                                                                    "a");
+    int compared = 0;
+    for (int trial = 0; trial < 2000; ++trial) {
+      std::vector<int32_t> ids = {anchor};
+      std::string bytes;
+      for (int i = 0; i < 1 + trial % 5; ++i) {
+        int32_t id = any_id(rng);
+        if (tokenizer->IsSpecial(id)) {
+          EXPECT_EQ(tokenizer->TokenBytes(id), "") << id;
+          continue;
+        }
+        ids.push_back(id);
+        bytes += tokenizer->TokenBytes(id);
+      }
+      if (!tokenizer_internal::ValidateUtf8(bytes).ok()) continue;
+      ++compared;
+      absl::StatusOr<std::string> whole = tokenizer->Decode(ids, /*skip_special=*/false);
+      absl::StatusOr<std::string> first = tokenizer->Decode({anchor}, /*skip_special=*/false);
+      ASSERT_OK(whole);
+      ASSERT_OK(first);
+      EXPECT_EQ(*whole, *first + bytes) << "trial " << trial;
+    }
+    EXPECT_GT(compared, 1000);
+  }
+}
+
+TEST(TokenBytesTest, AByteTokenIsItsOneRawByte) {
+  // Byte-level: the token spelling U+0120 is the space byte, "\xC3\xA2" a single byte 0xE2.
+  EXPECT_EQ(SmolLm2().TokenBytes(Id(SmolLm2(), "\xC4\xA0")), " ");
+  // Byte fallback: <0xE2> is the byte 0xE2 alone, not U+FFFD.
+  EXPECT_EQ(SentencePiece().TokenBytes(Id(SentencePiece(), "<0xE2>")), "\xE2");
+  EXPECT_EQ(SentencePiece().TokenBytes(Id(SentencePiece(), "<0x0A>")), "\n");
+  EXPECT_EQ(SmolLm2().TokenBytes(-1), "");
+  EXPECT_EQ(SmolLm2().TokenBytes(SmolLm2().vocab_size()), "");
+}
+
 }  // namespace
 }  // namespace convoy
