@@ -1,0 +1,49 @@
+// Drives a compiled grammar over a model's tokens: which tokens may come next, and advancing by
+// the one chosen. One per generated sequence; not thread-safe.
+#ifndef CONVOY_GRAMMAR_GRAMMAR_MATCHER_H_
+#define CONVOY_GRAMMAR_GRAMMAR_MATCHER_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "grammar/grammar.h"
+#include "grammar/stack_machine.h"
+#include "grammar/token_vocabulary.h"
+
+namespace convoy::grammar {
+
+class GrammarMatcher {
+ public:
+  GrammarMatcher(std::shared_ptr<const Grammar> grammar,
+                 std::shared_ptr<const TokenVocabulary> vocab);
+
+  // bits has (vocab size + 31) / 32 words; sets bit i (word i/32, bit i%32) iff token i may come
+  // next. End tokens are set iff the text so far is a complete match. All clear once an end token
+  // was accepted.
+  void FillNextTokenMask(uint32_t* bits);
+  // Advances by a chosen token. INVALID_ARGUMENT (naming the token) if it was not allowed (or is
+  // out of the vocabulary); state unchanged then.
+  absl::Status AcceptToken(int32_t token);
+  // The text so far matches the whole grammar (an end token may come).
+  bool IsComplete() const;
+  // An end token was accepted, or the text is complete and nothing more can follow.
+  bool IsTerminated() const;
+
+ private:
+  void ComputeMask(std::vector<uint32_t>& mask);
+
+  std::shared_ptr<const Grammar> grammar_;
+  std::shared_ptr<const TokenVocabulary> vocab_;
+  StackMachine machine_;
+  int32_t state_;
+  bool ended_ = false;
+  absl::flat_hash_map<int32_t, std::vector<uint32_t>> mask_cache_;  // by state
+  std::vector<int32_t> walk_;  // the state after each depth of the trie walk
+};
+
+}  // namespace convoy::grammar
+
+#endif  // CONVOY_GRAMMAR_GRAMMAR_MATCHER_H_

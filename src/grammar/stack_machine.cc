@@ -1,0 +1,126 @@
+#include "grammar/stack_machine.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "grammar/limits.h"
+
+namespace convoy::grammar {
+
+StackMachine::StackMachine(const Program* program) : program_(program) {}
+
+int32_t StackMachine::InitialState() {
+  const Program& p = *program_;
+  work_.clear();
+  for (int32_t a = p.rule_alts[p.root]; a < p.rule_alts[p.root + 1]; ++a) {
+    work_.emplace_back(p.alt_starts[a], kBottom);
+  }
+  std::vector<int32_t> nodes;
+  bool complete = false;
+  Close(nodes, complete);
+  return InternState(std::move(nodes), complete);
+}
+
+int32_t StackMachine::AdvanceSlow(int32_t state, uint8_t byte) {
+  const Program& p = *program_;
+  work_.clear();
+  for (int32_t id : states_[state].nodes) {
+    const Node node = nodes_[id];
+    if (p.sets[p.elements[node.pos].arg].test(byte)) work_.emplace_back(node.pos + 1, node.parent);
+  }
+  std::vector<int32_t> nodes;
+  bool complete = false;
+  Close(nodes, complete);
+  const int32_t next = InternState(std::move(nodes), complete);
+  if (row_of_state_[state] < 0) {
+    row_of_state_[state] = static_cast<int32_t>(transitions_.size() / 256);
+    transitions_.resize(transitions_.size() + 256, kUnknown);
+  }
+  transitions_[static_cast<size_t>(row_of_state_[state]) * 256 + byte] = next;
+  return next;
+}
+
+void StackMachine::Close(std::vector<int32_t>& nodes, bool& complete) {
+  const Program& p = *program_;
+  visited_.clear();
+  while (!work_.empty()) {
+    const auto [pos, parent] = work_.back();
+    work_.pop_back();
+    const uint64_t key = (static_cast<uint64_t>(pos) << 32) | static_cast<uint32_t>(parent);
+    if (!visited_.insert(key).second) continue;
+    const Element& el = p.elements[pos];
+    switch (el.kind) {
+      case Element::kSet:
+        if (static_cast<int64_t>(nodes.size()) < kMaxStacks) {
+          nodes.push_back(InternNode(pos, parent));
+        }
+        break;
+      case Element::kEnd:
+        if (parent == kBottom) {
+          complete = true;
+        } else {
+          work_.emplace_back(nodes_[parent].pos, nodes_[parent].parent);
+        }
+        break;
+      case Element::kRef: {
+        const int32_t ret = pos + 1;
+        const int32_t callee_parent =
+            p.elements[ret].kind == Element::kEnd ? parent : InternNode(ret, parent);
+        for (int32_t a = p.rule_alts[el.arg]; a < p.rule_alts[el.arg + 1]; ++a) {
+          work_.emplace_back(p.alt_starts[a], callee_parent);
+        }
+        break;
+      }
+    }
+  }
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+}
+
+int32_t StackMachine::InternNode(int32_t pos, int32_t parent) {
+  const uint64_t key = (static_cast<uint64_t>(pos) << 32) | static_cast<uint32_t>(parent);
+  auto [it, inserted] = node_ids_.try_emplace(key, static_cast<int32_t>(nodes_.size()));
+  if (inserted) nodes_.push_back(Node{pos, parent});
+  return it->second;
+}
+
+int32_t StackMachine::InternState(std::vector<int32_t> nodes, bool complete) {
+  if (nodes.empty() && !complete) return kDead;
+  nodes.push_back(complete ? -1 : -2);  // the key carries the flag
+  auto [it, inserted] = state_ids_.try_emplace(nodes, static_cast<int32_t>(states_.size()));
+  if (inserted) {
+    nodes.pop_back();
+    states_.push_back(State{std::move(nodes), complete});
+    row_of_state_.push_back(-1);
+  }
+  return it->second;
+}
+
+int32_t StackMachine::Rebuild(int32_t state) {
+  if (state < 0) return state;
+  // Each stack as its positions, top first.
+  std::vector<std::vector<int32_t>> stacks;
+  for (int32_t id : states_[state].nodes) {
+    std::vector<int32_t> positions;
+    for (int32_t n = id; n != kBottom; n = nodes_[n].parent) positions.push_back(nodes_[n].pos);
+    stacks.push_back(std::move(positions));
+  }
+  const bool complete = states_[state].complete;
+  nodes_.clear();
+  node_ids_.clear();
+  states_.clear();
+  state_ids_.clear();
+  row_of_state_.clear();
+  transitions_.clear();
+  std::vector<int32_t> nodes;
+  for (const std::vector<int32_t>& positions : stacks) {
+    int32_t parent = kBottom;
+    for (auto it = positions.rbegin(); it != positions.rend(); ++it)
+      parent = InternNode(*it, parent);
+    nodes.push_back(parent);
+  }
+  std::sort(nodes.begin(), nodes.end());
+  return InternState(std::move(nodes), complete);
+}
+
+}  // namespace convoy::grammar
