@@ -35,6 +35,7 @@
 #include "frontend/inference_service.h"
 #include "frontend/kserve_service.h"
 #include "frontend/openai_service.h"
+#include "frontend/output_constraints.h"
 #include "http/http_server.h"
 #include "metrics/metrics.h"
 #include "model/model_tokenizer.h"
@@ -297,6 +298,9 @@ struct Engine {
   std::unique_ptr<Executor> executor;
   std::unique_ptr<EngineLoop> loop;
   std::string executor_name;
+  // Structured output; null when the model cannot have it (the status says why).
+  std::unique_ptr<OutputConstraints> output_constraints;
+  absl::Status no_output_constraints;
 };
 
 absl::StatusOr<Engine> LoadEngine(const v1::ServerConfig& config, Metrics* metrics) {
@@ -326,6 +330,22 @@ absl::StatusOr<Engine> LoadEngine(const v1::ServerConfig& config, Metrics* metri
   loop_options.scheduler = SchedulerOptionsFromConfig(config);
   loop_options.observer = metrics;
   ASSIGN_OR_RETURN(engine.loop, EngineLoop::Create(engine.executor.get(), loop_options));
+  const ModelConfig& model = engine.executor->model_config();
+  if (engine.tokenizer == nullptr) {
+    engine.no_output_constraints =
+        absl::FailedPreconditionError("structured output needs a model with a tokenizer");
+  } else if (!engine.executor->limits().applies_token_constraints) {
+    engine.no_output_constraints = absl::UnimplementedError(absl::StrCat(
+        "the ", engine.executor_name, " executor does not apply structured output yet"));
+  } else {
+    const absl::Time vocab_start = absl::Now();
+    ASSIGN_OR_RETURN(
+        engine.output_constraints,
+        OutputConstraints::Create(*engine.tokenizer, model.vocab_size,
+                                  model.EndOfGenerationIds(engine.tokenizer->eos_id())));
+    spdlog::debug("structured output's vocabulary built in {}",
+                  absl::FormatDuration(absl::Now() - vocab_start));
+  }
   const KvCacheSpec& kv = engine.executor->kv_spec();
   spdlog::info(
       "model {} loaded on the {} executor in {}: weights {}; {} KV blocks of {} tokens ({} tokens, "
@@ -475,6 +495,8 @@ int RunDaemon(const DaemonOptions& options) {
   serving.limits.end_of_generation_ids =
       model.EndOfGenerationIds(engine->tokenizer ? engine->tokenizer->eos_id() : std::nullopt);
   if (engine->chat_template) serving.limits.chat_template = &*engine->chat_template;
+  serving.limits.output_constraints = engine->output_constraints.get();
+  serving.limits.no_output_constraints = engine->no_output_constraints;
   serving.limits.no_chat_template_reason = engine->no_chat_template_reason;
   serving.model_info =
       ToModelInfo(model, serving.limits.model_name, serving.limits.max_context_length);

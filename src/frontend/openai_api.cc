@@ -197,11 +197,6 @@ void RefuseUnsupported(FieldReader& fields, OpenAiEndpoint endpoint) {
         fields.Fail(choice, "tool calling is not supported");
       }
     }
-    if (const Json* format = fields.Find("response_format"); format != nullptr) {
-      if (!format->is_object() || format->value("type", "") != "text") {
-        fields.Fail("response_format", "only {\"type\": \"text\"} is supported");
-      }
-    }
   } else {
     if (std::optional<bool> echo = fields.Bool("echo"); echo && *echo) {
       fields.Fail("echo", "echoing the prompt is not supported");
@@ -287,6 +282,58 @@ void ReadMessages(FieldReader& fields, v1::InferRequest* request) {
   }
 }
 
+// response_format: "text" (no constraint), "json_object" (any JSON object) or "json_schema" (a
+// schema under json_schema.schema; its name, description and strict are taken: convoy always
+// holds the output to the schema, as strict asks).
+void ReadResponseFormat(FieldReader& fields, v1::InferRequest* request) {
+  const Json* format = fields.Find("response_format");
+  if (format == nullptr || format->is_null()) return;
+  if (!format->is_object() || !format->contains("type") || !(*format)["type"].is_string()) {
+    fields.Fail("response_format", "expected an object with a \"type\"");
+    return;
+  }
+  const std::string type = (*format)["type"].get<std::string>();
+  for (const auto& [key, value] : format->items()) {
+    if (key != "type" && !(key == "json_schema" && type == "json_schema")) {
+      fields.Fail(absl::StrCat("response_format.", key), "unknown field");
+      return;
+    }
+  }
+  if (type == "text") return;
+  if (type == "json_object") {
+    request->mutable_constraint()->set_json_object(true);
+    return;
+  }
+  if (type != "json_schema") {
+    fields.Fail(
+        "response_format.type",
+        absl::StrCat("expected \"text\", \"json_object\" or \"json_schema\", got \"", type, "\""));
+    return;
+  }
+  const Json* spec = format->contains("json_schema") ? &(*format)["json_schema"] : nullptr;
+  if (spec == nullptr || !spec->is_object()) {
+    fields.Fail("response_format.json_schema", "expected an object with a \"schema\"");
+    return;
+  }
+  for (const auto& [key, value] : spec->items()) {
+    if (key != "name" && key != "description" && key != "schema" && key != "strict") {
+      fields.Fail(absl::StrCat("response_format.json_schema.", key), "unknown field");
+      return;
+    }
+  }
+  if (!spec->contains("schema")) {
+    // OpenAI allows leaving it out: then any JSON object.
+    request->mutable_constraint()->set_json_object(true);
+    return;
+  }
+  const Json& schema = (*spec)["schema"];
+  if (!schema.is_object() && !schema.is_boolean()) {
+    fields.Fail("response_format.json_schema.schema", "expected a JSON Schema (an object)");
+    return;
+  }
+  request->mutable_constraint()->set_json_schema(schema.dump());
+}
+
 void ReadPrompt(FieldReader& fields, v1::InferRequest* request) {
   const Json* prompt = fields.Find("prompt");
   if (prompt == nullptr) {
@@ -364,6 +411,7 @@ std::string OpenAiParam(absl::string_view field, OpenAiEndpoint endpoint) {
     return chat ? "messages" : "prompt";
   }
   if (field == "top_logprobs") return chat ? "top_logprobs" : "logprobs";
+  if (field == "constraint" || absl::StartsWith(field, "constraint.")) return "response_format";
   return std::string(field);
 }
 
@@ -401,6 +449,7 @@ OpenAiError OpenAiErrorFromStatus(const absl::Status& status, OpenAiEndpoint end
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kFailedPrecondition:
     case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kUnimplemented:  // a feature this server (its executor) lacks
       error.http_status = 400;
       if (error.param == "model") {
         error.http_status = 404;
@@ -490,6 +539,7 @@ ParsedOpenAiRequest ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view
   }
   if (chat) {
     ReadMessages(fields, &request);
+    ReadResponseFormat(fields, &request);
   } else {
     ReadPrompt(fields, &request);
   }

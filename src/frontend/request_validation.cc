@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "convoy/status_macros.h"
+#include "frontend/output_constraints.h"
 #include "text/chat_prompt.h"
 #include "text/utf8.h"
 
@@ -222,6 +223,17 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::InferRequest& request,
         out.stop_token_ids.push_back(id);
       }
     }
+  }
+
+  if (request.has_constraint()) {
+    if (limits.output_constraints == nullptr) {
+      return absl::Status(limits.no_output_constraints.code(),
+                          absl::StrCat("constraint: ", limits.no_output_constraints.message()));
+    }
+    absl::StatusOr<std::shared_ptr<TokenMask>> mask =
+        limits.output_constraints->Make(request.constraint());
+    if (!mask.ok()) return mask.status();
+    out.constraint = *std::move(mask);
   }
 
   if (request.priority() < 0 || request.priority() > limits.priority_levels) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "convoy/v1/inference.pb.h"
 #include "scheduler/request.h"
@@ -16,6 +17,8 @@
 #include "text/tokenizer.h"
 
 namespace convoy {
+
+class OutputConstraints;  // frontend/output_constraints.h
 
 // What the server accepts; constant while it serves.
 struct ServingLimits {
@@ -47,6 +50,11 @@ struct ServingLimits {
   // `no_chat_template_reason` says why: the model has none, or it could not be parsed). Not owned.
   const ChatTemplate* chat_template = nullptr;
   std::string no_chat_template_reason = "the model has no chat template";
+  // Structured output (InferRequest.constraint); null when the model cannot have it, and then
+  // `no_output_constraints` says why. Not owned.
+  OutputConstraints* output_constraints = nullptr;
+  absl::Status no_output_constraints =
+      absl::FailedPreconditionError("structured output needs a model with a tokenizer");
 };
 
 // A request as the engine and the front end's output path take it.

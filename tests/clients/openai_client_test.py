@@ -16,9 +16,11 @@ import subprocess
 import sys
 import tempfile
 import time
+import typing
 import unittest
 
 import openai
+import pydantic
 
 CONVOYD, CONVOY, MODEL, CONFIG = sys.argv[1:5]
 del sys.argv[1:5]
@@ -220,6 +222,74 @@ class OpenAiClientTest(unittest.TestCase):
         self.assertEqual(caught.exception.body["code"], "model_not_found")
         with self.assertRaises(openai.BadRequestError):
             self.client.completions.create(model=self.model, prompt="x" * 40000, max_tokens=4)
+
+    def test_structured_output_parses_into_a_pydantic_model(self):
+        # What agent frameworks send: a Pydantic model as a strict json_schema response_format.
+        # Bounded strings and lists: a 135M model left free repeats itself until max_tokens, and
+        # then the text is cut (finish_reason "length"), which parse() refuses.
+        short = pydantic.Field(max_length=40)
+
+        class Capital(pydantic.BaseModel):
+            country: str = short
+            city: str = short
+            population_millions: int = pydantic.Field(ge=0, le=10000)
+            landmarks: list[typing.Annotated[str, short]] = pydantic.Field(max_length=3)
+
+        for temperature in (0, 1.0):
+            with self.subTest(temperature=temperature):
+                answer = self.client.chat.completions.parse(
+                    model=self.model, messages=[{"role": "user", "content": QUESTION}],
+                    response_format=Capital, max_tokens=400, temperature=temperature, seed=3)
+                choice = answer.choices[0]
+                self.assertEqual(choice.finish_reason, "stop", choice.message.content)
+                self.assertIsInstance(choice.message.parsed, Capital)
+                Capital.model_validate_json(choice.message.content)
+
+    def test_json_object_and_schema_streamed(self):
+        answer = self.client.chat.completions.create(
+            model=self.model,
+            messages=[{"role": "user", "content": "Give a JSON object with the keys name and "
+                                                  "color for a cat."}],
+            response_format={"type": "json_object"}, max_tokens=300, temperature=0)
+        choice = answer.choices[0]
+        self.assertEqual(choice.finish_reason, "stop", choice.message.content)
+        self.assertIsInstance(json.loads(choice.message.content), dict)
+        schema = {"type": "object", "properties": {
+            "answer": {"enum": ["yes", "no"]}, "confidence": {"type": "integer", "minimum": 0,
+                                                             "maximum": 100}},
+                  "required": ["answer", "confidence"], "additionalProperties": False}
+        format = {"type": "json_schema",
+                  "json_schema": {"name": "verdict", "schema": schema, "strict": True}}
+        messages = [{"role": "user", "content": "Is the sky blue?"}]
+        whole = self.client.chat.completions.create(
+            model=self.model, messages=messages, response_format=format, max_tokens=100,
+            temperature=0)
+        text = "".join(c.choices[0].delta.content or "" for c in self.client.chat.completions.create(
+            model=self.model, messages=messages, response_format=format, max_tokens=100,
+            temperature=0, stream=True) if c.choices)
+        self.assertEqual(text, whole.choices[0].message.content)
+        verdict = json.loads(text)
+        self.assertEqual(set(verdict), {"answer", "confidence"})
+        self.assertIn(verdict["answer"], ("yes", "no"))
+        self.assertTrue(0 <= verdict["confidence"] <= 100)
+
+    def test_bad_response_formats_are_named(self):
+        messages = [{"role": "user", "content": "hi"}]
+        for format in ({"type": "xml"},
+                       {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+                           "type": "object", "properties": {"a": {"type": "string",
+                                                                  "multipleOf": 2}}}}},
+                       {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+                           "$ref": "#/$defs/missing"}}}):
+            with self.subTest(format=format):
+                with self.assertRaises(openai.BadRequestError) as caught:
+                    self.client.chat.completions.create(model=self.model, messages=messages,
+                                                        response_format=format)
+                self.assertTrue(caught.exception.body["param"].startswith("response_format"),
+                                caught.exception.body)
+        # The server still serves.
+        self.assertTrue(self.client.chat.completions.create(
+            model=self.model, messages=messages, max_tokens=2).choices)
 
     def test_a_dropped_stream_gives_its_kv_blocks_back(self):
         stream = self.client.chat.completions.create(
