@@ -4,6 +4,8 @@
 //                   [--max-tokens N --temperature T --top-k K --top-p P --seed S
 //                   --stop-token-ids 2 --stop TEXT --priority P --timeout-ms T]
 //                   [--logprobs] [--top-logprobs N] [--stream] [--json]
+//                   [--json-schema FILE | --json-object | --regex RE | --grammar FILE |
+//                    --choices A|B|C]
 //   convoy chat --addr HOST:PORT [--system TEXT] [sampling flags]   an interactive chat, streamed
 //   convoy health --addr HOST:PORT [--service NAME]    exit 0 only when SERVING
 //   convoy info --addr HOST:PORT                       model and server information as JSON
@@ -53,6 +55,12 @@ ABSL_FLAG(bool, logprobs, false, "Return each token's log-probability");
 ABSL_FLAG(int32_t, top_logprobs, 0, "Also return the N most likely tokens per step");
 ABSL_FLAG(bool, stream, false, "Print tokens as they are generated");
 ABSL_FLAG(bool, json, false, "Print the response as one JSON object");
+ABSL_FLAG(std::string, json_schema, "",
+          "Structured output: a JSON Schema file; the answer is one JSON value valid under it");
+ABSL_FLAG(bool, json_object, false, "Structured output: the answer is a JSON object");
+ABSL_FLAG(std::string, regex, "", "Structured output: a regular expression the answer matches");
+ABSL_FLAG(std::string, grammar, "", "Structured output: a GBNF grammar file (its rule root)");
+ABSL_FLAG(std::string, choices, "", "Structured output: the answer is one of these, |-separated");
 ABSL_FLAG(std::string, tls_ca, "",
           "TLS: trust the server's certificate when this CA (a PEM file) signed it; without it "
           "the connection is plain text");
@@ -77,6 +85,8 @@ const convoy::cli::CommandLine kTop = {
     "  generate  --token-ids 1,2,3 | --prompt TEXT | --chat TEXT [--system TEXT] [--max-tokens N\n"
     "            --temperature T --top-k K --top-p P --seed S --stop-token-ids 2 --stop TEXT\n"
     "            --priority P --timeout-ms T] [--logprobs] [--top-logprobs N] [--stream] [--json]\n"
+    "            [--json-schema FILE | --json-object | --regex RE | --grammar FILE |\n"
+    "            --choices A|B|C]\n"
     "  chat      an interactive chat through the model's chat template, streamed [--system TEXT\n"
     "            sampling flags]\n"
     "  health    [--service NAME]: exit 0 only when SERVING\n"
@@ -93,11 +103,14 @@ const convoy::cli::CommandLine kGenerate = {
     "Generates from the prompt: token ids, raw text, or one user turn (--chat, with an optional\n"
     "--system message) through the model's chat template. --stream prints text as it comes;\n"
     "--json prints one JSON object (with --stream, one per message, the last one the whole\n"
-    "response) with prompt_token_ids, token_ids, text, logprobs and finish_reason.",
-    {"addr",       "tls_ca",   "tls_cert",     "tls_key",        "api_key",    "model",
-     "token_ids",  "prompt",   "chat",         "system",         "max_tokens", "temperature",
-     "top_k",      "top_p",    "seed",         "stop_token_ids", "stop",       "priority",
-     "timeout_ms", "logprobs", "top_logprobs", "stream",         "json"},
+    "response) with prompt_token_ids, token_ids, text, logprobs and finish_reason.\n"
+    "Structured output (at most one): --json-schema FILE, --json-object, --regex RE, --grammar\n"
+    "FILE (GBNF) or --choices A|B|C holds the answer to it (docs/grammar.md).",
+    {"addr",        "tls_ca",   "tls_cert",     "tls_key",        "api_key",    "model",
+     "token_ids",   "prompt",   "chat",         "system",         "max_tokens", "temperature",
+     "top_k",       "top_p",    "seed",         "stop_token_ids", "stop",       "priority",
+     "timeout_ms",  "logprobs", "top_logprobs", "stream",         "json",       "json_schema",
+     "json_object", "regex",    "grammar",      "choices"},
     {}};
 
 const convoy::cli::CommandLine kChat = {
@@ -282,6 +295,29 @@ int Generate() {
     return convoy::cli::BadUsage(kGenerate, "--token-ids must be comma-separated integers");
   }
   if (!SetSampling(kGenerate, &request)) return convoy::cli::kBadUsage;
+  if (Given("json_schema") + Given("json_object") + Given("regex") + Given("grammar") +
+          Given("choices") >
+      1) {
+    return convoy::cli::BadUsage(
+        kGenerate,
+        "give at most one of --json-schema, --json-object, --regex, --grammar, --choices");
+  }
+  v1::OutputConstraint* constraint = request.mutable_constraint();
+  if (Given("json_schema")) {
+    constraint->set_json_schema(ReadFlagFile(absl::GetFlag(FLAGS_json_schema), "json-schema"));
+  } else if (Given("json_object")) {
+    constraint->set_json_object(absl::GetFlag(FLAGS_json_object));
+  } else if (Given("regex")) {
+    constraint->set_regex(absl::GetFlag(FLAGS_regex));
+  } else if (Given("grammar")) {
+    constraint->set_grammar(ReadFlagFile(absl::GetFlag(FLAGS_grammar), "grammar"));
+  } else if (Given("choices")) {
+    for (absl::string_view choice : absl::StrSplit(absl::GetFlag(FLAGS_choices), '|')) {
+      constraint->mutable_choices()->add_choices(std::string(choice));
+    }
+  } else {
+    request.clear_constraint();
+  }
   request.set_return_logprobs(absl::GetFlag(FLAGS_logprobs));
   request.set_top_logprobs(absl::GetFlag(FLAGS_top_logprobs));
   const bool json = absl::GetFlag(FLAGS_json);
