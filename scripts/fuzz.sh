@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 all=(server_config_fuzzer chat_template_fuzzer tokenizer_json_fuzzer tokenizer_fuzzer
-  safetensors_fuzzer gguf_fuzzer request_validation_fuzzer openai_request_fuzzer)
+  safetensors_fuzzer gguf_fuzzer request_validation_fuzzer openai_request_fuzzer grammar_fuzzer)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -eq 0 ]; then
