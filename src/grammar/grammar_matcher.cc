@@ -13,11 +13,18 @@ namespace convoy::grammar {
 
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar,
                                std::shared_ptr<const TokenVocabulary> vocab)
+    : GrammarMatcher(grammar, vocab, grammar->MaskCacheFor(vocab)) {}
+
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar,
+                               std::shared_ptr<const TokenVocabulary> vocab,
+                               std::shared_ptr<MaskCache> shared)
     : grammar_(std::move(grammar)),
       vocab_(std::move(vocab)),
       machine_(&grammar_->program()),
       state_(machine_.InitialState()),
-      walk_(vocab_->max_depth() + 1) {}
+      walk_(vocab_->max_depth() + 1) {
+  if (shared != nullptr && shared->IsFor(grammar_.get(), vocab_.get())) shared_ = std::move(shared);
+}
 
 void GrammarMatcher::FillNextTokenMask(uint32_t* bits) {
   const int32_t words = vocab_->mask_words();
@@ -25,16 +32,29 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* bits) {
     std::memset(bits, 0, sizeof(uint32_t) * words);
     return;
   }
-  auto it = mask_cache_.find(state_);
-  if (it == mask_cache_.end()) {
-    if (static_cast<int64_t>(mask_cache_.size()) >= kMaxCachedMasks) mask_cache_.clear();
-    it = mask_cache_.emplace(state_, std::vector<uint32_t>(words, 0)).first;
-    ComputeMask(it->second);
-  }
-  std::memcpy(bits, it->second.data(), sizeof(uint32_t) * words);
+  std::memcpy(bits, CurrentMask().data(), sizeof(uint32_t) * words);
 }
 
-void GrammarMatcher::ComputeMask(std::vector<uint32_t>& mask) {
+const TokenMask& GrammarMatcher::CurrentMask() {
+  if (auto it = mask_cache_.find(state_); it != mask_cache_.end()) return *it->second;
+  if (static_cast<int64_t>(mask_cache_.size()) >= kMaxCachedMasks) mask_cache_.clear();
+  std::shared_ptr<const TokenMask> mask;
+  if (shared_ != nullptr) {
+    key_.clear();
+    machine_.AppendKey(state_, key_);
+    mask = shared_->Find(key_);
+  }
+  if (mask == nullptr) {
+    auto computed = std::make_shared<TokenMask>(vocab_->mask_words(), 0);
+    ComputeMask(*computed);
+    mask = std::move(computed);
+    // A machine that dropped stacks may compute another mask than its peers for the same key.
+    if (shared_ != nullptr && !machine_.dropped_stacks()) shared_->Insert(key_, mask);
+  }
+  return *mask_cache_.emplace(state_, std::move(mask)).first->second;
+}
+
+void GrammarMatcher::ComputeMask(TokenMask& mask) {
   const TokenVocabulary& v = *vocab_;
   const std::vector<int32_t>& tokens = v.node_tokens();
   walk_[0] = state_;
