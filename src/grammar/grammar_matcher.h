@@ -7,9 +7,11 @@
 #ifndef CONVOY_GRAMMAR_GRAMMAR_MATCHER_H_
 #define CONVOY_GRAMMAR_GRAMMAR_MATCHER_H_
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -47,6 +49,9 @@ class GrammarMatcher {
   // The mask of state_: from this matcher's cache, the shared one, or a walk of the trie.
   const TokenMask& CurrentMask();
   void ComputeMask(TokenMask& mask);
+  // The bytes that lead `state` back to itself (bit b of word b / 64), for up to kMaxLoopStates
+  // states per walk (none for the others). REQUIRES: state != kDead.
+  const std::array<uint64_t, 4>& LoopBytes(int32_t state);
 
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const TokenVocabulary> vocab_;
@@ -57,6 +62,8 @@ class GrammarMatcher {
   absl::flat_hash_map<int32_t, std::shared_ptr<const TokenMask>> mask_cache_;  // by state
   std::string key_;
   std::vector<int32_t> walk_;  // the state after each depth of the trie walk
+  static constexpr size_t kMaxLoopStates = 8;
+  std::vector<std::pair<int32_t, std::array<uint64_t, 4>>> loops_;  // LoopBytes' of this walk
 };
 
 }  // namespace convoy::grammar
