@@ -1,6 +1,7 @@
 #include "grammar/grammar.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "convoy/status_macros.h"
@@ -18,6 +19,17 @@ absl::StatusOr<std::shared_ptr<const Grammar>> FromBuilder(GrammarBuilder& build
 }
 
 }  // namespace
+
+std::shared_ptr<MaskCache> Grammar::MaskCacheFor(
+    const std::shared_ptr<const TokenVocabulary>& vocab) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::erase_if(caches_, [](const auto& entry) { return entry.first.expired(); });
+  for (const auto& [owner, cache] : caches_) {
+    if (!owner.owner_before(vocab) && !vocab.owner_before(owner)) return cache;
+  }
+  caches_.emplace_back(vocab, std::make_shared<MaskCache>(this, vocab.get(), kMaxSharedMaskBytes));
+  return caches_.back().second;
+}
 
 absl::StatusOr<std::shared_ptr<const Grammar>> CompileGbnf(std::string_view text) {
   ASSIGN_OR_RETURN(Program program, ParseGbnf(text));

@@ -8,24 +8,42 @@
 #define CONVOY_GRAMMAR_GRAMMAR_H_
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "grammar/mask_cache.h"
 #include "grammar/program.h"
+#include "grammar/token_vocabulary.h"
 
 namespace convoy::grammar {
 
 // An immutable compiled grammar, shared between requests and threads. Its contents are for the
-// matcher; callers only pass it on.
+// matcher; callers only pass it on. It also holds the masks its matchers computed (one MaskCache
+// per vocabulary, each bounded by kMaxSharedMaskBytes), which live as long as the grammar.
 class Grammar {
  public:
   explicit Grammar(Program program) : program_(std::move(program)) {}
+  Grammar(const Grammar&) = delete;
+  Grammar& operator=(const Grammar&) = delete;
+
   const Program& program() const { return program_; }
+  // The masks shared by every matcher of this grammar over `vocab`, made on first use. Thread-safe.
+  // A vocabulary's cache is dropped once the vocabulary is gone and another one is asked for.
+  std::shared_ptr<MaskCache> MaskCacheFor(
+      const std::shared_ptr<const TokenVocabulary>& vocab) const;
 
  private:
   Program program_;
+  mutable std::mutex mutex_;
+  // Keyed by the vocabulary's owner (its control block, kept alive by the weak_ptr), so a new
+  // vocabulary at a freed one's address never finds the old masks.
+  mutable std::vector<std::pair<std::weak_ptr<const TokenVocabulary>, std::shared_ptr<MaskCache>>>
+      caches_ ABSL_GUARDED_BY(mutex_);
 };
 
 // GBNF (close to llama.cpp's): rules `name ::= alternatives`, start rule "root".

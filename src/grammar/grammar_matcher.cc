@@ -13,11 +13,18 @@ namespace convoy::grammar {
 
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar,
                                std::shared_ptr<const TokenVocabulary> vocab)
+    : GrammarMatcher(grammar, vocab, grammar->MaskCacheFor(vocab)) {}
+
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar,
+                               std::shared_ptr<const TokenVocabulary> vocab,
+                               std::shared_ptr<MaskCache> shared)
     : grammar_(std::move(grammar)),
       vocab_(std::move(vocab)),
       machine_(&grammar_->program()),
       state_(machine_.InitialState()),
-      walk_(vocab_->max_depth() + 1) {}
+      walk_(vocab_->max_depth() + 1) {
+  if (shared != nullptr && shared->IsFor(grammar_.get(), vocab_.get())) shared_ = std::move(shared);
+}
 
 void GrammarMatcher::FillNextTokenMask(uint32_t* bits) {
   const int32_t words = vocab_->mask_words();
@@ -25,36 +32,82 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* bits) {
     std::memset(bits, 0, sizeof(uint32_t) * words);
     return;
   }
-  auto it = mask_cache_.find(state_);
-  if (it == mask_cache_.end()) {
-    if (static_cast<int64_t>(mask_cache_.size()) >= kMaxCachedMasks) mask_cache_.clear();
-    it = mask_cache_.emplace(state_, std::vector<uint32_t>(words, 0)).first;
-    ComputeMask(it->second);
-  }
-  std::memcpy(bits, it->second.data(), sizeof(uint32_t) * words);
+  std::memcpy(bits, CurrentMask().data(), sizeof(uint32_t) * words);
 }
 
-void GrammarMatcher::ComputeMask(std::vector<uint32_t>& mask) {
+const TokenMask& GrammarMatcher::CurrentMask() {
+  if (auto it = mask_cache_.find(state_); it != mask_cache_.end()) return *it->second;
+  if (static_cast<int64_t>(mask_cache_.size()) >= kMaxCachedMasks) mask_cache_.clear();
+  std::shared_ptr<const TokenMask> mask;
+  if (shared_ != nullptr) {
+    key_.clear();
+    machine_.AppendKey(state_, key_);
+    mask = shared_->Find(key_);
+  }
+  if (mask == nullptr) {
+    auto computed = std::make_shared<TokenMask>(vocab_->mask_words(), 0);
+    ComputeMask(*computed);
+    mask = std::move(computed);
+    // A machine that dropped stacks may compute another mask than its peers for the same key.
+    if (shared_ != nullptr && !machine_.dropped_stacks()) shared_->Insert(key_, mask);
+  }
+  return *mask_cache_.emplace(state_, std::move(mask)).first->second;
+}
+
+// A walk of the trie, one cached transition per node, skipping a subtree at its first refused
+// byte. A subtree below a state that every byte of the subtree leads back to (inside a string,
+// say) is allowed whole without a walk: each of its tokens stays in that state. Such loop bytes
+// are found for the states at the first two depths (the root's, and those after one byte).
+void GrammarMatcher::ComputeMask(TokenMask& mask) {
   const TokenVocabulary& v = *vocab_;
   const std::vector<int32_t>& tokens = v.node_tokens();
+  auto allow = [&](int32_t begin, int32_t end) {
+    for (int32_t k = begin; k < end; ++k) mask[tokens[k] >> 5] |= uint32_t{1} << (tokens[k] & 31);
+  };
+  loops_.clear();
+  loops_.reserve(kMaxLoopStates);
   walk_[0] = state_;
   const int32_t n = v.trie_size();
   for (int32_t i = 1; i < n;) {
     const int32_t depth = v.depth(i);
-    const int32_t next = machine_.Advance(walk_[depth - 1], v.byte(i));
+    const int32_t from = walk_[depth - 1];
+    if (depth <= 2) {
+      const std::array<uint64_t, 4>& loop = LoopBytes(from);
+      const std::array<uint64_t, 4>& sub = v.subtree_bytes(i);
+      if ((sub[0] & ~loop[0]) == 0 && (sub[1] & ~loop[1]) == 0 && (sub[2] & ~loop[2]) == 0 &&
+          (sub[3] & ~loop[3]) == 0) {
+        allow(v.token_begin(i), v.token_begin(v.subtree_end(i)));
+        i = v.subtree_end(i);
+        continue;
+      }
+    }
+    const int32_t next = machine_.Advance(from, v.byte(i));
     if (next == StackMachine::kDead) {
       i = v.subtree_end(i);
       continue;
     }
     walk_[depth] = next;
-    for (int32_t k = v.token_begin(i); k < v.token_begin(i + 1); ++k) {
-      mask[tokens[k] >> 5] |= uint32_t{1} << (tokens[k] & 31);
-    }
+    allow(v.token_begin(i), v.token_begin(i + 1));
     ++i;
   }
   if (machine_.IsComplete(state_)) {
     for (int32_t token : v.end_tokens()) mask[token >> 5] |= uint32_t{1} << (token & 31);
   }
+}
+
+const std::array<uint64_t, 4>& GrammarMatcher::LoopBytes(int32_t state) {
+  for (const auto& [s, bytes] : loops_) {
+    if (s == state) return bytes;
+  }
+  static constexpr std::array<uint64_t, 4> kNone = {0, 0, 0, 0};
+  if (loops_.size() >= kMaxLoopStates) return kNone;
+  std::array<uint64_t, 4> bytes = {0, 0, 0, 0};
+  for (int b = 0; b < 256; ++b) {
+    if (machine_.Advance(state, static_cast<uint8_t>(b)) == state) {
+      bytes[b >> 6] |= uint64_t{1} << (b & 63);
+    }
+  }
+  return loops_.emplace_back(state, bytes).second;
 }
 
 absl::Status GrammarMatcher::AcceptToken(int32_t token) {

@@ -1,15 +1,23 @@
 // Drives a compiled grammar over a model's tokens: which tokens may come next, and advancing by
 // the one chosen. One per generated sequence; not thread-safe.
+//
+// Masks are cached per state, in the matcher and in a MaskCache shared with every other matcher of
+// the same grammar and vocabulary (on other threads too), so a state an earlier request has seen
+// costs a lookup rather than a walk of the vocabulary's trie.
 #ifndef CONVOY_GRAMMAR_GRAMMAR_MATCHER_H_
 #define CONVOY_GRAMMAR_GRAMMAR_MATCHER_H_
 
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "grammar/grammar.h"
+#include "grammar/mask_cache.h"
 #include "grammar/stack_machine.h"
 #include "grammar/token_vocabulary.h"
 
@@ -17,8 +25,13 @@ namespace convoy::grammar {
 
 class GrammarMatcher {
  public:
+  // Shares masks through grammar->MaskCacheFor(vocab).
   GrammarMatcher(std::shared_ptr<const Grammar> grammar,
                  std::shared_ptr<const TokenVocabulary> vocab);
+  // Shares masks through `shared` instead; nullptr (or a cache made for another grammar or
+  // vocabulary) shares none: every mask is computed here.
+  GrammarMatcher(std::shared_ptr<const Grammar> grammar,
+                 std::shared_ptr<const TokenVocabulary> vocab, std::shared_ptr<MaskCache> shared);
 
   // bits has (vocab size + 31) / 32 words; sets bit i (word i/32, bit i%32) iff token i may come
   // next. End tokens are set iff the text so far is a complete match. All clear once an end token
@@ -33,15 +46,24 @@ class GrammarMatcher {
   bool IsTerminated() const;
 
  private:
-  void ComputeMask(std::vector<uint32_t>& mask);
+  // The mask of state_: from this matcher's cache, the shared one, or a walk of the trie.
+  const TokenMask& CurrentMask();
+  void ComputeMask(TokenMask& mask);
+  // The bytes that lead `state` back to itself (bit b of word b / 64), for up to kMaxLoopStates
+  // states per walk (none for the others). REQUIRES: state != kDead.
+  const std::array<uint64_t, 4>& LoopBytes(int32_t state);
 
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const TokenVocabulary> vocab_;
   StackMachine machine_;
   int32_t state_;
   bool ended_ = false;
-  absl::flat_hash_map<int32_t, std::vector<uint32_t>> mask_cache_;  // by state
+  std::shared_ptr<MaskCache> shared_;                                          // or nullptr
+  absl::flat_hash_map<int32_t, std::shared_ptr<const TokenMask>> mask_cache_;  // by state
+  std::string key_;
   std::vector<int32_t> walk_;  // the state after each depth of the trie walk
+  static constexpr size_t kMaxLoopStates = 8;
+  std::vector<std::pair<int32_t, std::array<uint64_t, 4>>> loops_;  // LoopBytes' of this walk
 };
 
 }  // namespace convoy::grammar

@@ -47,6 +47,10 @@ inline constexpr int64_t kMaxStacks = 1024;
 inline constexpr int64_t kMaxCachedStates = 16384;
 inline constexpr int64_t kMaxCachedNodes = 1 << 20;
 inline constexpr int64_t kMaxCachedMasks = 256;
+// Masks shared by every matcher of one grammar over one vocabulary (mask_cache.h): at most 32 MiB
+// (about 5,000 masks of a 49,152-token vocabulary, 6 KiB each, with their keys); past it a part of
+// the cache starts over.
+inline constexpr int64_t kMaxSharedMaskBytes = 32 << 20;
 
 }  // namespace convoy::grammar
 

@@ -53,6 +53,8 @@ void StackMachine::Close(std::vector<int32_t>& nodes, bool& complete) {
       case Element::kSet:
         if (static_cast<int64_t>(nodes.size()) < kMaxStacks) {
           nodes.push_back(InternNode(pos, parent));
+        } else {
+          dropped_stacks_ = true;
         }
         break;
       case Element::kEnd:
@@ -94,6 +96,23 @@ int32_t StackMachine::InternState(std::vector<int32_t> nodes, bool complete) {
     row_of_state_.push_back(-1);
   }
   return it->second;
+}
+
+void StackMachine::AppendKey(int32_t state, std::string& key) const {
+  // Each stack as positions ending in -1 (positions are >= 0, so the encoding is unambiguous), the
+  // stacks sorted, after one byte for completeness.
+  std::vector<std::vector<int32_t>> stacks;
+  stacks.reserve(states_[state].nodes.size());
+  for (int32_t id : states_[state].nodes) {
+    std::vector<int32_t>& positions = stacks.emplace_back();
+    for (int32_t n = id; n != kBottom; n = nodes_[n].parent) positions.push_back(nodes_[n].pos);
+    positions.push_back(-1);
+  }
+  std::sort(stacks.begin(), stacks.end());
+  key.push_back(states_[state].complete ? 'c' : 'p');
+  for (const std::vector<int32_t>& positions : stacks) {
+    key.append(reinterpret_cast<const char*>(positions.data()), positions.size() * sizeof(int32_t));
+  }
 }
 
 int32_t StackMachine::Rebuild(int32_t state) {

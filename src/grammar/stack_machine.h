@@ -12,6 +12,7 @@
 #define CONVOY_GRAMMAR_STACK_MACHINE_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -43,6 +44,15 @@ class StackMachine {
   bool IsComplete(int32_t state) const { return state >= 0 && states_[state].complete; }
   // Some stack is alive: more text may follow.
   bool HasStacks(int32_t state) const { return state >= 0 && !states_[state].nodes.empty(); }
+
+  // Appends `state`'s canonical key: the same for two states, of any machines of one program,
+  // exactly when they hold the same stacks (as positions from top to bottom) and the same
+  // completeness. REQUIRES: state != kDead.
+  void AppendKey(int32_t state, std::string& key) const;
+  // Some closure had more than kMaxStacks stacks and dropped some. Until then every state and
+  // transition is a function of the stacks alone, the same in every machine of the program; after,
+  // which stacks survived depends on this machine's numbering. Never cleared.
+  bool dropped_stacks() const { return dropped_stacks_; }
 
   int64_t state_count() const { return static_cast<int64_t>(states_.size()); }
   int64_t node_count() const { return static_cast<int64_t>(nodes_.size()); }
@@ -76,6 +86,7 @@ class StackMachine {
   std::vector<int32_t> transitions_;
   std::vector<std::pair<int32_t, int32_t>> work_;
   absl::flat_hash_set<uint64_t> visited_;
+  bool dropped_stacks_ = false;
 };
 
 }  // namespace convoy::grammar

@@ -85,6 +85,19 @@ void TokenVocabulary::BuildTrie() {
   std::partial_sum(trie_token_begin_.begin(), trie_token_begin_.end(), trie_token_begin_.begin());
   trie_tokens_.resize(order.size());
   for (size_t i = 0; i < order.size(); ++i) trie_tokens_[i] = order[i];
+  // Subtree bytes: each node's own byte, then (children come after parents in preorder) each
+  // node's set added to its parent's, last node first.
+  const int32_t n = trie_size();
+  std::vector<int32_t> parent(n, 0), last_at_depth(max_depth_ + 1, 0);
+  trie_subtree_bytes_.assign(n, {0, 0, 0, 0});
+  for (int32_t i = 1; i < n; ++i) {
+    parent[i] = last_at_depth[trie_depth_[i] - 1];
+    last_at_depth[trie_depth_[i]] = i;
+    trie_subtree_bytes_[i][trie_byte_[i] >> 6] |= uint64_t{1} << (trie_byte_[i] & 63);
+  }
+  for (int32_t i = n - 1; i > 0; --i) {
+    for (int w = 0; w < 4; ++w) trie_subtree_bytes_[parent[i]][w] |= trie_subtree_bytes_[i][w];
+  }
 }
 
 }  // namespace convoy::grammar

@@ -3,6 +3,7 @@
 #ifndef CONVOY_GRAMMAR_TOKEN_VOCABULARY_H_
 #define CONVOY_GRAMMAR_TOKEN_VOCABULARY_H_
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -40,6 +41,11 @@ class TokenVocabulary {
   int32_t token_begin(int32_t node) const { return trie_token_begin_[node]; }
   const std::vector<int32_t>& node_tokens() const { return trie_tokens_; }
   int32_t max_depth() const { return max_depth_; }
+  // The bytes on the edges of node i's subtree, the edge into i included (bit b of word b / 64):
+  // every token in the subtree is its parent's prefix followed by bytes of this set.
+  const std::array<uint64_t, 4>& subtree_bytes(int32_t node) const {
+    return trie_subtree_bytes_[node];
+  }
 
  private:
   TokenVocabulary() = default;
@@ -53,6 +59,7 @@ class TokenVocabulary {
   std::vector<int32_t> trie_subtree_end_;
   std::vector<int32_t> trie_token_begin_;
   std::vector<int32_t> trie_tokens_;
+  std::vector<std::array<uint64_t, 4>> trie_subtree_bytes_;  // 32 bytes per node
   int32_t max_depth_ = 0;
 };
 
