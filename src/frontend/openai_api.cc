@@ -187,15 +187,13 @@ void RefuseUnsupported(FieldReader& fields, OpenAiEndpoint endpoint) {
     fields.Fail("n", "only one choice per request (n: 1) is supported");
   }
   if (endpoint == OpenAiEndpoint::kChatCompletions) {
-    for (const char* tools : {"tools", "functions"}) {
-      if (const Json* t = fields.Find(tools); t != nullptr && !t->empty()) {
-        fields.Fail(tools, "tool calling is not supported");
-      }
+    // The deprecated form of tools.
+    if (const Json* f = fields.Find("functions"); f != nullptr && !f->empty()) {
+      fields.Fail("functions", "the deprecated functions API is not supported; send tools");
     }
-    for (const char* choice : {"tool_choice", "function_call"}) {
-      if (const Json* c = fields.Find(choice); c != nullptr && *c != "none" && *c != "auto") {
-        fields.Fail(choice, "tool calling is not supported");
-      }
+    if (const Json* c = fields.Find("function_call");
+        c != nullptr && *c != "none" && *c != "auto") {
+      fields.Fail("function_call", "the deprecated functions API is not supported; send tools");
     }
   } else {
     if (std::optional<bool> echo = fields.Bool("echo"); echo && *echo) {
@@ -260,12 +258,16 @@ void ReadMessages(FieldReader& fields, v1::InferRequest* request) {
       return;
     }
     for (const auto& [key, value] : m.items()) {
-      if (key != "role" && key != "content" && key != "name") {
-        fields.Fail(absl::StrCat(param, ".", key), key == "tool_calls" || key == "tool_call_id"
-                                                       ? "tool calling is not supported"
-                                                       : "unknown field");
+      if (key != "role" && key != "content" && key != "name" && key != "tool_calls" &&
+          key != "tool_call_id") {
+        fields.Fail(absl::StrCat(param, ".", key), "unknown field");
         return;
       }
+    }
+    std::string extra_json;
+    if (std::optional<ToolFieldError> e = MessageToolFields(m, param, &extra_json)) {
+      fields.Fail(e->param, e->message);
+      return;
     }
     if (!m.contains("role") || !m["role"].is_string()) {
       fields.Fail(param + ".role", "expected a string");
@@ -279,6 +281,7 @@ void ReadMessages(FieldReader& fields, v1::InferRequest* request) {
     const std::string role = m["role"].get<std::string>();
     out->set_role(role == "developer" ? "system" : role);
     out->set_content(*std::move(content));
+    out->set_extra_json(std::move(extra_json));
   }
 }
 
@@ -540,6 +543,11 @@ ParsedOpenAiRequest ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view
   if (chat) {
     ReadMessages(fields, &request);
     ReadResponseFormat(fields, &request);
+    if (fields.ok()) {
+      if (std::optional<ToolFieldError> e = ReadTools(json, &request, &out.tool_mode)) {
+        fields.Fail(e->param, e->message);
+      }
+    }
   } else {
     ReadPrompt(fields, &request);
   }
@@ -615,6 +623,7 @@ ParsedOpenAiRequest ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view
 }
 
 const char* OpenAiFinishReason(v1::FinishReason reason) {
+  // "tool_calls" is the responder's, once it has found calls in the answer.
   return reason == v1::FINISH_REASON_STOP ? "stop" : "length";
 }
 
@@ -693,15 +702,30 @@ std::string Dump(const Json& json) {
 
 }  // namespace
 
+std::optional<ToolOutput> OpenAiResponder::ToolCalls(const std::string& text,
+                                                     const SessionEnd& end) const {
+  if (request_.endpoint != OpenAiEndpoint::kChatCompletions || !end.status.ok() ||
+      end.finish_reason != v1::FINISH_REASON_STOP) {
+    return std::nullopt;
+  }
+  return ParseToolOutput(text, request_.tool_mode);
+}
+
 std::string OpenAiResponder::Whole(const SessionOutput& output, const SessionEnd& end) const {
   const bool chat = request_.endpoint == OpenAiEndpoint::kChatCompletions;
-  Json choice = {{"index", 0}, {"finish_reason", OpenAiFinishReason(end.finish_reason)}};
+  const std::optional<ToolOutput> calls = ToolCalls(output.text, end);
+  Json choice = {{"index", 0},
+                 {"finish_reason", calls ? "tool_calls" : OpenAiFinishReason(end.finish_reason)}};
   Json logprobs;
   if (request_.logprobs) {
     logprobs = chat ? ChatLogprobs(output, tokenizer_) : CompletionLogprobs(output, tokenizer_);
   }
   choice["logprobs"] = std::move(logprobs);
-  if (chat) {
+  if (calls) {
+    choice["message"] = {{"role", "assistant"},
+                         {"content", calls->content.empty() ? Json() : Json(calls->content)},
+                         {"tool_calls", ToolCallsJson(calls->calls, id_, /*with_index=*/false)}};
+  } else if (chat) {
     choice["message"] = {{"role", "assistant"}, {"content", output.text}};
   } else {
     choice["text"] = output.text;
@@ -745,10 +769,14 @@ std::string OpenAiResponder::Chunk(const SessionOutput* output, const char* fini
 
 std::string OpenAiResponder::FirstEvent() const {
   if (request_.endpoint != OpenAiEndpoint::kChatCompletions) return "";
+  return DeltaChunk({{"role", "assistant"}, {"content", ""}}, nullptr);
+}
+
+std::string OpenAiResponder::DeltaChunk(Json delta, const char* finish_reason) const {
   Json choice = {{"index", 0},
-                 {"delta", {{"role", "assistant"}, {"content", ""}}},
+                 {"delta", std::move(delta)},
                  {"logprobs", Json()},
-                 {"finish_reason", Json()}};
+                 {"finish_reason", finish_reason == nullptr ? Json() : Json(finish_reason)}};
   Json chunk = {{"id", id_},
                 {"object", "chat.completion.chunk"},
                 {"created", created_},
@@ -758,14 +786,38 @@ std::string OpenAiResponder::FirstEvent() const {
   return Event(Dump(chunk));
 }
 
-std::string OpenAiResponder::OutputEvent(const SessionOutput& output) const {
-  return Chunk(&output, nullptr);
+std::string OpenAiResponder::OutputEvent(const SessionOutput& output) {
+  if (request_.tool_mode == OpenAiToolMode::kNone || !holding_) return Chunk(&output, nullptr);
+  held_.token_ids.insert(held_.token_ids.end(), output.token_ids.begin(), output.token_ids.end());
+  held_.logprobs.insert(held_.logprobs.end(), output.logprobs.begin(), output.logprobs.end());
+  held_.top_logprobs.insert(held_.top_logprobs.end(), output.top_logprobs.begin(),
+                            output.top_logprobs.end());
+  held_.text += output.text;
+  if (MayBeToolCall(held_.text, request_.tool_mode)) return "";
+  // Plain text after all: what was held goes out, and the rest streams as it comes.
+  holding_ = false;
+  std::string events = Chunk(&held_, nullptr);
+  held_ = SessionOutput();
+  return events;
 }
 
-std::string OpenAiResponder::EndEvents(const SessionEnd& end) const {
+std::string OpenAiResponder::EndEvents(const SessionEnd& end) {
   std::string events;
+  const char* finish_reason = OpenAiFinishReason(end.finish_reason);
+  if (request_.tool_mode != OpenAiToolMode::kNone && holding_) {
+    if (std::optional<ToolOutput> calls = ToolCalls(held_.text, end)) {
+      if (!calls->content.empty()) events += DeltaChunk({{"content", calls->content}}, nullptr);
+      events += DeltaChunk({{"tool_calls", ToolCallsJson(calls->calls, id_, /*with_index=*/true)}},
+                           nullptr);
+      finish_reason = "tool_calls";
+    } else if (!held_.empty()) {
+      events += Chunk(&held_, nullptr);
+    }
+    held_ = SessionOutput();
+    holding_ = false;
+  }
   if (end.status.ok()) {
-    events = Chunk(nullptr, OpenAiFinishReason(end.finish_reason));
+    events += Chunk(nullptr, finish_reason);
     if (request_.include_usage) {
       const bool chat = request_.endpoint == OpenAiEndpoint::kChatCompletions;
       Json usage = {{"id", id_},

@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "convoy/v1/inference.pb.h"
 #include "frontend/generation.h"
+#include "frontend/openai_tools.h"
 #include "text/tokenizer.h"
 
 namespace convoy {
@@ -54,6 +55,8 @@ struct OpenAiRequest {
   // Chat: logprobs (bool) and top_logprobs. Completions: logprobs (an int, the top count).
   bool logprobs = false;
   int32_t top_logprobs = 0;
+  // Chat with tools (openai_tools.h): whether and how the answer may be tool calls.
+  OpenAiToolMode tool_mode = OpenAiToolMode::kNone;
 };
 
 // The request in `body`, or the error naming the field at fault.
@@ -76,21 +79,30 @@ class OpenAiResponder {
 
   // Server-sent events, each "data: {...}\n\n". The first chunk of a chat stream (the role).
   std::string FirstEvent() const;
-  // New output.
-  std::string OutputEvent(const SessionOutput& output) const;
-  // The end: the chunk with the finish reason, the usage chunk when asked for, and [DONE]. An
-  // error after the stream began is sent as an error event before [DONE].
-  std::string EndEvents(const SessionEnd& end) const;
+  // New output. With tools, an answer that may be tool calls is held back (empty events) until
+  // it is known: at the end, or at its first characters.
+  std::string OutputEvent(const SessionOutput& output);
+  // The end: held output or tool calls, the chunk with the finish reason, the usage chunk when
+  // asked for, and [DONE]. An error after the stream began is sent as an error event before
+  // [DONE].
+  std::string EndEvents(const SessionEnd& end);
 
  private:
   std::string Event(const std::string& json) const;
   std::string Chunk(const SessionOutput* output, const char* finish_reason) const;
+  // A chat chunk whose delta is `delta`.
+  std::string DeltaChunk(nlohmann::json delta, const char* finish_reason) const;
+  // The calls in a finished chat answer, when the request had tools and the answer holds some.
+  std::optional<ToolOutput> ToolCalls(const std::string& text, const SessionEnd& end) const;
 
   const OpenAiRequest& request_;
   const std::string id_;
   const int64_t created_;
   const std::string model_;
   const Tokenizer* const tokenizer_;
+  // Streaming with tools: output held back while it may be tool calls.
+  SessionOutput held_;
+  bool holding_ = true;
 };
 
 // "stop" or "length" (OpenAI has no other reasons for an answer that finished).

@@ -80,7 +80,7 @@ class OpenAiCall : public std::enable_shared_from_this<OpenAiCall> {
       : hub_(hub), request_(std::move(request)), exchange_(std::move(exchange)) {}
 
   // The responder, made once the session has its id (after Begin).
-  const OpenAiResponder& Responder() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  OpenAiResponder& Responder() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!responder_) {
       const ServingContext* serving = hub_->serving();
       const bool chat = request_.endpoint == OpenAiEndpoint::kChatCompletions;

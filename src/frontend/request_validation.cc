@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "convoy/status_macros.h"
 #include "frontend/output_constraints.h"
+#include "nlohmann/json.hpp"
 #include "text/chat_prompt.h"
 #include "text/utf8.h"
 
@@ -58,10 +59,19 @@ absl::StatusOr<std::vector<int32_t>> EncodeChat(const v1::InferRequest& request,
     if (absl::Status utf8 = tokenizer_internal::ValidateUtf8(m.content()); !utf8.ok()) {
       return Invalid(absl::StrCat("messages[", i, "].content"), utf8.message());
     }
-    messages.push_back(ChatMessage{m.role(), m.content()});
+    if (!m.extra_json().empty() &&
+        !nlohmann::json::parse(m.extra_json(), nullptr, /*allow_exceptions=*/false).is_object()) {
+      return Invalid(absl::StrCat("messages[", i, "].extra_json"), "expected a JSON object");
+    }
+    messages.push_back(ChatMessage{m.role(), m.content(), m.extra_json()});
+  }
+  if (!request.tools_json().empty() &&
+      !nlohmann::json::parse(request.tools_json(), nullptr, /*allow_exceptions=*/false)
+           .is_array()) {
+    return Invalid("tools_json", "expected a JSON list of tools");
   }
   absl::StatusOr<std::vector<int32_t>> ids =
-      EncodeChatPrompt(*limits.chat_template, *limits.tokenizer, messages);
+      EncodeChatPrompt(*limits.chat_template, *limits.tokenizer, messages, request.tools_json());
   if (!ids.ok()) {
     // The template's own refusals (e.g. roles out of order) are the client's to fix.
     return Invalid("messages", absl::StrCat("the model's chat template refused them: ",
@@ -114,6 +124,9 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::InferRequest& request,
   if (text && limits.tokenizer == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat(prompt_field, ": this model has no tokenizer; send prompt_token_ids"));
+  }
+  if (!chat && !request.tools_json().empty()) {
+    return Invalid("tools_json", "tools go with messages (the chat template shows them)");
   }
   if (chat) {
     ASSIGN_OR_RETURN(out.prompt_tokens, EncodeChat(request, limits));

@@ -495,7 +495,14 @@ class SchemaCompiler {
       }
     }
     std::optional<Expr> extra_value;
-    if (!schema.contains("additionalProperties") || schema["additionalProperties"] == Json(true)) {
+    // Absent beside "properties": no extras, as OpenAI's strict mode and XGrammar's default have
+    // it. Every output stays valid under the schema (extras are allowed, not required), and a
+    // model cannot run on adding properties nobody asked for.
+    const bool closed_by_default =
+        !schema.contains("additionalProperties") && !properties.empty();
+    if (closed_by_default) {
+    } else if (!schema.contains("additionalProperties") ||
+               schema["additionalProperties"] == Json(true)) {
       extra_value = values_.AnyValue();
     } else if (schema["additionalProperties"] != Json(false)) {
       ASSIGN_OR_RETURN(extra_value,
@@ -505,7 +512,7 @@ class SchemaCompiler {
       bool listed = false;
       for (const auto& [n, sub] : properties) listed = listed || n == name;
       if (listed) continue;
-      if (!extra_value) {
+      if (!extra_value && !closed_by_default) {
         return Error(ptr,
                      absl::StrCat("required property \"", name,
                                   "\" is not in \"properties\" and additionalProperties is false"));

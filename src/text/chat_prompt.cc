@@ -18,9 +18,12 @@ std::string TokenText(const Tokenizer& tokenizer, std::optional<int32_t> id) {
 
 absl::StatusOr<std::string> RenderChatPrompt(const ChatTemplate& chat_template,
                                              const Tokenizer& tokenizer,
-                                             const std::vector<ChatMessage>& messages) {
+                                             const std::vector<ChatMessage>& messages,
+                                             const std::string& tools_json) {
   ChatTemplateOptions options;
   options.add_generation_prompt = true;
+  if (!tools_json.empty())
+    options.extra_context_json = absl::StrCat("{\"tools\": ", tools_json, "}");
   options.bos_token = TokenText(tokenizer, tokenizer.bos_id());
   options.eos_token = TokenText(tokenizer, tokenizer.eos_id());
   return chat_template.Render(messages, options);
@@ -28,8 +31,10 @@ absl::StatusOr<std::string> RenderChatPrompt(const ChatTemplate& chat_template,
 
 absl::StatusOr<std::vector<int32_t>> EncodeChatPrompt(const ChatTemplate& chat_template,
                                                       const Tokenizer& tokenizer,
-                                                      const std::vector<ChatMessage>& messages) {
-  ASSIGN_OR_RETURN(const std::string text, RenderChatPrompt(chat_template, tokenizer, messages));
+                                                      const std::vector<ChatMessage>& messages,
+                                                      const std::string& tools_json) {
+  ASSIGN_OR_RETURN(const std::string text,
+                   RenderChatPrompt(chat_template, tokenizer, messages, tools_json));
   return tokenizer.Encode(text, /*add_special=*/false);
 }
 

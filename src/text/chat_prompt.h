@@ -18,14 +18,18 @@ namespace convoy {
 
 // The prompt text; the template sees the tokenizer's BOS and EOS tokens as bos_token and
 // eos_token. The template's errors as ChatTemplate::Render gives them.
+// `tools_json`: a JSON list, the template's `tools` variable; empty for none (the variable is
+// then none, as transformers leaves it).
 absl::StatusOr<std::string> RenderChatPrompt(const ChatTemplate& chat_template,
                                              const Tokenizer& tokenizer,
-                                             const std::vector<ChatMessage>& messages);
+                                             const std::vector<ChatMessage>& messages,
+                                             const std::string& tools_json = "");
 
 // The prompt's token ids.
 absl::StatusOr<std::vector<int32_t>> EncodeChatPrompt(const ChatTemplate& chat_template,
                                                       const Tokenizer& tokenizer,
-                                                      const std::vector<ChatMessage>& messages);
+                                                      const std::vector<ChatMessage>& messages,
+                                                      const std::string& tools_json = "");
 
 }  // namespace convoy
 

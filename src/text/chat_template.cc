@@ -1,5 +1,6 @@
 #include "text/chat_template.h"
 
+#include <initializer_list>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -74,20 +75,23 @@ Value FromJson(const Json& json) {
   }
 }
 
-absl::Status AddExtraContext(std::string_view text,
-                             std::vector<std::pair<std::string, Value>>* variables) {
+// Appends the members of `text` (a JSON object; `what` names it in errors) to `variables`; none
+// may be one of `reserved`.
+absl::Status AddJsonMembers(std::string_view text, std::string_view what,
+                            std::initializer_list<std::string_view> reserved,
+                            std::vector<std::pair<std::string, Value>>* variables) {
   if (text.empty()) return absl::OkStatus();
   if (JsonTooDeep(text)) {
     return absl::InvalidArgumentError(
-        Cat("extra_context_json is nested deeper than ", kMaxJsonDepth, " levels"));
+        Cat(what, " is nested deeper than ", kMaxJsonDepth, " levels"));
   }
   const Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object()) {
-    return absl::InvalidArgumentError("extra_context_json must be a JSON object");
+    return absl::InvalidArgumentError(Cat(what, " must be a JSON object"));
   }
   for (const auto& [key, item] : json.items()) {
-    if (key == "messages") {
-      return absl::InvalidArgumentError("extra_context_json may not set 'messages'");
+    for (std::string_view r : reserved) {
+      if (key == r) return absl::InvalidArgumentError(Cat(what, " may not set '", key, "'"));
     }
     variables->emplace_back(key, FromJson(item));
   }
@@ -112,8 +116,11 @@ absl::StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>&
   std::vector<Value> message_values;
   message_values.reserve(messages.size());
   for (const ChatMessage& message : messages) {
-    message_values.push_back(Value::Dict(
-        {{"role", Value::String(message.role)}, {"content", Value::String(message.content)}}));
+    std::vector<std::pair<std::string, Value>> members = {
+        {"role", Value::String(message.role)}, {"content", Value::String(message.content)}};
+    RETURN_IF_ERROR(AddJsonMembers(message.extra_json, "a message's extra_json",
+                                   {"role", "content"}, &members));
+    message_values.push_back(Value::Dict(std::move(members)));
   }
   // Later entries win: extra_context_json may override everything but `messages`.
   std::vector<std::pair<std::string, Value>> variables = {
@@ -126,7 +133,8 @@ absl::StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>&
     variables.emplace_back("bos_token", Value::String(options.bos_token));
   if (!options.eos_token.empty())
     variables.emplace_back("eos_token", Value::String(options.eos_token));
-  RETURN_IF_ERROR(AddExtraContext(options.extra_context_json, &variables));
+  RETURN_IF_ERROR(
+      AddJsonMembers(options.extra_context_json, "extra_context_json", {"messages"}, &variables));
 
   jinja::CallEnvironment environment;
   environment.now = options.now.value_or(std::chrono::system_clock::now());

@@ -40,6 +40,9 @@ struct Stmt;
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant", "tool", ...
   std::string content;
+  // More members of the message's dict, as a JSON object (tool_calls, tool_call_id, name); empty
+  // for none. Render refuses one that is not a JSON object (INVALID_ARGUMENT).
+  std::string extra_json = {};
 };
 
 struct ChatTemplateOptions {

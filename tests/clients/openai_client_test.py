@@ -273,6 +273,55 @@ class OpenAiClientTest(unittest.TestCase):
         self.assertIn(verdict["answer"], ("yes", "no"))
         self.assertTrue(0 <= verdict["confidence"] <= 100)
 
+    def test_required_tool_calls_whole_streamed_and_in_the_history(self):
+        tools = [
+            {"type": "function", "function": {
+                "name": "get_weather", "description": "The weather in a city",
+                "parameters": {"type": "object", "properties": {
+                    "city": {"type": "string", "maxLength": 30},
+                    "unit": {"enum": ["celsius", "fahrenheit"]}},
+                    "required": ["city", "unit"], "additionalProperties": False}}},
+            {"type": "function", "function": {
+                "name": "get_time", "parameters": {"type": "object", "properties": {
+                    "zone": {"type": "string", "maxLength": 20}}, "required": ["zone"]}}}]
+        messages = [{"role": "user", "content": "What is the weather in Paris?"}]
+        for choice, names in (("required", ("get_weather", "get_time")),
+                              ({"type": "function", "function": {"name": "get_time"}},
+                               ("get_time",))):
+            with self.subTest(choice=choice):
+                answer = self.client.chat.completions.create(
+                    model=self.model, messages=messages, tools=tools, tool_choice=choice,
+                    max_tokens=120, temperature=0)
+                self.assertEqual(answer.choices[0].finish_reason, "tool_calls")
+                self.assertIsNone(answer.choices[0].message.content)
+                [call] = answer.choices[0].message.tool_calls
+                self.assertIn(call.function.name, names)
+                arguments = json.loads(call.function.arguments)
+                self.assertIsInstance(arguments, dict)
+                stream = self.client.chat.completions.create(
+                    model=self.model, messages=messages, tools=tools, tool_choice=choice,
+                    max_tokens=120, temperature=0, stream=True)
+                streamed, finish = {}, None
+                for chunk in stream:
+                    for c in chunk.choices:
+                        finish = c.finish_reason or finish
+                        for delta in c.delta.tool_calls or []:
+                            entry = streamed.setdefault(delta.index, {"name": "", "arguments": ""})
+                            entry["name"] += delta.function.name or ""
+                            entry["arguments"] += delta.function.arguments or ""
+                self.assertEqual(finish, "tool_calls")
+                self.assertEqual(streamed, {0: {"name": call.function.name,
+                                                "arguments": call.function.arguments}})
+        # The agent's next turn: the call and its result in the history.
+        history = messages + [
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": call.id, "type": "function",
+                 "function": {"name": call.function.name, "arguments": call.function.arguments}}]},
+            {"role": "tool", "tool_call_id": call.id, "content": "18 degrees and sunny"}]
+        answer = self.client.chat.completions.create(
+            model=self.model, messages=history, tools=tools, max_tokens=30, temperature=0)
+        self.assertIn(answer.choices[0].finish_reason, ("stop", "length", "tool_calls"))
+
     def test_bad_response_formats_are_named(self):
         messages = [{"role": "user", "content": "hi"}]
         for format in ({"type": "xml"},

@@ -1,6 +1,8 @@
 #include "frontend/openai_api.h"
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "frontend/status_mapping.h"
@@ -89,8 +91,28 @@ TEST(OpenAiApiTest, EveryBadFieldIsNamed) {
       {kChat, R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content"},
       {kChat, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
        "messages[0].content[0]"},
-      {kChat, R"({"messages": [{"role": "user", "content": "a", "tool_calls": []}]})",
+      {kChat, R"({"messages": [{"role": "user", "content": "a", "tool_calls": 5}]})",
        "messages[0].tool_calls"},
+      {kChat,
+       R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c",
+           "type": "function", "function": {"name": "f", "arguments": "[1]"}}]}]})",
+       "messages[0].tool_calls[0].function.arguments"},
+      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "tool_choice": "required"})",
+       "tool_choice"},
+      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "tools": [{"type": "function",
+           "function": {"name": "f"}}], "tool_choice": {"type": "function",
+           "function": {"name": "g"}}})",
+       "tool_choice.function.name"},
+      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "tools": [{"type": "function",
+           "function": {"name": "no spaces"}}]})",
+       "tools[0].function.name"},
+      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "tools": [{"type": "function",
+           "function": {"name": "f"}}], "tool_choice": "required",
+           "response_format": {"type": "json_object"}})",
+       "tool_choice"},
+      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "response_format": {"type":
+           "json_schema", "json_schema": {"name": "x"}, "extra": 1}})",
+       "response_format.extra"},
       {kChat, R"({"messages": [{"role": "user", "content": "a"}], "max_tokens": "5"})",
        "max_tokens"},
       {kChat, R"({"messages": [{"role": "user", "content": "a"}], "max_tokens": 2.5})",
@@ -103,7 +125,8 @@ TEST(OpenAiApiTest, EveryBadFieldIsNamed) {
       {kChat, R"({"messages": [{"role": "user", "content": "a"}], "n": 2})", "n"},
       {kChat, R"({"messages": [{"role": "user", "content": "a"}], "frequency_penalty": 1})",
        "frequency_penalty"},
-      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "tools": [{}]})", "tools"},
+      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "tools": [{}]})",
+       "tools[0].type"},
       {kChat, R"({"messages": [{"role": "user", "content": "a"}], "top_logprobs": 2})",
        "top_logprobs"},
       {kChat, R"({"messages": [{"role": "user", "content": "a"}], "stream_options": {}})",
@@ -260,6 +283,119 @@ TEST(OpenAiApiTest, ResponsesHaveOpenAisShape) {
   const std::string error_events = responder.EndEvents(failed);
   EXPECT_THAT(error_events, StartsWith("data: {\"error\":"));
   EXPECT_THAT(error_events, HasSubstr("data: [DONE]"));
+}
+
+TEST(OpenAiToolsTest, ToolsReachTheTemplateAndARequiredChoiceBecomesASchema) {
+  const OpenAiRequest r = Parse(kChat, R"({
+      "messages": [{"role": "user", "content": "weather?"},
+                   {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1",
+                    "type": "function", "function": {"name": "get_weather",
+                    "arguments": "{\"city\": \"Paris\"}"}}]},
+                   {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}],
+      "tools": [{"type": "function", "function": {"name": "get_weather",
+                 "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}},
+                {"type": "function", "function": {"name": "get_time"}}],
+      "tool_choice": "required"})");
+  EXPECT_EQ(r.tool_mode, OpenAiToolMode::kForced);
+  EXPECT_EQ(Json::parse(r.request.tools_json()).size(), 2u);
+  // The call's arguments reach the template as an object, as chat templates expect them.
+  const Json assistant = Json::parse(r.request.messages(1).extra_json());
+  EXPECT_EQ(assistant["tool_calls"][0]["function"]["arguments"]["city"], "Paris");
+  EXPECT_EQ(Json::parse(r.request.messages(2).extra_json())["tool_call_id"], "call_1");
+  const Json schema = Json::parse(r.request.constraint().json_schema());
+  ASSERT_EQ(schema["anyOf"].size(), 2u);
+  EXPECT_EQ(schema["anyOf"][0]["properties"]["name"]["const"], "get_weather");
+  EXPECT_EQ(schema["anyOf"][1]["properties"]["arguments"]["type"], "object");
+
+  const OpenAiRequest named = Parse(kChat, R"({"messages": [{"role": "user", "content": "a"}],
+      "tools": [{"type": "function", "function": {"name": "f"}},
+                {"type": "function", "function": {"name": "g"}}],
+      "tool_choice": {"type": "function", "function": {"name": "g"}}})");
+  EXPECT_EQ(Json::parse(named.request.constraint().json_schema())["properties"]["name"]["const"],
+            "g");
+  const OpenAiRequest automatic = Parse(kChat, R"({"messages": [{"role": "user", "content": "a"}],
+      "tools": [{"type": "function", "function": {"name": "f"}}]})");
+  EXPECT_EQ(automatic.tool_mode, OpenAiToolMode::kAuto);
+  EXPECT_FALSE(automatic.request.has_constraint());
+  const OpenAiRequest none = Parse(kChat, R"({"messages": [{"role": "user", "content": "a"}],
+      "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "none"})");
+  EXPECT_EQ(none.tool_mode, OpenAiToolMode::kNone);
+  EXPECT_TRUE(none.request.tools_json().empty());
+}
+
+TEST(OpenAiToolsTest, CallsAreReadInEachFamilysSyntax) {
+  using Mode = OpenAiToolMode;
+  auto calls = [](absl::string_view text, Mode mode) {
+    std::vector<std::string> out;
+    std::optional<ToolOutput> parsed = ParseToolOutput(text, mode);
+    if (!parsed) return out;
+    out.push_back(parsed->content);
+    for (const ToolCall& c : parsed->calls) out.push_back(c.name + " " + c.arguments);
+    return out;
+  };
+  EXPECT_THAT(calls(R"({"name": "f", "arguments": {"x": 1}})", Mode::kForced),
+              ElementsAre("", R"(f {"x":1})"));
+  EXPECT_THAT(calls("Let me look.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n"
+                    "</tool_call>\n<tool_call>{\"name\": \"g\", \"arguments\": "
+                    "\"{\\\"a\\\": 2}\"}</tool_call>",
+                    Mode::kAuto),
+              ElementsAre("Let me look.", "f {}", R"(g {"a":2})"));
+  EXPECT_THAT(calls(R"([TOOL_CALLS] [{"name": "f", "arguments": {"y": "z"}}])", Mode::kAuto),
+              ElementsAre("", R"(f {"y":"z"})"));
+  EXPECT_THAT(calls(R"( {"name": "f", "parameters": {"q": true}})", Mode::kAuto),
+              ElementsAre("", R"(f {"q":true})"));
+  EXPECT_THAT(calls("Paris is sunny.", Mode::kAuto), ElementsAre());
+  EXPECT_THAT(calls(R"({"not": "a call"})", Mode::kAuto), ElementsAre());
+  EXPECT_THAT(calls("<tool_call>{broken</tool_call>", Mode::kAuto), ElementsAre());
+  EXPECT_THAT(calls(R"({"name": "f", "arguments": {}})", Mode::kNone), ElementsAre());
+
+  EXPECT_TRUE(MayBeToolCall("  <tool", Mode::kAuto));
+  EXPECT_TRUE(MayBeToolCall("{\"na", Mode::kAuto));
+  EXPECT_TRUE(MayBeToolCall("[TOOL", Mode::kAuto));
+  EXPECT_TRUE(MayBeToolCall("\n", Mode::kAuto));
+  EXPECT_FALSE(MayBeToolCall("Sure", Mode::kAuto));
+  EXPECT_FALSE(MayBeToolCall("<b>", Mode::kAuto));
+}
+
+TEST(OpenAiToolsTest, AnAnswerWithCallsIsSentAsToolCallsWholeAndStreamed) {
+  const OpenAiRequest request = Parse(kChat, R"({"messages": [{"role": "user", "content": "a"}],
+      "tools": [{"type": "function", "function": {"name": "f"}}], "stream": true})");
+  SessionEnd end;
+  end.finish_reason = v1::FINISH_REASON_STOP;
+  SessionOutput output;
+  output.text = R"(<tool_call>{"name": "f", "arguments": {"k": 1}}</tool_call>)";
+
+  OpenAiResponder whole_responder(request, "chatcmpl-9", 1, "smol", nullptr);
+  const Json whole = Json::parse(whole_responder.Whole(output, end));
+  EXPECT_EQ(whole["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_TRUE(whole["choices"][0]["message"]["content"].is_null());
+  const Json& call = whole["choices"][0]["message"]["tool_calls"][0];
+  EXPECT_EQ(call["function"]["name"], "f");
+  EXPECT_EQ(call["function"]["arguments"], R"({"k":1})");
+  EXPECT_EQ(call["type"], "function");
+  EXPECT_FALSE(call["id"].get<std::string>().empty());
+
+  // Streamed in pieces: nothing goes out until the calls are known, then one delta with them.
+  OpenAiResponder streaming(request, "chatcmpl-9", 1, "smol", nullptr);
+  std::string events;
+  for (size_t i = 0; i < output.text.size(); i += 7) {
+    SessionOutput piece;
+    piece.text = output.text.substr(i, 7);
+    events += streaming.OutputEvent(piece);
+  }
+  EXPECT_EQ(events, "");
+  events = streaming.EndEvents(end);
+  EXPECT_THAT(events,
+              HasSubstr(R"("tool_calls":[{"function":{"arguments":"{\"k\":1}","name":"f"})"));
+  EXPECT_THAT(events, HasSubstr(R"("index":0)"));
+  EXPECT_THAT(events, HasSubstr(R"("finish_reason":"tool_calls")"));
+
+  // Plain text streams once its first characters rule a call out.
+  OpenAiResponder plain(request, "chatcmpl-9", 1, "smol", nullptr);
+  SessionOutput sure;
+  sure.text = "Sure";
+  EXPECT_THAT(plain.OutputEvent(sure), HasSubstr(R"("content":"Sure")"));
+  EXPECT_THAT(plain.EndEvents(end), HasSubstr(R"("finish_reason":"stop")"));
 }
 
 }  // namespace

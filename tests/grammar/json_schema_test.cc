@@ -38,8 +38,20 @@ TEST(JsonSchemaTest, ObjectPropertiesInOrder) {
   EXPECT_FALSE(Matches(g, R"({"a":"x",})"));
 }
 
-TEST(JsonSchemaTest, ExtraPropertiesUnlessFalse) {
-  auto g = Schema(R"({"type":"object","properties":{"name":{"type":"integer"}}})");
+TEST(JsonSchemaTest, NoExtraPropertiesBesidePropertiesUnlessAllowed) {
+  // Absent beside "properties": only the listed ones (and unlisted required ones).
+  auto closed = Schema(R"({"type":"object","properties":{"name":{"type":"integer"}},
+    "required":["id"]})");
+  EXPECT_TRUE(Matches(closed, R"({"name":1,"id":"x"})"));
+  EXPECT_FALSE(Matches(closed, R"({"name":1,"id":2,"other":3})"));
+  EXPECT_FALSE(Matches(closed, R"({"name":1})"));
+  // Absent with no "properties": any object.
+  EXPECT_TRUE(Matches(Schema(R"({"type":"object"})"), R"({"a":[1,{"b":null}]})"));
+}
+
+TEST(JsonSchemaTest, ExtraPropertiesWhenTrue) {
+  auto g = Schema(
+      R"({"type":"object","properties":{"name":{"type":"integer"}},"additionalProperties":true})");
   EXPECT_TRUE(Matches(g, R"({"name":1,"other":[1,{"x":null}]})"));
   EXPECT_TRUE(Matches(g, R"({"nam":"x","names":2,"x\u0061":3})"));
   EXPECT_FALSE(Matches(g, R"({"n\u0061me":3})"));  // no escapes while a key spells a listed one

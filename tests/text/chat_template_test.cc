@@ -159,6 +159,24 @@ TEST(ChatTemplateTest, ExtraContextBecomesVariables) {
             "null}}]");
 }
 
+TEST(ChatTemplateTest, AMessagesExtraMembersReachTheTemplate) {
+  // As Hermes-style templates read an agent's history: an assistant's tool_calls, a tool's id.
+  absl::StatusOr<ChatTemplate> t = ChatTemplate::Parse(
+      "{% for m in messages %}{{ m.role }}:{% if m.tool_calls %}{% for c in m.tool_calls %}"
+      "{{ c.function.name }}{{ c.function.arguments | tojson }}{% endfor %}{% else %}"
+      "{{ m.content }}{% endif %}{% if m.tool_call_id %}#{{ m.tool_call_id }}{% endif %};"
+      "{% endfor %}");
+  ASSERT_OK(t);
+  ChatMessage call{"assistant", "",
+                   R"({"tool_calls": [{"function": {"name": "f", "arguments": {"x": 1}}}]})"};
+  ChatMessage result{"tool", "sunny", R"({"tool_call_id": "c1"})"};
+  EXPECT_EQ(*t->Render({{"user", "U"}, call, result}, {}),
+            "user:U;assistant:f{\"x\": 1};tool:sunny#c1;");
+  ChatMessage bad{"assistant", "", R"({"role": "user"})"};
+  EXPECT_THAT(t->Render({bad}, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("may not set 'role'")));
+}
+
 TEST(ChatTemplateTest, RefusesBadExtraContext) {
   absl::StatusOr<ChatTemplate> t = ChatTemplate::Parse("x");
   ASSERT_OK(t);
