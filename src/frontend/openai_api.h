@@ -7,9 +7,10 @@
 // list holding one of those), max_tokens / max_completion_tokens, temperature, top_p, top_k (an
 // extension; -1 keeps all, as vLLM reads it), seed, stop (a string or a list), n (1), stream,
 // stream_options.include_usage, logprobs and top_logprobs, priority (an extension), user (a
-// string, checked and not used: it names an end user, not the request). Fields
-// that ask for what convoy does not do (tools, n > 1, penalties, logit_bias, echo, suffix, a
-// JSON response format) are refused by name rather than ignored; unknown fields are refused.
+// string, checked and not used: it names an end user, not the request), response_format (text,
+// json_object, json_schema: a constraint), tools and tool_choice (openai_tools.h). Fields
+// that ask for what convoy does not do (n > 1, penalties, logit_bias, echo, suffix, the
+// deprecated functions API) are refused by name rather than ignored; unknown fields are refused.
 #ifndef CONVOY_FRONTEND_OPENAI_API_H_
 #define CONVOY_FRONTEND_OPENAI_API_H_
 
