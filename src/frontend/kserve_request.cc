@@ -12,6 +12,7 @@
 #include "absl/strings/str_replace.h"
 #include "convoy/status_macros.h"
 #include "frontend/kserve_tensors.h"
+#include "nlohmann/json.hpp"
 
 namespace convoy {
 namespace {
@@ -46,7 +47,50 @@ struct Values {
   Given<double> temperature, top_p;
   Given<std::vector<std::string>> stop;
   Given<bool> stream, exclude_input;
+  // Structured output: one of json_schema, json_object, regex, grammar, choices.
+  Given<v1::OutputConstraint> constraint;
 };
+
+// A structured-output parameter (InferRequest.constraint) of that name, or nullopt when `key` is
+// none of them.
+std::optional<absl::StatusOr<v1::OutputConstraint>> ConstraintParameter(
+    const std::string& key, const std::string& name, const inference::InferParameter& p) {
+  if (key != "json_schema" && key != "json_object" && key != "regex" && key != "grammar" &&
+      key != "choices") {
+    return std::nullopt;
+  }
+  v1::OutputConstraint c;
+  if (key == "json_object") {
+    if (p.parameter_choice_case() != inference::InferParameter::kBoolParam) {
+      return absl::StatusOr<v1::OutputConstraint>(Invalid(name, "expected bool_param"));
+    }
+    c.set_json_object(p.bool_param());
+    return c;
+  }
+  if (p.parameter_choice_case() != inference::InferParameter::kStringParam) {
+    return absl::StatusOr<v1::OutputConstraint>(
+        Invalid(name, key == "choices" ? "expected string_param: a JSON list of strings"
+                                       : "expected string_param"));
+  }
+  const std::string& text = p.string_param();
+  if (key == "json_schema") c.set_json_schema(text);
+  if (key == "regex") c.set_regex(text);
+  if (key == "grammar") c.set_grammar(text);
+  if (key == "choices") {
+    const nlohmann::json list = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!list.is_array()) {
+      return absl::StatusOr<v1::OutputConstraint>(Invalid(name, "expected a JSON list of strings"));
+    }
+    for (const nlohmann::json& choice : list) {
+      if (!choice.is_string()) {
+        return absl::StatusOr<v1::OutputConstraint>(
+            Invalid(name, "expected a JSON list of strings"));
+      }
+      c.mutable_choices()->add_choices(choice.get<std::string>());
+    }
+  }
+  return c;
+}
 
 absl::Status ReadInput(const KServeInput& input, Values* v) {
   const std::string& name = input.name();
@@ -135,6 +179,10 @@ absl::Status ReadParameter(const std::string& key, const inference::InferParamet
     }
     return v->stop.Set({p.string_param()}, name);
   }
+  if (std::optional<absl::StatusOr<v1::OutputConstraint>> c = ConstraintParameter(key, name, p)) {
+    if (!c->ok()) return c->status();
+    return v->constraint.Set(**std::move(c), name);
+  }
   if (key == "sequence_id" || key == "sequence_start" || key == "sequence_end") {
     return Invalid(name, "sequence batching (stateful models) is not supported");
   }
@@ -146,7 +194,8 @@ absl::Status ReadParameter(const std::string& key, const inference::InferParamet
   }
   return Invalid(name,
                  "unknown parameter; the parameters taken are max_tokens, temperature, top_p, "
-                 "top_k, seed, stop, stream, exclude_input_in_output, priority and timeout");
+                 "top_k, seed, stop, stream, exclude_input_in_output, priority, timeout, and one "
+                 "of json_schema, json_object, regex, grammar and choices");
 }
 
 absl::StatusOr<int32_t> ToInt32(const Given<KServeInteger>& field) {
@@ -200,6 +249,15 @@ absl::Status Apply(const Values& v, bool streaming, KServeRequest* out) {
   auto name = [out](const char* v1_field, const std::string& given) {
     out->field_names.emplace_back(v1_field, given);
   };
+  if (v.constraint.value) {
+    *out->request.mutable_constraint() = *v.constraint.value;
+    // Its errors name "constraint.<kind>" (output_constraints.h) or "constraint".
+    for (const char* field :
+         {"constraint.json_schema", "constraint.json_object", "constraint.regex",
+          "constraint.grammar", "constraint.choices", "constraint"}) {
+      name(field, v.constraint.name);
+    }
+  }
   if (v.max_tokens.value) {
     ASSIGN_OR_RETURN(int32_t n, ToInt32(v.max_tokens));
     s->set_max_tokens(n);

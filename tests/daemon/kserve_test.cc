@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <regex>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -603,6 +604,44 @@ TEST(KServeCancelTest, StreamsCancelledAtAnyMomentLeaveNoRequestAndNoSlotBehind)
   for (const grpc::Status& status : statuses) {
     EXPECT_TRUE(status.ok()) << status.error_code() << ": " << status.error_message();
   }
+}
+
+TEST_F(KServeTest, StructuredOutputParametersHoldTheAnswer) {
+  ModelInferRequest request = RawTextRequest(model_, kPrompt, 0);
+  (*request.mutable_parameters())["choices"].set_string_param(R"(["Paris", "Lyon", "Nice"])");
+  ModelInferResponse response;
+  grpc::Status status = Infer(request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  const Answer answer = Read(response);
+  EXPECT_THAT(answer.text, ::testing::AnyOf("Paris", "Lyon", "Nice"));
+  // The same answer as convoy's own API with the same constraint.
+  v1::InferRequest own;
+  own.set_prompt_text(kPrompt);
+  for (const char* c : {"Paris", "Lyon", "Nice"}) {
+    own.mutable_constraint()->mutable_choices()->add_choices(c);
+  }
+  EXPECT_EQ(Convoy(own).text(), answer.text);
+
+  ModelInferRequest regex = RawTextRequest(model_, kPrompt, 0);
+  (*regex.mutable_parameters())["regex"].set_string_param("[0-9]{4}");
+  ASSERT_TRUE(Infer(regex, &response).ok());
+  EXPECT_TRUE(std::regex_match(Read(response).text, std::regex("[0-9]{4}"))) << Read(response).text;
+
+  // Refusals name the parameter as the client sent it.
+  ModelInferRequest bad = RawTextRequest(model_, kPrompt, 0);
+  (*bad.mutable_parameters())["regex"].set_string_param("(unclosed");
+  status = Infer(bad, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), ::testing::StartsWith("parameters.regex: "));
+  ModelInferRequest not_a_list = RawTextRequest(model_, kPrompt, 0);
+  (*not_a_list.mutable_parameters())["choices"].set_string_param("Paris");
+  status = Infer(not_a_list, &response);
+  EXPECT_THAT(status.error_message(), ::testing::StartsWith("parameters.choices: "));
+  ModelInferRequest two = RawTextRequest(model_, kPrompt, 0);
+  (*two.mutable_parameters())["regex"].set_string_param("a");
+  (*two.mutable_parameters())["json_object"].set_bool_param(true);
+  status = Infer(two, &response);
+  EXPECT_THAT(status.error_message(), HasSubstr("given twice"));
 }
 
 }  // namespace
