@@ -22,7 +22,7 @@ absl::StatusOr<std::shared_ptr<const Grammar>> FromBuilder(GrammarBuilder& build
 
 std::shared_ptr<MaskCache> Grammar::MaskCacheFor(
     const std::shared_ptr<const TokenVocabulary>& vocab) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  absl::MutexLock lock(&mutex_);
   std::erase_if(caches_, [](const auto& entry) { return entry.first.expired(); });
   for (const auto& [owner, cache] : caches_) {
     if (!owner.owner_before(vocab) && !vocab.owner_before(owner)) return cache;

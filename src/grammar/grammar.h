@@ -8,7 +8,6 @@
 #define CONVOY_GRAMMAR_GRAMMAR_H_
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -16,6 +15,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "grammar/mask_cache.h"
 #include "grammar/program.h"
 #include "grammar/token_vocabulary.h"
@@ -39,7 +39,7 @@ class Grammar {
 
  private:
   Program program_;
-  mutable std::mutex mutex_;
+  mutable absl::Mutex mutex_;
   // Keyed by the vocabulary's owner (its control block, kept alive by the weak_ptr), so a new
   // vocabulary at a freed one's address never finds the old masks.
   mutable std::vector<std::pair<std::weak_ptr<const TokenVocabulary>, std::shared_ptr<MaskCache>>>

@@ -16,7 +16,7 @@ MaskCache::Shard& MaskCache::ShardOf(const std::string& key) const {
 
 std::shared_ptr<const TokenMask> MaskCache::Find(const std::string& key) const {
   Shard& shard = ShardOf(key);
-  std::lock_guard<std::mutex> lock(shard.mutex);
+  absl::MutexLock lock(&shard.mutex);
   auto it = shard.masks.find(key);
   return it == shard.masks.end() ? nullptr : it->second;
 }
@@ -26,7 +26,7 @@ void MaskCache::Insert(std::string key, std::shared_ptr<const TokenMask> mask) {
       static_cast<int64_t>(key.size() + mask->size() * sizeof(uint32_t)) + kEntryOverhead;
   if (size > shard_bytes_) return;
   Shard& shard = ShardOf(key);
-  std::lock_guard<std::mutex> lock(shard.mutex);
+  absl::MutexLock lock(&shard.mutex);
   if (shard.masks.contains(key)) return;
   if (shard.bytes + size > shard_bytes_) {
     shard.masks.clear();
@@ -40,7 +40,7 @@ void MaskCache::Insert(std::string key, std::shared_ptr<const TokenMask> mask) {
 int64_t MaskCache::bytes() const {
   int64_t total = 0;
   for (Shard& shard : shards_) {
-    std::lock_guard<std::mutex> lock(shard.mutex);
+    absl::MutexLock lock(&shard.mutex);
     total += shard.bytes;
   }
   return total;
@@ -49,7 +49,7 @@ int64_t MaskCache::bytes() const {
 int64_t MaskCache::evictions() const {
   int64_t total = 0;
   for (Shard& shard : shards_) {
-    std::lock_guard<std::mutex> lock(shard.mutex);
+    absl::MutexLock lock(&shard.mutex);
     total += shard.evictions;
   }
   return total;

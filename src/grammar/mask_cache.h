@@ -11,12 +11,12 @@
 #include <array>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 
 namespace convoy::grammar {
 
@@ -54,7 +54,7 @@ class MaskCache {
   static constexpr int kShards = 16;
   static constexpr int64_t kEntryOverhead = 64;
   struct Shard {
-    mutable std::mutex mutex;
+    mutable absl::Mutex mutex;
     absl::flat_hash_map<std::string, std::shared_ptr<const TokenMask>> masks ABSL_GUARDED_BY(mutex);
     int64_t bytes ABSL_GUARDED_BY(mutex) = 0;
     int64_t evictions ABSL_GUARDED_BY(mutex) = 0;
