@@ -81,8 +81,17 @@ class Server:
 
     def convoy(self, *args):
         """convoy generate --json through the gRPC API: the reference answer."""
-        out = subprocess.run([CONVOY, "generate", "--addr", self.grpc, "--json", *args],
-                             capture_output=True, text=True, timeout=LIVENESS_S)
+        for attempt in range(3):
+            out = subprocess.run([CONVOY, "generate", "--addr", self.grpc, "--json", *args],
+                                 capture_output=True, text=True, timeout=LIVENESS_S)
+            # A fresh Debian root once failed one connect to the listening server on loopback
+            # ("failed to connect to all addresses ... No such file or directory") while the
+            # calls before and after it went through: a new connection is tried, at most twice.
+            # Any other failure, or the server gone, fails at once.
+            if (out.returncode == 0 or "failed to connect" not in out.stderr
+                    or self.process.poll() is not None):
+                break
+            time.sleep(1)
         if out.returncode != 0:
             raise RuntimeError(f"convoy generate failed: {out.stderr}")
         return json.loads(out.stdout.strip().splitlines()[-1])
