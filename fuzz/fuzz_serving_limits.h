@@ -1,8 +1,10 @@
 // The server limits the request fuzz targets validate against: a small context, three priority
-// levels, the byte-level tokenizer and a ChatML template (fuzz_support.h).
+// levels, the byte-level tokenizer, a ChatML template (fuzz_support.h) and structured output over
+// that tokenizer, so that a request's constraint is compiled too.
 #ifndef CONVOY_FUZZ_FUZZ_SERVING_LIMITS_H_
 #define CONVOY_FUZZ_FUZZ_SERVING_LIMITS_H_
 
+#include "frontend/output_constraints.h"
 #include "frontend/request_validation.h"
 #include "fuzz_support.h"
 #include "text/chat_template.h"
@@ -25,6 +27,12 @@ inline const ServingLimits& FuzzServingLimits() {
     absl::StatusOr<ChatTemplate> chat_template = ChatTemplate::Parse(kChatMlTemplate);
     Check(chat_template.ok(), "the ChatML template does not parse");
     limits->chat_template = new ChatTemplate(*std::move(chat_template));
+    std::vector<int32_t> ends;
+    if (limits->tokenizer->eos_id()) ends.push_back(*limits->tokenizer->eos_id());
+    absl::StatusOr<std::unique_ptr<OutputConstraints>> constraints = OutputConstraints::Create(
+        *limits->tokenizer, static_cast<int32_t>(limits->vocab_size), std::move(ends));
+    Check(constraints.ok(), "structured output over the byte-level tokenizer cannot be made");
+    limits->output_constraints = constraints->release();
     return limits;
   }();
   return *limits;
@@ -50,6 +58,12 @@ inline void CheckPrepared(const absl::StatusOr<PreparedRequest>& prepared,
   }
   Check(request.priority >= 0 && request.priority <= limits.priority_levels,
         "PrepareRequest accepted a priority out of range");
+  if (request.constraint != nullptr) {
+    Check(request.constraint->vocab_size() == limits.vocab_size,
+          "PrepareRequest made a constraint over another vocabulary");
+    // The first mask: computing it must not crash, whatever the grammar.
+    request.constraint->Get();
+  }
 }
 
 }  // namespace convoy::fuzz

@@ -396,8 +396,10 @@ class SchemaCompiler {
     }
     std::vector<Expr> alternatives;
     if (a <= b) {
+      // The limit as a double rounds up to 10^18: clamp again as integers.
       alternatives.push_back(
-          JsonValues::IntegerRange(static_cast<int64_t>(a), static_cast<int64_t>(b)));
+          JsonValues::IntegerRange(std::max(static_cast<int64_t>(a), -MaxJsonInteger()),
+                                   std::min(static_cast<int64_t>(b), MaxJsonInteger())));
     }
     if (!integer) {
       // k.ddd lies in [k, k + 1): fits when k >= a and k + 1 <= upper.
@@ -498,8 +500,7 @@ class SchemaCompiler {
     // Absent beside "properties": no extras, as OpenAI's strict mode and XGrammar's default have
     // it. Every output stays valid under the schema (extras are allowed, not required), and a
     // model cannot run on adding properties nobody asked for.
-    const bool closed_by_default =
-        !schema.contains("additionalProperties") && !properties.empty();
+    const bool closed_by_default = !schema.contains("additionalProperties") && !properties.empty();
     if (closed_by_default) {
     } else if (!schema.contains("additionalProperties") ||
                schema["additionalProperties"] == Json(true)) {

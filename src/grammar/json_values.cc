@@ -1,5 +1,7 @@
 #include "grammar/json_values.h"
 
+#include <algorithm>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -45,9 +47,13 @@ Expr SameLengthRange(const std::string& x, const std::string& y) {
   return Alt(std::move(alternatives));
 }
 
+// 10^n, saturated at INT64_MAX (n >= 19).
 int64_t PowerOfTen(int n) {
   int64_t p = 1;
-  for (int i = 0; i < n; ++i) p *= 10;
+  for (int i = 0; i < n; ++i) {
+    if (p > std::numeric_limits<int64_t>::max() / 10) return std::numeric_limits<int64_t>::max();
+    p *= 10;
+  }
   return p;
 }
 

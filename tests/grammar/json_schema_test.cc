@@ -49,6 +49,18 @@ TEST(JsonSchemaTest, NoExtraPropertiesBesidePropertiesUnlessAllowed) {
   EXPECT_TRUE(Matches(Schema(R"({"type":"object"})"), R"({"a":[1,{"b":null}]})"));
 }
 
+TEST(JsonSchemaTest, AnUnboundedIntegerTakesEighteenDigitsEitherWay) {
+  // The limit 10^18 - 1 rounds to 10^18 as a double; the range must still stop at 18 digits
+  // (the grammar fuzzer found 19, and a signed overflow, through an unbounded integer).
+  auto g = Schema(R"({"type":"integer"})");
+  EXPECT_TRUE(Matches(g, "0"));
+  EXPECT_TRUE(Matches(g, "-5"));
+  EXPECT_TRUE(Matches(g, "999999999999999999"));
+  EXPECT_TRUE(Matches(g, "-999999999999999999"));
+  EXPECT_FALSE(Matches(g, "1000000000000000000"));
+  EXPECT_FALSE(Matches(g, "01"));
+}
+
 TEST(JsonSchemaTest, ExtraPropertiesWhenTrue) {
   auto g = Schema(
       R"({"type":"object","properties":{"name":{"type":"integer"}},"additionalProperties":true})");
