@@ -18,13 +18,6 @@ bool IsNameChar(char c) {
          c == '_';
 }
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 class GbnfParser {
  public:
   explicit GbnfParser(std::string_view text) : text_(text) {}
@@ -176,15 +169,7 @@ class GbnfParser {
     }
   }
 
-  bool ReadNumber(int64_t& value) {
-    const size_t start = pos_;
-    value = 0;
-    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
-      value = std::min<int64_t>(value * 10 + (text_[pos_] - '0'), kMaxRepetition + 1);
-      ++pos_;
-    }
-    return pos_ > start;
-  }
+  bool ReadNumber(int64_t& value) { return ReadCount(text_, pos_, kMaxRepetition + 1, value); }
 
   absl::StatusOr<Expr> ParsePrimary(int depth) {
     const char c = text_[pos_];
@@ -267,10 +252,10 @@ class GbnfParser {
     }
     char32_t value = 0;
     for (int i = 0; i < digits; ++i) {
-      if (pos_ >= text_.size() || HexValue(text_[pos_]) < 0) {
+      if (pos_ >= text_.size() || HexDigitValue(text_[pos_]) < 0) {
         return Error(start, "escape needs hexadecimal digits");
       }
-      value = value * 16 + HexValue(text_[pos_++]);
+      value = value * 16 + HexDigitValue(text_[pos_++]);
     }
     if (value > kMaxCodepoint || (value >= 0xD800 && value <= 0xDFFF)) {
       return Error(start, "escape is not a Unicode scalar value");

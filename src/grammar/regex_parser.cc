@@ -13,13 +13,6 @@
 namespace convoy::grammar {
 namespace {
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 const std::vector<CodepointRange>& Digits() {
   static const auto* r = new std::vector<CodepointRange>{{'0', '9'}};
   return *r;
@@ -123,15 +116,7 @@ class RegexParser {
   // {m}, {m,}, {m,n} at pos_; false (pos_ unchanged) when the brace is a literal.
   bool ReadBraces(int64_t& min, int64_t& max) {
     size_t p = pos_ + 1;
-    auto number = [&](int64_t& value) {
-      const size_t start = p;
-      value = 0;
-      while (p < text_.size() && text_[p] >= '0' && text_[p] <= '9') {
-        value = std::min<int64_t>(value * 10 + (text_[p] - '0'), kMaxRepetition + 1);
-        ++p;
-      }
-      return p > start;
-    };
+    auto number = [&](int64_t& value) { return ReadCount(text_, p, kMaxRepetition + 1, value); };
     if (!number(min)) return false;
     max = min;
     if (p < text_.size() && text_[p] == ',') {
@@ -266,10 +251,10 @@ class RegexParser {
     }
     char32_t value = 0;
     for (int i = 0; i < digits; ++i) {
-      if (pos_ >= text_.size() || HexValue(text_[pos_]) < 0) {
+      if (pos_ >= text_.size() || HexDigitValue(text_[pos_]) < 0) {
         return Error("escape needs hexadecimal digits");
       }
-      value = value * 16 + HexValue(text_[pos_++]);
+      value = value * 16 + HexDigitValue(text_[pos_++]);
     }
     if (value >= 0xD800 && value <= 0xDFFF) return Error("escape is a surrogate");
     add(value);

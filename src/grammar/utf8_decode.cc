@@ -28,4 +28,22 @@ size_t DecodeUtf8(std::string_view text, size_t pos, char32_t& cp) {
   return length;
 }
 
+int HexDigitValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+bool ReadCount(std::string_view text, size_t& pos, int64_t cap, int64_t& value) {
+  const size_t start = pos;
+  value = 0;
+  while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9') {
+    value = value * 10 + (text[pos] - '0');
+    if (value > cap) value = cap;
+    ++pos;
+  }
+  return pos > start;
+}
+
 }  // namespace convoy::grammar
