@@ -60,18 +60,6 @@ LogSumExp ComputeLogSumExp(const float* logits, int32_t n) {
   return r;
 }
 
-}  // namespace
-
-absl::Status ValidateSamplingParams(const SamplingParams& p, int32_t vocab_size) {
-  if (std::optional<SamplingParamError> error =
-          CheckSamplingParams(p, std::min(vocab_size, kMaxTopLogprobs))) {
-    return absl::InvalidArgumentError(absl::StrCat(error->field, " ", error->reason));
-  }
-  return absl::OkStatus();
-}
-
-namespace {
-
 // The rule of common/sampling_rule.h over `logits`, whose maximum and first argmax `lse` holds.
 // `skip_masked`: a -inf logit is never chosen (a masked token), even when rounding puts the draw
 // past the end.
@@ -133,6 +121,14 @@ int32_t ChooseToken(const float* logits, int32_t vocab_size, const SamplingParam
 
 }  // namespace
 
+absl::Status ValidateSamplingParams(const SamplingParams& p, int32_t vocab_size) {
+  if (std::optional<SamplingParamError> error =
+          CheckSamplingParams(p, std::min(vocab_size, kMaxTopLogprobs))) {
+    return absl::InvalidArgumentError(absl::StrCat(error->field, " ", error->reason));
+  }
+  return absl::OkStatus();
+}
+
 SampledToken SampleToken(const float* logits, int32_t vocab_size, const SamplingParams& params,
                          int64_t sample_index, std::vector<std::pair<float, int32_t>>* scratch,
                          const uint32_t* allowed) {
@@ -144,26 +140,30 @@ SampledToken SampleToken(const float* logits, int32_t vocab_size, const Sampling
   if (allowed == nullptr) {
     result.token = ChooseToken(logits, vocab_size, params, sample_index, scratch, lse, false);
   } else {
+    // The allowed logits, the rest -inf; and their maximum and its first token, which is all
+    // ChooseToken reads of a LogSumExp (no sum of exponentials is needed for the choice). The
+    // first allowed token stands when every allowed logit is NaN or -inf.
     thread_local std::vector<float> masked;
     masked.resize(vocab_size);
-    bool any = false;
+    LogSumExp masked_max;
+    masked_max.argmax = -1;
     for (int32_t i = 0; i < vocab_size; ++i) {
-      const bool ok = TokenAllowed(allowed, i);
-      masked[i] = ok ? logits[i] : -INFINITY;
-      any |= ok;
+      if (!TokenAllowed(allowed, i)) {
+        masked[i] = -INFINITY;
+        continue;
+      }
+      masked[i] = logits[i];
+      if (masked_max.argmax < 0 || logits[i] > masked_max.max_logit) {
+        masked_max.max_logit = logits[i];
+        masked_max.argmax = i;
+      }
     }
-    if (!any) {
+    if (masked_max.argmax < 0) {
       result.token = -1;
       return result;
     }
-    LogSumExp masked_lse = ComputeLogSumExp(masked.data(), vocab_size);
-    // A NaN or -inf logit among the allowed ones must not fall back to a masked argmax.
-    if (!TokenAllowed(allowed, masked_lse.argmax)) {
-      masked_lse.argmax = 0;
-      while (!TokenAllowed(allowed, masked_lse.argmax)) ++masked_lse.argmax;
-    }
     result.token =
-        ChooseToken(masked.data(), vocab_size, params, sample_index, scratch, masked_lse, true);
+        ChooseToken(masked.data(), vocab_size, params, sample_index, scratch, masked_max, true);
   }
   result.logprob = logits[result.token] - log_z;
 
