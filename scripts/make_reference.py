@@ -3,6 +3,8 @@
 against: small random Llama models saved by transformers itself, and the logits transformers'
 LlamaForCausalLM computes for a few prompts at every position, in fp32.
 
+(Qwen2 and Qwen3 folders: scripts/fixtures/family_fixtures.py.)
+
 CI only reads the fixtures; regenerating them needs torch and transformers:
     python3 -m venv .venv && .venv/bin/pip install torch transformers safetensors
     .venv/bin/python scripts/make_reference.py

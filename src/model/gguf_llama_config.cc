@@ -16,7 +16,6 @@ namespace convoy {
 namespace {
 
 constexpr char kArchitectureKey[] = "general.architecture";
-constexpr char kPrefix[] = "llama.";
 // Llama 3's original context, used when a file with rope frequency factors does not say.
 constexpr int64_t kDefaultOriginalContext = 8192;
 
@@ -24,6 +23,11 @@ constexpr int64_t kDefaultOriginalContext = 8192;
 class MetadataReader {
  public:
   explicit MetadataReader(const GgufFile& file) : file_(file) {}
+
+  // The family's keys are under its GGUF name: "llama.context_length", "qwen2.context_length".
+  void set_family(const ModelFamily& family) { prefix_ = absl::StrCat(family.name, "."); }
+  std::string Key(const char* name) const { return absl::StrCat(prefix_, name); }
+  const std::string& prefix() const { return prefix_; }
 
   absl::Status Invalid(const std::string& message) const {
     return absl::InvalidArgumentError(absl::StrCat(file_.path(), ": ", message));
@@ -80,11 +84,11 @@ class MetadataReader {
 
  private:
   const GgufFile& file_;
+  std::string prefix_;
 };
 
-std::string Key(const char* name) { return absl::StrCat(kPrefix, name); }
-
 absl::Status ReadShape(const MetadataReader& reader, ModelConfig& config) {
+  auto Key = [&reader](const char* name) { return reader.Key(name); };
   ASSIGN_OR_RETURN(config.max_position_embeddings, reader.RequiredInt(Key("context_length")));
   ASSIGN_OR_RETURN(config.hidden_size, reader.RequiredInt(Key("embedding_length")));
   ASSIGN_OR_RETURN(config.num_hidden_layers, reader.RequiredInt(Key("block_count")));
@@ -137,6 +141,7 @@ absl::Status ReadShape(const MetadataReader& reader, ModelConfig& config) {
 }
 
 absl::Status ReadRope(const GgufFile& file, const MetadataReader& reader, ModelConfig& config) {
+  auto Key = [&reader](const char* name) { return reader.Key(name); };
   ASSIGN_OR_RETURN(std::optional<double> theta, reader.OptionalFloat(Key("rope.freq_base")));
   config.rope_theta = theta.value_or(config.rope_theta);
   ASSIGN_OR_RETURN(std::optional<std::string> type,
@@ -230,16 +235,24 @@ DType StorageDType(const GgufFile& file) {
 }  // namespace
 
 absl::StatusOr<ModelConfig> GgufLlamaConfig(const GgufFile& file) {
-  const MetadataReader reader(file);
+  MetadataReader reader(file);
   ASSIGN_OR_RETURN(std::optional<std::string> architecture,
                    reader.OptionalString(kArchitectureKey));
-  if (!architecture.has_value()) return reader.Missing(kArchitectureKey, "\"llama\"");
-  if (*architecture != "llama") {
-    return reader.Unsupported(absl::StrFormat("key '%s': expected \"llama\", found \"%s\"",
-                                              kArchitectureKey, *architecture));
+  if (!architecture.has_value()) {
+    return reader.Missing(kArchitectureKey,
+                          absl::StrCat("one of ", SupportedFamilyNames()).c_str());
   }
+  const ModelFamily* family = FindModelFamilyByName(*architecture);
+  if (family == nullptr) {
+    return reader.Unsupported(
+        absl::StrFormat("key '%s': architecture \"%s\" is not supported, expected one of %s",
+                        kArchitectureKey, *architecture, SupportedFamilyNames()));
+  }
+  reader.set_family(*family);
   ModelConfig config;
-  config.architecture = "LlamaForCausalLM";
+  config.architecture = family->architecture;
+  config.attention_bias = family->attention_bias;
+  config.qk_norm = family->qk_norm;
   RETURN_IF_ERROR(ReadShape(reader, config));
 
   const GgufTensor* embeddings = file.FindTensor("token_embd.weight");
@@ -253,11 +266,11 @@ absl::StatusOr<ModelConfig> GgufLlamaConfig(const GgufFile& file) {
                         config.hidden_size, absl::StrJoin(embeddings->shape, ", ")));
   }
   config.vocab_size = embeddings->shape[0];
-  ASSIGN_OR_RETURN(std::optional<int64_t> vocab, reader.OptionalInt(Key("vocab_size")));
+  ASSIGN_OR_RETURN(std::optional<int64_t> vocab, reader.OptionalInt(reader.Key("vocab_size")));
   if (vocab.has_value() && *vocab != config.vocab_size) {
     return reader.Invalid(
         absl::StrFormat("key '%s': expected %d, the rows of tensor 'token_embd.weight', found %d",
-                        Key("vocab_size"), config.vocab_size, *vocab));
+                        reader.Key("vocab_size"), config.vocab_size, *vocab));
   }
   config.tie_word_embeddings = file.FindTensor("output.weight") == nullptr;
   config.torch_dtype = StorageDType(file);
@@ -267,7 +280,7 @@ absl::StatusOr<ModelConfig> GgufLlamaConfig(const GgufFile& file) {
   absl::Status status = config.Validate();
   if (!status.ok()) {
     return absl::Status(status.code(), absl::StrCat(file.path(), ": ", status.message(),
-                                                    " (from the llama.* metadata)"));
+                                                    " (from the ", reader.prefix(), "* metadata)"));
   }
   return config;
 }

@@ -1,5 +1,5 @@
-// A Llama's ModelConfig from a GGUF file's metadata (the "llama.*" and "tokenizer.ggml.*" keys)
-// and tensor shapes.
+// A model's ModelConfig from a GGUF file's metadata (general.architecture, the family's own keys
+// "<architecture>.*", and "tokenizer.ggml.*") and tensor shapes.
 #ifndef CONVOY_MODEL_GGUF_LLAMA_CONFIG_H_
 #define CONVOY_MODEL_GGUF_LLAMA_CONFIG_H_
 
@@ -9,7 +9,9 @@
 
 namespace convoy {
 
-// general.architecture must be "llama". Read, under "llama.": context_length (as
+// general.architecture must name a family of ModelFamilies() ("llama", "qwen2", "qwen3"); the
+// config takes that family's architecture and departures from Llama. Read, under
+// "<architecture>.": context_length (as
 // max_position_embeddings), embedding_length, block_count, feed_forward_length,
 // attention.head_count, attention.layer_norm_rms_epsilon (all required);
 // attention.head_count_kv (default head_count), attention.key_length / value_length (default
@@ -23,8 +25,9 @@ namespace convoy {
 // type that the CPU executor computes quantized models in by default.
 //
 // Errors name the file and the key (or tensor), and say what was expected and what was found:
-// INVALID_ARGUMENT for a missing or mistyped key, UNIMPLEMENTED for another architecture or a
-// feature that ModelConfig cannot express (mixture of experts, linear or YaRN rope scaling).
+// INVALID_ARGUMENT for a missing or mistyped key, UNIMPLEMENTED for another architecture (naming
+// it and the supported ones) or a feature that ModelConfig cannot express (mixture of experts,
+// linear or YaRN rope scaling).
 absl::StatusOr<ModelConfig> GgufLlamaConfig(const GgufFile& file);
 
 }  // namespace convoy

@@ -33,6 +33,11 @@ constexpr NamePair kLayerNames[] = {
     {"self_attn.q_proj.weight", "attn_q.weight"},
     {"self_attn.k_proj.weight", "attn_k.weight"},
     {"self_attn.v_proj.weight", "attn_v.weight"},
+    {"self_attn.q_proj.bias", "attn_q.bias"},
+    {"self_attn.k_proj.bias", "attn_k.bias"},
+    {"self_attn.v_proj.bias", "attn_v.bias"},
+    {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+    {"self_attn.k_norm.weight", "attn_k_norm.weight"},
     {"self_attn.o_proj.weight", "attn_output.weight"},
     {"post_attention_layernorm.weight", "ffn_norm.weight"},
     {"mlp.gate_proj.weight", "ffn_gate.weight"},
@@ -79,20 +84,35 @@ absl::StatusOr<std::unique_ptr<GgufLlamaTensors>> GgufLlamaTensors::Load(
     std::unique_ptr<GgufFile> file, const ModelConfig& config) {
   std::unique_ptr<GgufLlamaTensors> tensors(new GgufLlamaTensors());
   tensors->file_ = std::move(file);
+  // A bias or a per-head norm that the family does not have would change every answer if it
+  // were ignored: refuse it.
   for (const GgufTensor& tensor : tensors->file_->tensors()) {
-    if (absl::EndsWith(tensor.name, ".bias")) {
-      return absl::UnimplementedError(
-          absl::StrFormat("%s: tensor '%s': biases are not supported (a Llama has none)",
-                          tensors->file_->path(), tensor.name));
+    const bool qkv_bias = absl::EndsWith(tensor.name, ".attn_q.bias") ||
+                          absl::EndsWith(tensor.name, ".attn_k.bias") ||
+                          absl::EndsWith(tensor.name, ".attn_v.bias");
+    const bool qk_norm = absl::EndsWith(tensor.name, ".attn_q_norm.weight") ||
+                         absl::EndsWith(tensor.name, ".attn_k_norm.weight");
+    if ((absl::EndsWith(tensor.name, ".bias") && !(qkv_bias && config.attention_bias)) ||
+        (qk_norm && !config.qk_norm)) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "%s: tensor '%s' is not part of %s (attention_bias %s, qk_norm %s)",
+          tensors->file_->path(), tensor.name, config.architecture,
+          config.attention_bias ? "true" : "false", config.qk_norm ? "true" : "false"));
     }
   }
+  const ModelFamily* family = config.family();
+  const bool permuted = family != nullptr && family->gguf_permuted_qk;
   // One expected tensor at a time (not LlamaTensorShapes' whole list): the first one missing
   // ends the load, so a block_count far beyond the file's tensors costs nothing.
   for (int64_t i = 0; i < LlamaTensorCount(config); ++i) {
     const TensorShape expected = LlamaTensorShape(config, i);
     int64_t rotary_heads = 0;
-    if (absl::EndsWith(expected.name, "q_proj.weight")) rotary_heads = config.num_attention_heads;
-    if (absl::EndsWith(expected.name, "k_proj.weight")) rotary_heads = config.num_key_value_heads;
+    if (permuted && absl::EndsWith(expected.name, "q_proj.weight")) {
+      rotary_heads = config.num_attention_heads;
+    }
+    if (permuted && absl::EndsWith(expected.name, "k_proj.weight")) {
+      rotary_heads = config.num_key_value_heads;
+    }
     absl::Status status;
     try {
       status = tensors->AddTensor(expected.name, expected.shape, rotary_heads);

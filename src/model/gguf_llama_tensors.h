@@ -1,4 +1,4 @@
-// A Llama's tensors from a GGUF file, under Hugging Face names and in Hugging Face layout, each in
+// A model's tensors from a GGUF file, under Hugging Face names and in Hugging Face layout, each in
 // its own storage: F32, F16, BF16, or its quantized blocks (DType::kQuantized).
 #ifndef CONVOY_MODEL_GGUF_LLAMA_TENSORS_H_
 #define CONVOY_MODEL_GGUF_LLAMA_TENSORS_H_
@@ -16,8 +16,9 @@
 
 namespace convoy {
 
-// The GGUF name of a Hugging Face Llama tensor ("model.layers.3.self_attn.q_proj.weight" ->
-// "blk.3.attn_q.weight"); empty for a name that is not a Llama tensor.
+// The GGUF name of a Hugging Face tensor of a family ("model.layers.3.self_attn.q_proj.weight" ->
+// "blk.3.attn_q.weight", "...q_proj.bias" -> "blk.3.attn_q.bias", "...q_norm.weight" ->
+// "blk.3.attn_q_norm.weight"); empty for a name that is not one.
 std::string GgufLlamaTensorName(const std::string& hf_name);
 
 // Owns the file and the converted tensors; views stay valid as long as this object.
@@ -31,7 +32,7 @@ class GgufLlamaTensors {
   // executors rotate halves, as Hugging Face does); rows move whole, blocks and all. Errors name
   // the file, the GGUF and the Hugging Face tensor, what was expected and what was found:
   // INVALID_ARGUMENT for a missing tensor or a wrong shape, UNIMPLEMENTED for a type without a
-  // dequantizer or for bias tensors.
+  // dequantizer, or for a bias or per-head norm tensor that the family does not have.
   static absl::StatusOr<std::unique_ptr<GgufLlamaTensors>> Load(std::unique_ptr<GgufFile> file,
                                                                 const ModelConfig& config);
 

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "convoy/status_macros.h"
 #include "model/file_util.h"
 #include "nlohmann/json.hpp"
@@ -107,7 +108,9 @@ class ConfigReader {
   const std::string& source_;
 };
 
-absl::Status CheckArchitecture(const ConfigReader& reader) {
+// The family config.json names: the first entry of 'architectures' that is a known family's, or
+// 'model_type' when 'architectures' is absent.
+absl::StatusOr<const ModelFamily*> ReadFamily(const ConfigReader& reader) {
   const Json& json = reader.json();
   if (!reader.IsMissing(json, "architectures")) {
     const Json& architectures = json.at("architectures");
@@ -116,20 +119,24 @@ absl::Status CheckArchitecture(const ConfigReader& reader) {
                                          architectures.dump()));
     }
     for (const Json& name : architectures) {
-      if (name.is_string() && name.get<std::string>() == "LlamaForCausalLM") {
-        return absl::OkStatus();
+      if (!name.is_string()) continue;
+      if (const ModelFamily* family = FindModelFamilyByArchitecture(name.get<std::string>())) {
+        return family;
       }
     }
-    return reader.Unsupported(absl::StrCat(
-        "field 'architectures' must contain \"LlamaForCausalLM\", found ", architectures.dump()));
+    return reader.Unsupported(absl::StrCat("field 'architectures' must contain one of ",
+                                           SupportedArchitectures(), ", found ",
+                                           architectures.dump()));
   }
   ASSIGN_OR_RETURN(const std::string* model_type, reader.String(json, "", "model_type"));
-  if (model_type == nullptr || *model_type != "llama") {
+  const ModelFamily* family = model_type == nullptr ? nullptr : FindModelFamilyByName(*model_type);
+  if (family == nullptr) {
     return reader.Unsupported(
-        absl::StrCat("field 'model_type' must be \"llama\" when 'architectures' is absent, found ",
+        absl::StrCat("field 'model_type' must be one of ", SupportedFamilyNames(),
+                     " when 'architectures' is absent, found ",
                      model_type == nullptr ? std::string("none") : Json(*model_type).dump()));
   }
-  return absl::OkStatus();
+  return family;
 }
 
 // The rope scaling object: transformers 4 writes it as "rope_scaling" (rope_theta beside it),
@@ -210,18 +217,49 @@ absl::Status ParseTokenIds(const ConfigReader& reader, ModelConfig& config) {
   return absl::OkStatus();
 }
 
-absl::Status CheckUnsupportedFeatures(const ConfigReader& reader) {
-  for (const char* field : {"attention_bias", "mlp_bias"}) {
-    ASSIGN_OR_RETURN(bool has_bias, reader.Bool(field, false));
+absl::Status CheckUnsupportedFeatures(const ConfigReader& reader, const ModelFamily& family) {
+  // A family with QKV biases has them whatever the config says (Qwen2's has no field for them).
+  if (!family.attention_bias) {
+    ASSIGN_OR_RETURN(bool has_bias, reader.Bool("attention_bias", false));
     if (has_bias) {
       return reader.Unsupported(absl::StrFormat(
-          "field '%s' must be false (biases are not supported), found true", field));
+          "field 'attention_bias' must be false (%s has no attention biases), found true",
+          family.architecture));
     }
+  }
+  ASSIGN_OR_RETURN(bool mlp_bias, reader.Bool("mlp_bias", false));
+  if (mlp_bias) {
+    return reader.Unsupported(
+        "field 'mlp_bias' must be false (biases are not supported), found true");
   }
   ASSIGN_OR_RETURN(const std::string* activation, reader.String(reader.json(), "", "hidden_act"));
   if (activation != nullptr && *activation != "silu") {
     return reader.Unsupported(
         absl::StrFormat("field 'hidden_act' must be \"silu\", found \"%s\"", *activation));
+  }
+  // Qwen's configs carry a window that only applies with use_sliding_window (transformers 5 also
+  // lists each layer's kind in layer_types).
+  ASSIGN_OR_RETURN(bool sliding, reader.Bool("use_sliding_window", false));
+  if (sliding) {
+    return reader.Unsupported(
+        "field 'use_sliding_window' must be false (sliding-window attention is not supported), "
+        "found true");
+  }
+  const Json& json = reader.json();
+  if (!reader.IsMissing(json, "layer_types")) {
+    const Json& types = json.at("layer_types");
+    if (!types.is_array()) {
+      return reader.Invalid(
+          absl::StrCat("field 'layer_types' must be a list of strings, found ", types.dump()));
+    }
+    for (const Json& type : types) {
+      if (type != "full_attention") {
+        return reader.Unsupported(absl::StrCat(
+            "field 'layer_types' must hold only \"full_attention\" (sliding-window attention is "
+            "not supported), found ",
+            type.dump()));
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -246,6 +284,46 @@ absl::Status InvalidField(const absl::FormatSpec<Args...>& format, const Args&..
 }
 
 }  // namespace
+
+const std::vector<ModelFamily>& ModelFamilies() {
+  static const std::vector<ModelFamily> kFamilies = {
+      {"llama", "LlamaForCausalLM", /*attention_bias=*/false, /*qk_norm=*/false,
+       /*gguf_permuted_qk=*/true},
+      {"qwen2", "Qwen2ForCausalLM", /*attention_bias=*/true, /*qk_norm=*/false,
+       /*gguf_permuted_qk=*/false},
+      {"qwen3", "Qwen3ForCausalLM", /*attention_bias=*/false, /*qk_norm=*/true,
+       /*gguf_permuted_qk=*/false},
+  };
+  return kFamilies;
+}
+
+const ModelFamily* FindModelFamilyByArchitecture(const std::string& architecture) {
+  for (const ModelFamily& family : ModelFamilies()) {
+    if (architecture == family.architecture) return &family;
+  }
+  return nullptr;
+}
+
+const ModelFamily* FindModelFamilyByName(const std::string& name) {
+  for (const ModelFamily& family : ModelFamilies()) {
+    if (name == family.name) return &family;
+  }
+  return nullptr;
+}
+
+std::string SupportedFamilyNames() {
+  std::vector<std::string> names;
+  for (const ModelFamily& family : ModelFamilies()) names.push_back(Json(family.name).dump());
+  return absl::StrJoin(names, ", ");
+}
+
+std::string SupportedArchitectures() {
+  std::vector<std::string> names;
+  for (const ModelFamily& family : ModelFamilies()) {
+    names.push_back(Json(family.architecture).dump());
+  }
+  return absl::StrJoin(names, ", ");
+}
 
 const char* DTypeName(DType dtype) {
   switch (dtype) {
@@ -276,14 +354,29 @@ int DTypeSize(DType dtype) {
 
 int64_t ModelConfig::NumParameters() const {
   const int64_t embeddings = vocab_size * hidden_size;
-  const int64_t per_layer = 2 * hidden_size                         // the two norms
-                            + q_size() * hidden_size * 2            // q_proj, o_proj
-                            + kv_size() * hidden_size * 2           // k_proj, v_proj
-                            + intermediate_size * hidden_size * 3;  // gate, up, down
+  const int64_t per_layer = 2 * hidden_size                        // the two norms
+                            + q_size() * hidden_size * 2           // q_proj, o_proj
+                            + kv_size() * hidden_size * 2          // k_proj, v_proj
+                            + intermediate_size * hidden_size * 3  // gate, up, down
+                            + (attention_bias ? q_size() + 2 * kv_size() : 0) +
+                            (qk_norm ? 2 * head_dim : 0);
   return embeddings * (tie_word_embeddings ? 1 : 2) + num_hidden_layers * per_layer + hidden_size;
 }
 
 absl::Status ModelConfig::Validate() const {
+  const ModelFamily* known = family();
+  if (known == nullptr) {
+    return absl::UnimplementedError(
+        absl::StrFormat("architecture \"%s\" is not supported, expected one of %s", architecture,
+                        SupportedArchitectures()));
+  }
+  if (attention_bias != known->attention_bias || qk_norm != known->qk_norm) {
+    auto name = [](bool b) { return b ? "true" : "false"; };
+    return InvalidField(
+        "attention_bias %s and qk_norm %s disagree with %s (attention_bias %s, qk_norm %s)",
+        name(attention_bias), name(qk_norm), architecture, name(known->attention_bias),
+        name(known->qk_norm));
+  }
   const std::pair<const char*, int64_t> positive[] = {
       {"vocab_size", vocab_size},
       {"hidden_size", hidden_size},
@@ -374,10 +467,13 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
         absl::StrCat(source, ": expected a JSON object, found ", json.type_name()));
   }
   const ConfigReader reader(json, source);
-  RETURN_IF_ERROR(CheckArchitecture(reader));
-  RETURN_IF_ERROR(CheckUnsupportedFeatures(reader));
+  ASSIGN_OR_RETURN(const ModelFamily* family, ReadFamily(reader));
+  RETURN_IF_ERROR(CheckUnsupportedFeatures(reader, *family));
 
   ModelConfig config;
+  config.architecture = family->architecture;
+  config.attention_bias = family->attention_bias;
+  config.qk_norm = family->qk_norm;
   ASSIGN_OR_RETURN(config.vocab_size, reader.RequiredInt("vocab_size"));
   ASSIGN_OR_RETURN(config.hidden_size, reader.RequiredInt("hidden_size"));
   ASSIGN_OR_RETURN(config.intermediate_size, reader.RequiredInt("intermediate_size"));
@@ -435,7 +531,8 @@ std::string ModelConfigToJson(const ModelConfig& config) {
     return id < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(id);
   };
   json["architectures"] = {config.architecture};
-  json["attention_bias"] = false;
+  const ModelFamily* family = config.family();
+  json["attention_bias"] = config.attention_bias;
   json["attention_dropout"] = 0.0;
   json["bos_token_id"] = token_id(config.bos_token_id);
   if (config.eos_token_ids.size() > 1) {
@@ -450,7 +547,7 @@ std::string ModelConfigToJson(const ModelConfig& config) {
   json["intermediate_size"] = config.intermediate_size;
   json["max_position_embeddings"] = config.max_position_embeddings;
   json["mlp_bias"] = false;
-  json["model_type"] = "llama";
+  json["model_type"] = family != nullptr ? family->name : "llama";
   json["num_attention_heads"] = config.num_attention_heads;
   json["num_hidden_layers"] = config.num_hidden_layers;
   json["num_key_value_heads"] = config.num_key_value_heads;

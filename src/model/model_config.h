@@ -1,4 +1,5 @@
-// The architecture of a Llama-family model, read from a Hugging Face config.json.
+// The architecture of a model, read from a Hugging Face config.json (or, through
+// gguf_llama_config.h, from a GGUF file's metadata): its family and its shape.
 #ifndef CONVOY_MODEL_MODEL_CONFIG_H_
 #define CONVOY_MODEL_MODEL_CONFIG_H_
 
@@ -30,8 +31,42 @@ struct RopeScaling {
   int64_t original_max_position_embeddings = 8192;
 };
 
+// A family of decoder-only models that the executors run: Llama's layout (RMS norms, rotary
+// embeddings, grouped-query attention, a SiLU-gated MLP) and where a family departs from it. The
+// executors read the departures from ModelConfig, never the family's name.
+struct ModelFamily {
+  // config.json's model_type, and a GGUF file's general.architecture ("llama", "qwen2").
+  const char* name;
+  // config.json's architectures entry ("LlamaForCausalLM"): what ModelConfig::architecture holds,
+  // and how the model describes itself (GetModelInfo, convoy info).
+  const char* architecture;
+  // Biases on the query, key and value projections (q_proj.bias ...; GGUF attn_q.bias ...).
+  bool attention_bias;
+  // An RMS norm over each head's queries and keys before the rotary embedding (q_norm.weight,
+  // k_norm.weight; GGUF attn_q_norm.weight, attn_k_norm.weight), with rms_norm_eps.
+  bool qk_norm;
+  // llama.cpp's converter interleaves the two halves of each head's Q and K rows for its rope
+  // kernel (Llama only); the GGUF loader undoes it. Families it writes unpermuted use NEOX-style
+  // rope, rotate-half as Hugging Face does, which is what the executors run for every family.
+  bool gguf_permuted_qk;
+};
+
+// Every family convoy serves: Llama, Qwen2 (Qwen2.5), Qwen3.
+const std::vector<ModelFamily>& ModelFamilies();
+// The family with this architecture ("Qwen2ForCausalLM") or this name ("qwen2"); nullptr when
+// none.
+const ModelFamily* FindModelFamilyByArchitecture(const std::string& architecture);
+const ModelFamily* FindModelFamilyByName(const std::string& name);
+// "llama, qwen2, qwen3" or "LlamaForCausalLM, ..." for error messages.
+std::string SupportedFamilyNames();
+std::string SupportedArchitectures();
+
 struct ModelConfig {
+  // The family's architecture (ModelFamily::architecture); attention_bias and qk_norm are its
+  // departures from Llama, copied from the family when the config is read.
   std::string architecture = "LlamaForCausalLM";
+  bool attention_bias = false;
+  bool qk_norm = false;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -62,17 +97,23 @@ struct ModelConfig {
   // Parameters in the weights (embeddings counted once when tied).
   int64_t NumParameters() const;
 
-  // Checks that the shape is a coherent Llama; the message names the field.
+  // The family that `architecture` names (nullptr for none: Validate refuses it).
+  const ModelFamily* family() const { return FindModelFamilyByArchitecture(architecture); }
+
+  // Checks that the family is known and agrees with attention_bias and qk_norm, and that the
+  // shape is coherent; the message names the field.
   absl::Status Validate() const;
 };
 
-// Parses config.json text and validates it. `source` names the file in error messages. Only
-// Llama without biases, with SiLU and with no or "llama3" RoPE scaling is accepted.
+// Parses config.json text and validates it. `source` names the file in error messages. Only the
+// families of ModelFamilies() (by 'architectures', or by 'model_type' when it is absent), with
+// SiLU, no sliding window, no biases but the family's own, and no or "llama3" RoPE scaling are
+// accepted; another architecture is UNIMPLEMENTED, naming it and the supported ones.
 absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
                                              const std::string& source);
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path);
-// Serializes to config.json text that Hugging Face transformers' LlamaConfig loads. The text is
-// a function of `config` alone (stable bytes for the same config).
+// Serializes to config.json text that Hugging Face transformers loads as the family's config. The
+// text is a function of `config` alone (stable bytes for the same config).
 std::string ModelConfigToJson(const ModelConfig& config);
 
 }  // namespace convoy

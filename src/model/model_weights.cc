@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -82,48 +83,101 @@ absl::Status OpenShards(const std::string& dir,
   return absl::OkStatus();
 }
 
-// input_layernorm ... down_proj, under "model.layers.N.".
-constexpr int64_t kTensorsPerLayer = 9;
+// A layer's tensors under "model.layers.N.", in order, and the size of each dimension.
+enum class Size { kHidden, kQ, kKv, kIntermediate, kHeadDim };
+enum class Needs { kAll, kAttentionBias, kQkNorm };
+struct LayerTensor {
+  const char* name;
+  TensorView LayerWeights::*view;
+  std::vector<Size> shape;
+  Needs needs;
+};
+
+const std::vector<LayerTensor>& LayerTensors() {
+  using L = LayerWeights;
+  static const std::vector<LayerTensor> kTensors = {
+      {"input_layernorm.weight", &L::input_layernorm, {Size::kHidden}, Needs::kAll},
+      {"self_attn.q_proj.weight", &L::q_proj, {Size::kQ, Size::kHidden}, Needs::kAll},
+      {"self_attn.q_proj.bias", &L::q_bias, {Size::kQ}, Needs::kAttentionBias},
+      {"self_attn.k_proj.weight", &L::k_proj, {Size::kKv, Size::kHidden}, Needs::kAll},
+      {"self_attn.k_proj.bias", &L::k_bias, {Size::kKv}, Needs::kAttentionBias},
+      {"self_attn.v_proj.weight", &L::v_proj, {Size::kKv, Size::kHidden}, Needs::kAll},
+      {"self_attn.v_proj.bias", &L::v_bias, {Size::kKv}, Needs::kAttentionBias},
+      {"self_attn.q_norm.weight", &L::q_norm, {Size::kHeadDim}, Needs::kQkNorm},
+      {"self_attn.k_norm.weight", &L::k_norm, {Size::kHeadDim}, Needs::kQkNorm},
+      {"self_attn.o_proj.weight", &L::o_proj, {Size::kHidden, Size::kQ}, Needs::kAll},
+      {"post_attention_layernorm.weight",
+       &L::post_attention_layernorm,
+       {Size::kHidden},
+       Needs::kAll},
+      {"mlp.gate_proj.weight", &L::gate_proj, {Size::kIntermediate, Size::kHidden}, Needs::kAll},
+      {"mlp.up_proj.weight", &L::up_proj, {Size::kIntermediate, Size::kHidden}, Needs::kAll},
+      {"mlp.down_proj.weight", &L::down_proj, {Size::kHidden, Size::kIntermediate}, Needs::kAll},
+  };
+  return kTensors;
+}
+
+bool Has(const ModelConfig& config, Needs needs) {
+  switch (needs) {
+    case Needs::kAttentionBias:
+      return config.attention_bias;
+    case Needs::kQkNorm:
+      return config.qk_norm;
+    case Needs::kAll:
+      break;
+  }
+  return true;
+}
+
+// The layer tensors this config's family has, in LayerTensors() order.
+std::vector<const LayerTensor*> FamilyLayerTensors(const ModelConfig& config) {
+  std::vector<const LayerTensor*> tensors;
+  for (const LayerTensor& tensor : LayerTensors()) {
+    if (Has(config, tensor.needs)) tensors.push_back(&tensor);
+  }
+  return tensors;
+}
+
+int64_t Dimension(const ModelConfig& config, Size size) {
+  switch (size) {
+    case Size::kHidden:
+      return config.hidden_size;
+    case Size::kQ:
+      return config.q_size();
+    case Size::kKv:
+      return config.kv_size();
+    case Size::kIntermediate:
+      return config.intermediate_size;
+    case Size::kHeadDim:
+      return config.head_dim;
+  }
+  return 0;
+}
 
 }  // namespace
 
 int64_t LlamaTensorCount(const ModelConfig& config) {
   // The embeddings, the layers, the final norm and lm_head unless tied.
-  return 1 + kTensorsPerLayer * config.num_hidden_layers + 1 + (config.tie_word_embeddings ? 0 : 1);
+  const int64_t per_layer = static_cast<int64_t>(FamilyLayerTensors(config).size());
+  return 1 + per_layer * config.num_hidden_layers + 1 + (config.tie_word_embeddings ? 0 : 1);
 }
 
 TensorShape LlamaTensorShape(const ModelConfig& config, int64_t index) {
   const int64_t hidden = config.hidden_size;
-  const int64_t intermediate = config.intermediate_size;
   if (index == 0) return {"model.embed_tokens.weight", {config.vocab_size, hidden}};
-  const int64_t layer = (index - 1) / kTensorsPerLayer;
+  const std::vector<const LayerTensor*> layer_tensors = FamilyLayerTensors(config);
+  const int64_t per_layer = static_cast<int64_t>(layer_tensors.size());
+  const int64_t layer = (index - 1) / per_layer;
   if (layer >= config.num_hidden_layers) {
-    if (index == 1 + kTensorsPerLayer * config.num_hidden_layers) {
+    if (index == 1 + per_layer * config.num_hidden_layers) {
       return {"model.norm.weight", {hidden}};
     }
     return {"lm_head.weight", {config.vocab_size, hidden}};
   }
-  const std::string prefix = absl::StrCat("model.layers.", layer, ".");
-  switch ((index - 1) % kTensorsPerLayer) {
-    case 0:
-      return {prefix + "input_layernorm.weight", {hidden}};
-    case 1:
-      return {prefix + "self_attn.q_proj.weight", {config.q_size(), hidden}};
-    case 2:
-      return {prefix + "self_attn.k_proj.weight", {config.kv_size(), hidden}};
-    case 3:
-      return {prefix + "self_attn.v_proj.weight", {config.kv_size(), hidden}};
-    case 4:
-      return {prefix + "self_attn.o_proj.weight", {hidden, config.q_size()}};
-    case 5:
-      return {prefix + "post_attention_layernorm.weight", {hidden}};
-    case 6:
-      return {prefix + "mlp.gate_proj.weight", {intermediate, hidden}};
-    case 7:
-      return {prefix + "mlp.up_proj.weight", {intermediate, hidden}};
-    default:
-      return {prefix + "mlp.down_proj.weight", {hidden, intermediate}};
-  }
+  const LayerTensor& tensor = *layer_tensors[(index - 1) % per_layer];
+  TensorShape shape{absl::StrCat("model.layers.", layer, ".", tensor.name), {}};
+  for (Size size : tensor.shape) shape.shape.push_back(Dimension(config, size));
+  return shape;
 }
 
 std::vector<TensorShape> LlamaTensorShapes(const ModelConfig& config) {
@@ -209,15 +263,26 @@ absl::Status ModelWeights::AssignViews(const TensorIndex& index, const std::stri
     views.push_back(view);
   }
 
+  // A bias or a per-head norm that the family does not have would change every answer if it
+  // were ignored: refuse it.
+  for (const auto& [name, view] : index) {
+    if ((absl::EndsWith(name, ".bias") || absl::EndsWith(name, "q_norm.weight") ||
+         absl::EndsWith(name, "k_norm.weight")) &&
+        std::none_of(views.begin(), views.end(),
+                     [&name](const TensorView& v) { return v.name == name; })) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "%s: tensor '%s' is not part of %s (config says attention_bias %s, qk_norm %s)",
+          view->file, name, config_.architecture, config_.attention_bias ? "true" : "false",
+          config_.qk_norm ? "true" : "false"));
+    }
+  }
+
   size_t next = 0;
   embed_tokens_ = views[next++];
   layers_.resize(static_cast<size_t>(config_.num_hidden_layers));
+  const std::vector<const LayerTensor*> layer_tensors = FamilyLayerTensors(config_);
   for (LayerWeights& layer : layers_) {
-    for (TensorView* view :
-         {&layer.input_layernorm, &layer.q_proj, &layer.k_proj, &layer.v_proj, &layer.o_proj,
-          &layer.post_attention_layernorm, &layer.gate_proj, &layer.up_proj, &layer.down_proj}) {
-      *view = views[next++];
-    }
+    for (const LayerTensor* tensor : layer_tensors) layer.*(tensor->view) = views[next++];
   }
   norm_ = views[next++];
   lm_head_ = config_.tie_word_embeddings ? embed_tokens_ : views[next++];

@@ -1,4 +1,5 @@
-// A Llama model, memory-mapped and checked against the architecture (every tensor present, with
+// A model of one of the families of ModelFamilies() (model_config.h), memory-mapped and checked
+// against the architecture (every tensor present, with
 // the expected shape and a known dtype): either a Hugging Face directory (config.json + one or
 // several safetensors files) or a single GGUF file.
 #ifndef CONVOY_MODEL_MODEL_WEIGHTS_H_
@@ -17,17 +18,23 @@ namespace convoy {
 
 // Views into the mapped files; Hugging Face layout (a projection's weight is [out, in]).
 struct LayerWeights {
-  TensorView input_layernorm;           // [hidden]
-  TensorView q_proj, k_proj, v_proj;    // [q_size, hidden], [kv_size, hidden] x2
+  TensorView input_layernorm;         // [hidden]
+  TensorView q_proj, k_proj, v_proj;  // [q_size, hidden], [kv_size, hidden] x2
+  // Only when config.attention_bias (Qwen2): [q_size], [kv_size] x2; empty views otherwise.
+  TensorView q_bias, k_bias, v_bias;
+  // Only when config.qk_norm (Qwen3): each head's RMS norm weight, [head_dim]; empty otherwise.
+  TensorView q_norm, k_norm;
   TensorView o_proj;                    // [hidden, q_size]
   TensorView post_attention_layernorm;  // [hidden]
   TensorView gate_proj, up_proj;        // [intermediate, hidden] x2
   TensorView down_proj;                 // [hidden, intermediate]
 };
 
-// The tensors of a Llama model in Hugging Face names and order (embeddings, layers, final norm,
+// The tensors of a model in Hugging Face names and order (embeddings, layers, final norm,
 // lm_head), with their shapes ([out, in] for projections); lm_head.weight only when the
-// embeddings are not tied.
+// embeddings are not tied; the QKV biases and the per-head Q/K norms only in a family that has
+// them (ModelConfig::attention_bias, qk_norm). Llama's tensors are every family's core, hence the
+// names.
 struct TensorShape {
   std::string name;
   std::vector<int64_t> shape;
@@ -50,15 +57,17 @@ class ModelWeights {
   // listed in `path`/model.safetensors.index.json. Tensors may be F32, F16 or BF16, each in its
   // own dtype.
   //
-  // A file: reads it as GGUF (architecture "llama"; see gguf_llama_config.h for the metadata
-  // read). Every tensor is a view into the mapping in its own storage (copies for attn_q and
-  // attn_k, whose rows llama.cpp permutes), in Hugging Face names and layout: F32, F16, BF16, or
-  // quantized blocks (DType::kQuantized: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K,
-  // Q6_K), which an executor runs as they are or reads as fp32 with tensor_rows.h. Loading costs
-  // the mapping, not a conversion.
+  // A file: reads it as GGUF (general.architecture one of ModelFamilies()' names; see
+  // gguf_llama_config.h for the metadata read). Every tensor is a view into the mapping in its own
+  // storage (copies for attn_q and attn_k, whose rows llama.cpp permutes), in Hugging Face names
+  // and layout: F32, F16, BF16, or quantized blocks (DType::kQuantized: Q4_0, Q4_1, Q5_0, Q5_1,
+  // Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), which an executor runs as they are or reads as fp32 with
+  // tensor_rows.h. Loading costs the mapping, not a conversion.
   //
-  // Errors name the file, the tensor (or key), what was expected and what was found. Tensors
-  // that a Llama does not use (and lm_head.weight when the embeddings are tied) are ignored.
+  // Errors name the file, the tensor (or key), what was expected and what was found: a tensor
+  // the family needs and the file lacks (a qwen2 file without attn_q.bias) is missing; a bias or
+  // a per-head norm the family does not have is UNIMPLEMENTED. Other tensors the family does not
+  // use (and lm_head.weight when the embeddings are tied) are ignored.
   static absl::StatusOr<std::unique_ptr<ModelWeights>> Load(const std::string& path);
   ~ModelWeights();
 

@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -21,6 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/model_weights.h"
+#include "nlohmann/json.hpp"
 #include "status_matchers.h"
 
 namespace convoy::testing {
@@ -226,6 +228,46 @@ TEST(DaemonKvDtypeTest, InfoReportsTheCacheTypeAndItsTokens) {
   EXPECT_EQ(int8_info.kv_tokens_total(),
             int64_t{int8_info.kv_blocks_total()} * int8_info.kv_block_size());
   EXPECT_GT(int8_info.kv_tokens_total(), 3 * f32_info.kv_tokens_total());
+}
+
+// A Qwen model served end to end, from either format: GetModelInfo (what `convoy info` prints)
+// names its family, and greedy requests side by side give transformers' tokens
+// (tests/fixtures/families, family_reference_test).
+TEST(DaemonFamilyTest, ServesQwenModelsWithTransformersTokens) {
+  const std::string fixtures = std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/families/";
+  for (const auto& [model, architecture] :
+       {std::pair<std::string, std::string>{"qwen2/model.gguf", "Qwen2ForCausalLM"},
+        {"qwen3", "Qwen3ForCausalLM"}}) {
+    SCOPED_TRACE(model);
+    auto daemon = DaemonProcess::Start(
+        fixtures + model, absl::StrReplaceAll(DefaultTestConfig(), {{"cpu_threads: 1",
+                                                                     "cpu_threads: 1 "
+                                                                     "cpu_weights: WEIGHTS_F32"}}));
+    ASSERT_NE(daemon, nullptr);
+    std::unique_ptr<v1::Inference::Stub> stub = daemon->inference();
+    v1::ModelInfo info;
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
+    EXPECT_EQ(info.architecture(), architecture);
+
+    std::ifstream file(fixtures + model.substr(0, model.find('/')) + "/reference.json");
+    const nlohmann::json reference = nlohmann::json::parse(file);
+    const auto prompts = reference["prompts"].get<std::vector<std::vector<int32_t>>>();
+    const auto tokens = reference["tokens"].get<std::vector<std::vector<int32_t>>>();
+    std::vector<v1::InferResponse> responses(prompts.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      threads.emplace_back([&, i] {
+        const grpc::Status status = CallInfer(
+            *stub, MakeRequest(prompts[i], static_cast<int32_t>(tokens[i].size())), &responses[i]);
+        EXPECT_TRUE(status.ok()) << status.error_message();
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_THAT(responses[i].token_ids(), ElementsAreArray(tokens[i])) << "prompt " << i;
+    }
+  }
 }
 
 TEST_F(DaemonTest, UnseededRequestsDrawTheirOwnSeedAndReportIt) {

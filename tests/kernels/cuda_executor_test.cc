@@ -237,6 +237,28 @@ TEST_F(CudaExecutorParityTest, RejectsPlansBeyondCapacity) {
   EXPECT_OK(gpu_->Step(plan));
 }
 
+// The kernels run Llama's layout only: Qwen2's QKV biases and Qwen3's per-head norms are refused
+// at load, naming the family, rather than run without them (no device is touched first, so this
+// holds on a machine without a GPU too).
+TEST(CudaExecutorFamilies, RefusesFamiliesItDoesNotRun) {
+  for (const auto& [model, architecture] :
+       {std::pair<std::string, std::string>{"qwen2", "Qwen2ForCausalLM"},
+        {"qwen3", "Qwen3ForCausalLM"}}) {
+    auto weights =
+        ModelWeights::Load(std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/families/" + model);
+    ASSERT_OK(weights);
+    absl::StatusOr<std::unique_ptr<CudaExecutor>> executor =
+        CudaExecutor::Create(**weights, CudaExecutorOptions());
+    ASSERT_FALSE(executor.ok());
+    EXPECT_EQ(executor.status().code(), absl::StatusCode::kUnimplemented);
+    EXPECT_NE(executor.status().message().find(architecture), std::string::npos)
+        << executor.status();
+    absl::StatusOr<std::unique_ptr<CudaExecutor>> random =
+        CudaExecutor::CreateRandom((*weights)->config(), CudaExecutorOptions(), 1);
+    EXPECT_EQ(random.status().code(), absl::StatusCode::kUnimplemented);
+  }
+}
+
 TEST(CudaDeviceAvailable, AgreesWithTheRuntimeAndLeavesNoError) {
   // Without a driver the runtime's query fails: that means "no GPU", not a crash or an error.
   // (The runtime then reports its failed initialisation on every call, which nothing can clear;

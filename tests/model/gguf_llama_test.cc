@@ -53,18 +53,21 @@ std::vector<float> Tagged(int tag, int64_t rows, int64_t cols) {
   return values;
 }
 
-GgufBuilder SyntheticLlama() {
+// `arch` "llama", or "qwen2" (with tag t + 11..13 QKV biases) or "qwen3" (with tag t + 14, 15
+// per-head Q/K norms), under that architecture's keys.
+GgufBuilder SyntheticModel(const std::string& arch) {
   GgufBuilder b;
-  b.String("general.architecture", "llama")
-      .U32("llama.context_length", 256)
-      .U32("llama.embedding_length", kHidden)
-      .U32("llama.block_count", kLayers)
-      .U32("llama.feed_forward_length", kIntermediate)
-      .U32("llama.attention.head_count", kHeads)
-      .U32("llama.attention.head_count_kv", kKvHeads)
-      .F32("llama.attention.layer_norm_rms_epsilon", 1e-5f)
-      .F32("llama.rope.freq_base", 500000.0f)
-      .U32("llama.rope.dimension_count", kHeadDim)
+  const std::string k = arch + ".";
+  b.String("general.architecture", arch)
+      .U32(k + "context_length", 256)
+      .U32(k + "embedding_length", kHidden)
+      .U32(k + "block_count", kLayers)
+      .U32(k + "feed_forward_length", kIntermediate)
+      .U32(k + "attention.head_count", kHeads)
+      .U32(k + "attention.head_count_kv", kKvHeads)
+      .F32(k + "attention.layer_norm_rms_epsilon", 1e-5f)
+      .F32(k + "rope.freq_base", 500000.0f)
+      .U32(k + "rope.dimension_count", kHeadDim)
       .U32("tokenizer.ggml.bos_token_id", 3)
       .U32("tokenizer.ggml.eos_token_id", 4);
   auto add = [&](const std::string& name, int tag, int64_t rows, int64_t cols) {
@@ -75,6 +78,19 @@ GgufBuilder SyntheticLlama() {
                   Tagged(tag, rows, cols));
     }
   };
+  for (int64_t i = 0; i < kLayers; ++i) {
+    const std::string p = absl::StrCat("blk.", i, ".");
+    const int t = 10 * static_cast<int>(i + 1);
+    if (arch == "qwen2") {
+      add(p + "attn_q.bias", t + 11, 1, kHeads * kHeadDim);
+      add(p + "attn_k.bias", t + 12, 1, kKvHeads * kHeadDim);
+      add(p + "attn_v.bias", t + 13, 1, kKvHeads * kHeadDim);
+    }
+    if (arch == "qwen3") {
+      add(p + "attn_q_norm.weight", t + 14, 1, kHeadDim);
+      add(p + "attn_k_norm.weight", t + 15, 1, kHeadDim);
+    }
+  }
   add("token_embd.weight", 1, kVocab, kHidden);
   add("output_norm.weight", 2, 1, kHidden);
   add("output.weight", 3, kVocab, kHidden);
@@ -93,6 +109,8 @@ GgufBuilder SyntheticLlama() {
   }
   return b;
 }
+
+GgufBuilder SyntheticLlama() { return SyntheticModel("llama"); }
 
 absl::StatusOr<std::unique_ptr<ModelWeights>> LoadBytes(const TestDir& dir,
                                                         const std::string& bytes) {
@@ -295,8 +313,8 @@ TEST(GgufLlamaTest, WrongKeysAreNamed) {
                                  "\"two\"")));
   EXPECT_THAT(LoadBytes(dir, SyntheticLlama().String("general.architecture", "gpt2").Build()),
               StatusIs(absl::StatusCode::kUnimplemented,
-                       HasSubstr("key 'general.architecture': expected \"llama\", found "
-                                 "\"gpt2\"")));
+                       HasSubstr("key 'general.architecture': architecture \"gpt2\" is not "
+                                 "supported, expected one of \"llama\", \"qwen2\", \"qwen3\"")));
   EXPECT_THAT(LoadBytes(dir, SyntheticLlama().U32("llama.vocab_size", 41).Build()),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("key 'llama.vocab_size': expected 40, the rows of tensor "
@@ -364,7 +382,85 @@ TEST(GgufLlamaTest, WrongTensorsAreNamed) {
                          .F32Tensor("blk.0.attn_q.bias", {kHidden}, std::vector<float>(kHidden))
                          .Build()),
       StatusIs(absl::StatusCode::kUnimplemented,
-               HasSubstr("tensor 'blk.0.attn_q.bias': biases are not supported")));
+               HasSubstr("tensor 'blk.0.attn_q.bias' is not part of LlamaForCausalLM")));
+}
+
+// Qwen's Q and K rows are stored as Hugging Face has them (llama.cpp's converter permutes only
+// Llama's: Qwen uses NEOX-style rope, which is the executors' rotate-half), with their family's
+// extra tensors.
+TEST(GgufLlamaTest, QwenFamiliesKeepTheirRowsAndExtraTensors) {
+  TestDir dir;
+  for (const std::string arch : {"qwen2", "qwen3"}) {
+    SCOPED_TRACE(arch);
+    auto weights = LoadBytes(dir, SyntheticModel(arch).Build());
+    ASSERT_OK(weights);
+    const ModelConfig& c = (*weights)->config();
+    EXPECT_EQ(c.architecture, arch == "qwen2" ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM");
+    EXPECT_EQ(c.attention_bias, arch == "qwen2");
+    EXPECT_EQ(c.qk_norm, arch == "qwen3");
+    EXPECT_EQ(c.rope_theta, 500000.0);
+    for (int64_t i = 0; i < kLayers; ++i) {
+      const LayerWeights& l = (*weights)->layers()[i];
+      const float t = 10.0f * static_cast<float>(i + 1);
+      for (int64_t r = 0; r < kHeads * kHeadDim; ++r) {
+        EXPECT_EQ(At(l.q_proj, r * kHidden), 1000 * (t + 1) + static_cast<float>(r));
+      }
+      for (int64_t r = 0; r < kKvHeads * kHeadDim; ++r) {
+        EXPECT_EQ(At(l.k_proj, r * kHidden + 1), 1000 * (t + 2) + r + 1.0f / 128);
+      }
+      if (arch == "qwen2") {
+        EXPECT_EQ(l.q_bias.shape, (std::vector<int64_t>{kHeads * kHeadDim}));
+        EXPECT_EQ(At(l.q_bias, 5), 1000 * (t + 11) + 5.0f / 128);
+        EXPECT_EQ(At(l.k_bias, 3), 1000 * (t + 12) + 3.0f / 128);
+        EXPECT_EQ(At(l.v_bias, 31), 1000 * (t + 13) + 31.0f / 128);
+        EXPECT_EQ(l.q_norm.data, nullptr);
+      } else {
+        EXPECT_EQ(l.q_norm.shape, (std::vector<int64_t>{kHeadDim}));
+        EXPECT_EQ(At(l.q_norm, 7), 1000 * (t + 14) + 7.0f / 128);
+        EXPECT_EQ(At(l.k_norm, 15), 1000 * (t + 15) + 15.0f / 128);
+        EXPECT_EQ(l.q_bias.data, nullptr);
+      }
+    }
+  }
+  EXPECT_EQ(GgufLlamaTensorName("model.layers.2.self_attn.v_proj.bias"), "blk.2.attn_v.bias");
+  EXPECT_EQ(GgufLlamaTensorName("model.layers.0.self_attn.k_norm.weight"),
+            "blk.0.attn_k_norm.weight");
+}
+
+// A file whose architecture and tensors disagree is refused naming the tensor: a tensor the
+// family needs that is missing, or a bias or per-head norm it does not have.
+TEST(GgufLlamaTest, FamilyTensorsThatDisagreeWithTheArchitectureAreNamed) {
+  TestDir dir;
+  EXPECT_THAT(LoadBytes(dir, SyntheticModel("qwen2").RemoveTensor("blk.1.attn_q.bias").Build()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("missing tensor 'blk.1.attn_q.bias' "
+                                 "(model.layers.1.self_attn.q_proj.bias, expected shape [64])")));
+  EXPECT_THAT(
+      LoadBytes(dir, SyntheticModel("qwen3").RemoveTensor("blk.0.attn_k_norm.weight").Build()),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("missing tensor 'blk.0.attn_k_norm.weight' "
+                         "(model.layers.0.self_attn.k_norm.weight, expected shape [16])")));
+  EXPECT_THAT(LoadBytes(dir, SyntheticLlama()
+                                 .F32Tensor("blk.1.attn_q_norm.weight", {kHeadDim},
+                                            std::vector<float>(kHeadDim))
+                                 .Build()),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("tensor 'blk.1.attn_q_norm.weight' is not part of "
+                                 "LlamaForCausalLM")));
+  EXPECT_THAT(LoadBytes(dir, SyntheticModel("qwen3")
+                                 .F32Tensor("blk.0.attn_v.bias", {kKvHeads * kHeadDim},
+                                            std::vector<float>(kKvHeads * kHeadDim))
+                                 .Build()),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("tensor 'blk.0.attn_v.bias' is not part of Qwen3ForCausalLM")));
+  // A family's keys are its own: a qwen2 file with llama's keys lacks them.
+  EXPECT_THAT(LoadBytes(dir, SyntheticLlama().String("general.architecture", "qwen2").Build()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("missing required key 'qwen2.context_length'")));
+  EXPECT_THAT(LoadBytes(dir, SyntheticLlama().String("general.architecture", "gemma3").Build()),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       AllOf(HasSubstr("\"gemma3\" is not supported"),
+                             HasSubstr("\"llama\", \"qwen2\", \"qwen3\""))));
 }
 
 // Found by gguf_fuzzer (an out-of-memory): a block_count of 2^24 layers, the most a config may

@@ -79,6 +79,63 @@ constexpr char kLlama32Config[] = R"({
   "vocab_size": 128256
 })";
 
+// Qwen2.5-0.5B-Instruct's config.json, as published.
+constexpr char kQwen25Config[] = R"({
+  "architectures": ["Qwen2ForCausalLM"],
+  "attention_dropout": 0.0,
+  "bos_token_id": 151643,
+  "eos_token_id": 151645,
+  "hidden_act": "silu",
+  "hidden_size": 896,
+  "initializer_range": 0.02,
+  "intermediate_size": 4864,
+  "max_position_embeddings": 32768,
+  "max_window_layers": 21,
+  "model_type": "qwen2",
+  "num_attention_heads": 14,
+  "num_hidden_layers": 24,
+  "num_key_value_heads": 2,
+  "rms_norm_eps": 1e-06,
+  "rope_theta": 1000000.0,
+  "sliding_window": 32768,
+  "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.43.1",
+  "use_cache": true,
+  "use_sliding_window": false,
+  "vocab_size": 151936
+})";
+
+// Qwen3-0.6B's config.json, as published.
+constexpr char kQwen3Config[] = R"({
+  "architectures": ["Qwen3ForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "bos_token_id": 151643,
+  "eos_token_id": 151645,
+  "head_dim": 128,
+  "hidden_act": "silu",
+  "hidden_size": 1024,
+  "initializer_range": 0.02,
+  "intermediate_size": 3072,
+  "max_position_embeddings": 40960,
+  "max_window_layers": 28,
+  "model_type": "qwen3",
+  "num_attention_heads": 16,
+  "num_hidden_layers": 28,
+  "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-06,
+  "rope_scaling": null,
+  "rope_theta": 1000000,
+  "sliding_window": null,
+  "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.51.0",
+  "use_cache": true,
+  "use_sliding_window": false,
+  "vocab_size": 151936
+})";
+
 Json Minimal() {
   return Json{{"architectures", {"LlamaForCausalLM"}},
               {"vocab_size", 1000},
@@ -115,6 +172,79 @@ TEST(ModelConfigTest, ModelTypeLlamaWithoutArchitectures) {
   EXPECT_THAT(ParseModelConfig(json.dump(), "config.json"),
               StatusIs(absl::StatusCode::kUnimplemented,
                        AllOf(HasSubstr("'model_type'"), HasSubstr("mistral"))));
+}
+
+TEST(ModelConfigTest, Qwen2HasQkvBiases) {
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(kQwen25Config, "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->architecture, "Qwen2ForCausalLM");
+  EXPECT_TRUE(config->attention_bias);
+  EXPECT_FALSE(config->qk_norm);
+  EXPECT_EQ(config->family()->name, std::string("qwen2"));
+  EXPECT_EQ(config->head_dim, 64);
+  EXPECT_TRUE(config->tie_word_embeddings);
+  EXPECT_DOUBLE_EQ(config->rope_theta, 1e6);
+  EXPECT_EQ(config->NumParameters(), 494032768);  // "0.49B", biases counted
+}
+
+TEST(ModelConfigTest, Qwen3HasPerHeadNormsAndItsOwnHeadDim) {
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(kQwen3Config, "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->architecture, "Qwen3ForCausalLM");
+  EXPECT_FALSE(config->attention_bias);
+  EXPECT_TRUE(config->qk_norm);
+  EXPECT_EQ(config->head_dim, 128);  // not hidden_size / num_attention_heads = 64
+  EXPECT_EQ(config->q_size(), 2048);
+  // "0.6B"; 0.44B without the embeddings.
+  EXPECT_EQ(config->NumParameters(), 596049920);
+  EXPECT_EQ(config->NumParameters() - config->vocab_size * config->hidden_size, 440467456);
+}
+
+TEST(ModelConfigTest, FamilyByModelTypeAndTheListOfFamilies) {
+  Json json = Json::parse(kQwen3Config);
+  json.erase("architectures");
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(json.dump(), "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->architecture, "Qwen3ForCausalLM");
+  EXPECT_EQ(SupportedFamilyNames(), "\"llama\", \"qwen2\", \"qwen3\"");
+  EXPECT_EQ(SupportedArchitectures(),
+            "\"LlamaForCausalLM\", \"Qwen2ForCausalLM\", \"Qwen3ForCausalLM\"");
+  for (const ModelFamily& family : ModelFamilies()) {
+    EXPECT_EQ(FindModelFamilyByName(family.name), &family);
+    EXPECT_EQ(FindModelFamilyByArchitecture(family.architecture), &family);
+  }
+  EXPECT_EQ(FindModelFamilyByName("gemma3"), nullptr);
+}
+
+// ModelConfigToJson writes what the family's transformers config reads back.
+TEST(ModelConfigTest, ToJsonKeepsTheFamily) {
+  for (const char* text : {kQwen25Config, kQwen3Config}) {
+    absl::StatusOr<ModelConfig> config = ParseModelConfig(text, "config.json");
+    ASSERT_OK(config);
+    const Json json = Json::parse(ModelConfigToJson(*config));
+    EXPECT_EQ(json["architectures"], Json::array({config->architecture}));
+    EXPECT_EQ(json["model_type"], config->family()->name);
+    absl::StatusOr<ModelConfig> again = ParseModelConfig(json.dump(), "again.json");
+    ASSERT_OK(again);
+    EXPECT_EQ(again->architecture, config->architecture);
+    EXPECT_EQ(again->qk_norm, config->qk_norm);
+    EXPECT_EQ(again->attention_bias, config->attention_bias);
+    EXPECT_EQ(again->head_dim, config->head_dim);
+  }
+}
+
+TEST(ModelConfigTest, ValidateRefusesAFamilyThatDisagreesWithItsArchitecture) {
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(kQwen3Config, "config.json");
+  ASSERT_OK(config);
+  ModelConfig wrong = *config;
+  wrong.qk_norm = false;
+  EXPECT_THAT(wrong.Validate(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                         HasSubstr("disagree with Qwen3ForCausalLM")));
+  wrong = *config;
+  wrong.architecture = "GemmaForCausalLM";
+  EXPECT_THAT(wrong.Validate(), StatusIs(absl::StatusCode::kUnimplemented,
+                                         AllOf(HasSubstr("\"GemmaForCausalLM\" is not supported"),
+                                               HasSubstr("\"Qwen2ForCausalLM\""))));
 }
 
 TEST(ModelConfigTest, TinyLlamaGroupedQueryAttention) {
@@ -218,7 +348,32 @@ std::vector<BadConfigCase> BadConfigCases() {
          return j;
        },
        StatusCode::kUnimplemented,
-       {"'architectures'", "LlamaForCausalLM", "MistralForCausalLM"}},
+       {"field 'architectures' must contain one of \"LlamaForCausalLM\", \"Qwen2ForCausalLM\", "
+        "\"Qwen3ForCausalLM\", found [\"MistralForCausalLM\"]"}},
+      {"sliding window",
+       [] {
+         Json j = Json::parse(kQwen25Config);
+         j["use_sliding_window"] = true;
+         return j;
+       },
+       StatusCode::kUnimplemented,
+       {"'use_sliding_window'", "found true"}},
+      {"sliding layers",
+       [] {
+         Json j = Json::parse(kQwen3Config);
+         j["layer_types"] = {"full_attention", "sliding_attention"};
+         return j;
+       },
+       StatusCode::kUnimplemented,
+       {"'layer_types'", "\"sliding_attention\""}},
+      {"qwen3 attention bias",
+       [] {
+         Json j = Json::parse(kQwen3Config);
+         j["attention_bias"] = true;
+         return j;
+       },
+       StatusCode::kUnimplemented,
+       {"'attention_bias'", "Qwen3ForCausalLM has no attention biases"}},
       {"missing field",
        [] {
          Json j = Minimal();

@@ -22,6 +22,9 @@ struct Layer {
   std::vector<float> input_norm;
   std::vector<float> post_attention_norm;
   std::unique_ptr<Linear> qkv;      // [q + k + v, hidden]
+  std::vector<float> qkv_bias;      // [q + k + v] after the product; empty without biases
+  std::vector<float> q_norm;        // [head_dim] per query head; empty without per-head norms
+  std::vector<float> k_norm;        // [head_dim] per key head
   std::unique_ptr<Linear> o;        // [hidden, q]
   std::unique_ptr<Linear> gate_up;  // [2 * intermediate, hidden]
   std::unique_ptr<Linear> down;     // [hidden, intermediate]
@@ -162,7 +165,9 @@ int64_t CpuExecutor::weight_bytes() const {
   int64_t bytes = linear_weight_bytes() +
                   static_cast<int64_t>(impl_->embed_bytes.size() + impl_->final_norm.size() * 4);
   for (const Layer& layer : impl_->layers) {
-    bytes += static_cast<int64_t>(4 * (layer.input_norm.size() + layer.post_attention_norm.size()));
+    bytes += static_cast<int64_t>(4 * (layer.input_norm.size() + layer.post_attention_norm.size() +
+                                       layer.qkv_bias.size() + layer.q_norm.size() +
+                                       layer.k_norm.size()));
   }
   return bytes;
 }
@@ -239,6 +244,15 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
     AppendAsFloat(lw.post_attention_layernorm, &layer.post_attention_norm);
     ASSIGN_OR_RETURN(layer.qkv, Linear::Create({&lw.q_proj, &lw.k_proj, &lw.v_proj}, format,
                                                options.few_row_kernel, options.batch_invariant));
+    if (c.attention_bias) {
+      for (const TensorView* bias : {&lw.q_bias, &lw.k_bias, &lw.v_bias}) {
+        AppendAsFloat(*bias, &layer.qkv_bias);
+      }
+    }
+    if (c.qk_norm) {
+      AppendAsFloat(lw.q_norm, &layer.q_norm);
+      AppendAsFloat(lw.k_norm, &layer.k_norm);
+    }
     ASSIGN_OR_RETURN(layer.o, Linear::Create({&lw.o_proj}, format, options.few_row_kernel,
                                              options.batch_invariant));
     ASSIGN_OR_RETURN(layer.gate_up,
@@ -351,7 +365,8 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
     Layer& layer = layers[l];
     layer.qkv->Forward(hs, m, qkvs);
 
-    // Rotary embedding on Q and K, then K and V into their paged slots (real tokens only).
+    // The family's QKV biases and per-head Q/K norms, rotary embedding on Q and K, then K and V
+    // into their paged slots (real tokens only).
 #pragma omp parallel for schedule(static) if (m * qkv_width >= kMinParallelWork)
     for (int64_t i = 0; i < m; ++i) {
       const int32_t t = slot_pos[i];
@@ -360,6 +375,11 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
       float* q = qkvs + i * qkv_width;
       float* k = q + q_size;
       const float* v = k + kv_size;
+      if (!layer.qkv_bias.empty()) AddInPlace(q, layer.qkv_bias.data(), qkv_width);
+      if (!layer.q_norm.empty()) {
+        RmsNorm(q, layer.q_norm.data(), c.num_attention_heads, hd, eps, q);
+        RmsNorm(k, layer.k_norm.data(), c.num_key_value_heads, hd, eps, k);
+      }
       const float* a = angles + i * 2 * half;
       RopeTable::Apply(q, c.num_attention_heads, hd, a, a + half);
       RopeTable::Apply(k, c.num_key_value_heads, hd, a, a + half);

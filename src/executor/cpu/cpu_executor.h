@@ -1,6 +1,8 @@
-// The CPU executor: the Llama forward pass over a paged KV cache in host memory. Linear layers run
-// through the project's kernels or oneDNN (fp32 or bf16 weights); attention, norms and rotary
-// embeddings are parallelized with OpenMP, the same threads oneDNN uses. Not thread-safe: one
+// The CPU executor: the forward pass of every family of ModelFamilies() (Llama, and the QKV biases
+// and per-head Q/K norms of Qwen2 and Qwen3, read from ModelConfig) over a paged KV cache in host
+// memory. Linear layers run through the project's kernels or oneDNN (fp32 or bf16 weights);
+// attention, norms and rotary embeddings are parallelized with OpenMP, the same threads oneDNN
+// uses. Not thread-safe: one
 // engine loop calls Step at a time.
 //
 // Batch invariance (CpuExecutorOptions::batch_invariant, the default): a sequence's logits, and so

@@ -487,10 +487,24 @@ HalfType ToHalfType(CudaWeightType type) {
   return type == CudaWeightType::kF16 ? HalfType::kF16 : HalfType::kBF16;
 }
 
+// The CUDA kernels run Llama's layout only: a family with QKV biases or per-head Q/K norms
+// (Qwen2, Qwen3) is refused rather than run without them.
+absl::Status CheckFamily(const ModelConfig& config) {
+  if (config.attention_bias || config.qk_norm) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "the CUDA executor does not run %s yet (%s); serve it with the CPU executor",
+        config.architecture,
+        config.attention_bias ? "biases on the query, key and value projections"
+                              : "RMS norms on each head's queries and keys"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(
     const ModelWeights& weights, const CudaExecutorOptions& options) {
+  RETURN_IF_ERROR(CheckFamily(weights.config()));
   CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
   auto impl = std::make_unique<Impl>();
   ASSIGN_OR_RETURN(impl->model,
@@ -501,6 +515,7 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(
 
 absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::CreateRandom(
     const ModelConfig& config, const CudaExecutorOptions& options, uint64_t seed) {
+  RETURN_IF_ERROR(CheckFamily(config));
   CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
   auto impl = std::make_unique<Impl>();
   ASSIGN_OR_RETURN(impl->model,
