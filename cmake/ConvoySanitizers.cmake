@@ -5,7 +5,9 @@ if(CONVOY_SANITIZE)
   if(NOT CONVOY_SANITIZE MATCHES "^(address,undefined|undefined,address|address|undefined|thread)$")
     message(FATAL_ERROR "CONVOY_SANITIZE: address,undefined or thread, not '${CONVOY_SANITIZE}'")
   endif()
-  set(convoy_sanitize_flags -fsanitize=${CONVOY_SANITIZE} -fno-omit-frame-pointer -g)
+  # -g1: line tables, all a report's stack needs to name each frame's function, file and line;
+  # full debug information makes the build far slower and larger for nothing the reports use.
+  set(convoy_sanitize_flags -fsanitize=${CONVOY_SANITIZE} -fno-omit-frame-pointer -g1)
   if(CONVOY_SANITIZE MATCHES "undefined")
     # A report is a failure, not a message on stderr that a passing test would hide.
     list(APPEND convoy_sanitize_flags -fno-sanitize-recover=undefined)

@@ -83,13 +83,27 @@ for var in PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_TRUSTED_HOST PIP_DEFAULT_TIMEOU
 done
 [ -f /etc/pip.conf ] && grep -v '^ *cert *=' /etc/pip.conf >"$root/etc/pip.conf"
 
-git clone -q "$repo" "$root/root/convoy" || cannot "git clone of $repo failed"
-echo "fresh-root: $(git -C "$root/root/convoy" log -1 --format='%h %s' | cut -c1-100)" >&2
+# The clone sits at the same path as this checkout, so that a build there compiles with the same
+# command lines as one here (the tests' CONVOY_SOURCE_DIR among them).
+mkdir -p "$root$(dirname "$repo")"
+git clone -q "$repo" "$root$repo" || cannot "git clone of $repo failed"
+echo "fresh-root: $(git -C "$root$repo" log -1 --format='%h %s' | cut -c1-100)" >&2
+
+# CONVOY_FRESH_CCACHE=DIR: DIR (this machine's ccache) is the root's compiler cache. The root still
+# installs everything itself (ccache too, through scripts/setup.sh; without it nothing is taken
+# from the cache); what it takes are the objects that its own compiler, from the same Debian
+# packages, would make from the same sources and headers (ccache hashes the compiler, the command
+# line and every header's contents). CI uses it so that the root does not build everything again.
+if [ -n "${CONVOY_FRESH_CCACHE:-}" ]; then
+  mkdir -p "$CONVOY_FRESH_CCACHE" "$root/root/.cache/ccache"
+  mount_into root/.cache/ccache --bind "$CONVOY_FRESH_CCACHE"
+  echo "fresh-root: compiler cache from $CONVOY_FRESH_CCACHE" >&2
+fi
 
 start=$SECONDS
 chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 CI=true \
   PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "${env_args[@]}" \
-  /bin/bash -c 'cd "$HOME/convoy" && exec "$@"' fresh-root "$@"
+  /bin/bash -c 'cd "$0" && exec "$@"' "$repo" "$@"
 rc=$?
 echo "fresh-root: '$*' exited $rc after $((SECONDS - start)) s on a new Debian 12" >&2
 exit $rc

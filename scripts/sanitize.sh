@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # Runs the tests under sanitizers, each in its own CPU build folder:
 #   scripts/sanitize.sh asan            every test under AddressSanitizer + UndefinedBehaviorSanitizer
-#   scripts/sanitize.sh tsan            the engine, scheduler and daemon tests under ThreadSanitizer;
-#                                       with Debian's abseil (not instrumented) every absl::Mutex
-#                                       looks like no synchronisation: its reports are false
-#                                       positives until abseil is built with -fsanitize=thread
+#   scripts/sanitize.sh tsan            the tests labelled "threaded" (engine, scheduler, front
+#                                       ends, HTTP, daemon) under ThreadSanitizer, over Debian's
+#                                       abseil built with -fsanitize=thread (tsan_abseil below)
 #   scripts/sanitize.sh thread-safety   clang's -Wthread-safety over every library and binary
 # Extra arguments go to ctest. Installs clang when a mode needs it and it is missing.
 set -euo pipefail
@@ -13,7 +12,19 @@ mode=${1:-}
 shift || true
 scripts/setup.sh
 jobs=${CONVOY_BUILD_JOBS:-$(nproc)}
-common=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCONVOY_ENABLE_CUDA=OFF -DCONVOY_BUILD_BENCHMARKS=OFF)
+common=(-DCMAKE_BUILD_TYPE=Release -DCONVOY_ENABLE_CUDA=OFF -DCONVOY_BUILD_BENCHMARKS=OFF)
+
+# configure DIR GENERATOR cmake-arguments...: a build folder made by another generator is made anew
+# (cmake refuses to switch generators in place).
+configure() {
+  local dir=$1 generator=$2
+  shift 2
+  if [ -f "$dir/CMakeCache.txt" ] &&
+    ! grep -qx "CMAKE_GENERATOR:INTERNAL=$generator" "$dir/CMakeCache.txt"; then
+    rm -rf "$dir"
+  fi
+  cmake -S . -B "$dir" -G "$generator" "${common[@]}" "$@" >/dev/null
+}
 
 need_clang() {
   command -v clang++ >/dev/null && return
@@ -23,9 +34,46 @@ need_clang() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends clang >/dev/null
 }
 
+# tsan_abseil: prints the prefix of Debian's abseil (the installed version, from its source
+# package, Debian's patches applied) built as Debian builds it but with -fsanitize=thread, so that
+# ThreadSanitizer sees absl::Mutex synchronise. Built once per version, under CONVOY_TSAN_CACHE.
+tsan_abseil() {
+  local version cache prefix work mirror apt_opts
+  version=$(dpkg-query -W -f='${Version}' libabsl-dev)
+  cache=${CONVOY_TSAN_CACHE:-/var/tmp/convoy-tsan}
+  prefix=$cache/abseil-$version
+  if [ ! -f "$prefix/.complete" ]; then
+    echo "sanitize: building abseil $version with -fsanitize=thread into $prefix (once)" >&2
+    work=$cache/work
+    rm -rf "$work" "$prefix" && mkdir -p "$work/lists/partial"
+    # The source package from this machine's Debian mirror, through a sources list of our own
+    # (the machine's apt configuration is left as it is).
+    mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null)
+    [ -n "$mirror" ] ||
+      mirror=$(awk '$1 == "deb" {print $2; exit}' /etc/apt/sources.list 2>/dev/null)
+    echo "deb-src ${mirror:-http://deb.debian.org/debian} bookworm main" >"$work/sources.list"
+    apt_opts=(-o "Dir::Etc::SourceList=$work/sources.list" -o Dir::Etc::SourceParts=/dev/null
+      -o "Dir::State::Lists=$work/lists")
+    (cd "$work" && apt-get "${apt_opts[@]}" update -qq &&
+      apt-get "${apt_opts[@]}" source -qq "abseil=$version") >&2
+    # As debian/rules builds the shared libraries: C++17, the same options.h, the same sonames.
+    cmake -S "$work"/abseil-*/ -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_CXX_STANDARD=17 -DBUILD_SHARED_LIBS=ON -DCMAKE_INSTALL_PREFIX="$prefix" \
+      -DCMAKE_INSTALL_LIBDIR=lib -DCMAKE_CXX_FLAGS="-fsanitize=thread -g1" \
+      -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread >&2
+    cmake --build "$work/build" -j "$jobs" >&2
+    cmake --install "$work/build" >&2
+    rm -rf "$work"
+    touch "$prefix/.complete"
+  fi
+  echo "$prefix"
+}
+
 case "$mode" in
   asan)
-    cmake -S . -B build-asan "${common[@]}" -DCONVOY_SANITIZE=address,undefined >/dev/null
+    # CMake's default generator (Unix Makefiles) here, where Ninja everywhere else: CI's one build
+    # of every test with it, at -j2, which is where test discovery once raced with the linker.
+    configure build-asan "Unix Makefiles" -DCONVOY_SANITIZE=address,undefined
     cmake --build build-asan -j "$jobs"
     # The default model, for the tests that run it (as scripts/test.sh fetches it).
     scripts/fetch-default-model.sh >/dev/null ||
@@ -35,18 +83,21 @@ case "$mode" in
       ctest --test-dir build-asan --output-on-failure -j "$(nproc)" "$@"
     ;;
   tsan)
-    cmake -S . -B build-tsan "${common[@]}" -DCONVOY_SANITIZE=thread >/dev/null
-    cmake --build build-tsan -j "$jobs" --target engine_loop_test scheduler_random_test \
-      scheduler_cpu_parity_test daemon_e2e_test daemon_errors_test daemon_metrics_test convoyd
-    # libgomp is not instrumented: one OpenMP thread keeps its pool out of the reports.
-    OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-      ctest --test-dir build-tsan --output-on-failure -j "$(nproc)" \
-      -R '(EngineLoop|RandomTest|CpuParity|Daemon|ClientTest)' "$@"
+    absl_prefix=$(tsan_abseil)
+    configure build-tsan Ninja -DCONVOY_SANITIZE=thread -DCMAKE_PREFIX_PATH="$absl_prefix"
+    cmake --build build-tsan -j "$jobs" --target convoy_threaded_tests
+    # The instrumented abseil for every library that loads it (gRPC's too). libgomp is not
+    # instrumented: one OpenMP thread keeps its pool out of the reports.
+    LD_LIBRARY_PATH="$absl_prefix/lib" OMP_NUM_THREADS=1 \
+      TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp" \
+      ctest --test-dir build-tsan --output-on-failure -j "$(nproc)" -L threaded "$@"
     ;;
   thread-safety)
     need_clang
-    CC=clang CXX=clang++ cmake -S . -B build-clang "${common[@]}" -DCONVOY_BUILD_TESTS=OFF \
-      -DCONVOY_THREAD_SAFETY=ON >/dev/null
+    # -O0: the analysis runs before any optimisation, which would only cost time here.
+    CC=clang CXX=clang++ configure build-clang Ninja -DCONVOY_BUILD_TESTS=OFF \
+      -DCONVOY_THREAD_SAFETY=ON -DCMAKE_C_FLAGS_RELEASE="-O0 -DNDEBUG" \
+      -DCMAKE_CXX_FLAGS_RELEASE="-O0 -DNDEBUG"
     cmake --build build-clang -j "$jobs"
     ;;
   *)

@@ -8,7 +8,7 @@ packages=(
   libabsl-dev libspdlog-dev nlohmann-json3-dev libboost-dev
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   libdnnl-dev ocl-icd-opencl-dev prometheus-cpp-dev libpcre2-dev libssl-dev openssl
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev ccache
 )
 
 missing=()

@@ -1,0 +1,23 @@
+# C and C++ compile through ccache when it is installed (scripts/setup.sh installs it) and
+# CONVOY_CCACHE is on: a rebuild of unchanged sources, in any build folder of the same
+# configuration, takes its objects from the cache (~/.cache/ccache unless CCACHE_DIR says
+# otherwise). CI shares one cache between this machine's build and the fresh Debian root's, whose
+# compiler and headers come from the same packages (.ci/run, scripts/fresh-root.sh).
+#
+# The tests compile over a precompiled header (tests/CMakeLists.txt): ccache caches those compiles
+# only when told to ignore the header's __DATE__/__TIME__ and the macros defined with it
+# (sloppiness pch_defines,time_macros; no test reads either).
+# A launcher the caller chose (-DCMAKE_CXX_COMPILER_LAUNCHER=...) is kept.
+if(NOT CONVOY_CCACHE OR CMAKE_CXX_COMPILER_LAUNCHER)
+  return()
+endif()
+find_program(CONVOY_CCACHE_PROGRAM ccache)
+if(NOT CONVOY_CCACHE_PROGRAM)
+  return()
+endif()
+set(convoy_ccache_launcher ${CMAKE_COMMAND} -E env
+  CCACHE_SLOPPINESS=pch_defines,time_macros
+  ${CONVOY_CCACHE_PROGRAM})
+set(CMAKE_C_COMPILER_LAUNCHER ${convoy_ccache_launcher})
+set(CMAKE_CXX_COMPILER_LAUNCHER ${convoy_ccache_launcher})
+message(STATUS "convoy: compiling through ${CONVOY_CCACHE_PROGRAM}")
