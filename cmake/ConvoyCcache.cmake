@@ -7,6 +7,9 @@
 # The tests compile over a precompiled header (tests/CMakeLists.txt): ccache caches those compiles
 # only when told to ignore the header's __DATE__/__TIME__ and the macros defined with it
 # (sloppiness pch_defines,time_macros; no test reads either).
+# CCACHE_BASEDIR: paths under the source tree enter the hash relative to the build folder, so that
+# two checkouts at different paths share objects (test code that embeds CONVOY_SOURCE_DIR does not).
+#
 # A launcher the caller chose (-DCMAKE_CXX_COMPILER_LAUNCHER=...) is kept.
 if(NOT CONVOY_CCACHE OR CMAKE_CXX_COMPILER_LAUNCHER)
   return()
@@ -16,7 +19,7 @@ if(NOT CONVOY_CCACHE_PROGRAM)
   return()
 endif()
 set(convoy_ccache_launcher ${CMAKE_COMMAND} -E env
-  CCACHE_SLOPPINESS=pch_defines,time_macros
+  CCACHE_SLOPPINESS=pch_defines,time_macros CCACHE_BASEDIR=${CMAKE_SOURCE_DIR}
   ${CONVOY_CCACHE_PROGRAM})
 set(CMAKE_C_COMPILER_LAUNCHER ${convoy_ccache_launcher})
 set(CMAKE_CXX_COMPILER_LAUNCHER ${convoy_ccache_launcher})
