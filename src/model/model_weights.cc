@@ -265,7 +265,9 @@ absl::Status ModelWeights::AssignViews(const TensorIndex& index, const std::stri
 
   // A bias or a per-head norm that the family does not have would change every answer if it
   // were ignored: refuse it.
-  for (const auto& [name, view] : index) {
+  for (const auto& [tensor_name, view] : index) {
+    // A named reference: clang 14 cannot capture a structured binding.
+    const std::string& name = tensor_name;
     if ((absl::EndsWith(name, ".bias") || absl::EndsWith(name, "q_norm.weight") ||
          absl::EndsWith(name, "k_norm.weight")) &&
         std::none_of(views.begin(), views.end(),
