@@ -84,10 +84,11 @@ case "$mode" in
     absl_prefix=$(tsan_abseil)
     configure build-tsan Ninja -DCONVOY_SANITIZE=thread -DCMAKE_PREFIX_PATH="$absl_prefix"
     cmake --build build-tsan -j "$jobs" --target convoy_threaded_tests
-    # Left out: the determinism test on the real default model (minutes of one-thread arithmetic
-    # under TSan, no threads to judge). The instrumented abseil for every library that loads it (gRPC's too). libgomp (GCC's OpenMP
+    # The instrumented abseil for every library that loads it (gRPC's too). libgomp (GCC's OpenMP
     # runtime) is not instrumented, so the barrier ending each parallel region is invisible to TSan:
     # OMP_THREAD_LIMIT=1 runs every region on its calling thread alone, whatever the executor asks.
+    # Left out: the determinism test on the real default model (minutes of one-thread arithmetic
+    # under TSan, no threads to judge).
     LD_LIBRARY_PATH="$absl_prefix/lib" OMP_THREAD_LIMIT=1 \
       TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp" \
       ctest --test-dir build-tsan --output-on-failure -j "$(nproc)" -L threaded \
