@@ -8,7 +8,8 @@
 # only when told to ignore the header's __DATE__/__TIME__ and the macros defined with it
 # (sloppiness pch_defines,time_macros; no test reads either).
 # CCACHE_BASEDIR: paths under the source tree enter the hash relative to the build folder, so that
-# two checkouts at different paths share objects (test code that embeds CONVOY_SOURCE_DIR does not).
+# two checkouts at different paths share objects. Only tests/test_paths.cc embeds the checkout's
+# path (and the few tests that name a program's path in the build folder).
 #
 # A launcher the caller chose (-DCMAKE_CXX_COMPILER_LAUNCHER=...) is kept.
 if(NOT CONVOY_CCACHE OR CMAKE_CXX_COMPILER_LAUNCHER)

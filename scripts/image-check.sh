@@ -171,6 +171,17 @@ for var in PIP_CERT REQUESTS_CA_BUNDLE SSL_CERT_FILE; do
   fi
 done
 if [ -n "${PIP_INDEX_URL:-}" ]; then build_args+=(--build-arg "PIP_INDEX_URL=$PIP_INDEX_URL"); fi
+# The build compiles through this machine's compiler cache, mounted into the build stage (the
+# image's layers never hold it): a rebuild after a small change takes minutes less. The build's
+# compiler comes from the same Debian packages as this machine's, so ccache takes objects made by
+# earlier image builds (the image's flags differ from the tests' build: no -march=native).
+# CONVOY_IMAGE_CCACHE=0 builds without it.
+if [ "${CONVOY_IMAGE_CCACHE:-1}" != 0 ] && ccache_dir=$(ccache -k cache_dir 2>/dev/null); then
+  mkdir -p "$ccache_dir"
+  build_args+=(--volume "$ccache_dir:/var/cache/convoy-ccache"
+    --build-arg CONVOY_CCACHE_DIR=/var/cache/convoy-ccache)
+  say "compiler cache: $ccache_dir"
+fi
 log=$cache/build.log
 say "building $image from docker/Dockerfile (log: $log)"
 set +e

@@ -23,6 +23,7 @@
 #include "model/random_model.h"
 #include "nlohmann/json.hpp"
 #include "test_models.h"
+#include "test_paths.h"
 
 namespace convoy::testing {
 namespace {
@@ -58,7 +59,7 @@ std::string WriteSmolLm2VocabModel(const std::string& name, int64_t max_position
   config.vocab_size = 49152;
   config.max_position_embeddings = max_position_embeddings;
   const std::string dir = WriteTestModel(name, config);
-  const std::string fixtures = std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures";
+  const std::string fixtures = TestSourceDir() + "/tests/fixtures";
   std::filesystem::copy_file(fixtures + "/tokenizer/smollm2/tokenizer.json",
                              dir + "/tokenizer.json",
                              std::filesystem::copy_options::overwrite_existing);

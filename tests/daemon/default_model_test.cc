@@ -21,6 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "test_paths.h"
 
 namespace convoy::testing {
 namespace {
@@ -42,13 +43,13 @@ std::string ReadText(const std::string& path) {
 std::string ModelPath() {
   const char* env = std::getenv("CONVOY_MODELS_DIR");
   std::string dir = env != nullptr && *env != '\0' ? env : "models";
-  if (dir.front() != '/') dir = absl::StrCat(CONVOY_SOURCE_DIR, "/", dir);
+  if (dir.front() != '/') dir = absl::StrCat(TestSourceDir(), "/", dir);
   return absl::StrCat(dir, "/", kModelFile);
 }
 
 const nlohmann::json& Reference() {
   static const nlohmann::json* reference = new nlohmann::json(nlohmann::json::parse(
-      ReadText(std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/default_model/reference.json")));
+      ReadText(TestSourceDir() + "/tests/fixtures/default_model/reference.json")));
   return *reference;
 }
 
@@ -134,7 +135,7 @@ DaemonProcess* DefaultModelTest::daemon_ = nullptr;
 TEST(DefaultModelReferenceTest, IsForTheFileTheFetchScriptChecks) {
   // The fixture and the fetched file must be the same model: a new default model needs a new
   // reference (scripts/fixtures/default_model_reference.py).
-  const std::string script = ReadText(absl::StrCat(CONVOY_SOURCE_DIR, "/", kFetchScript));
+  const std::string script = ReadText(absl::StrCat(TestSourceDir(), "/", kFetchScript));
   std::smatch match;
   ASSERT_TRUE(std::regex_search(script, match, std::regex("\nsha256=([0-9a-f]{64})\n")))
       << kFetchScript << " has no sha256= line";

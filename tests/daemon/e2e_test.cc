@@ -24,6 +24,7 @@
 #include "model/model_weights.h"
 #include "nlohmann/json.hpp"
 #include "status_matchers.h"
+#include "test_paths.h"
 
 namespace convoy::testing {
 namespace {
@@ -234,7 +235,7 @@ TEST(DaemonKvDtypeTest, InfoReportsTheCacheTypeAndItsTokens) {
 // names its family, and greedy requests side by side give transformers' tokens
 // (tests/fixtures/families, family_reference_test).
 TEST(DaemonFamilyTest, ServesQwenModelsWithTransformersTokens) {
-  const std::string fixtures = std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/families/";
+  const std::string fixtures = TestSourceDir() + "/tests/fixtures/families/";
   for (const auto& [model, architecture] :
        {std::pair<std::string, std::string>{"qwen2/model.gguf", "Qwen2ForCausalLM"},
         {"qwen3", "Qwen3ForCausalLM"}}) {

@@ -13,6 +13,7 @@
 #include "model/model_weights.h"
 #include "nlohmann/json.hpp"
 #include "status_matchers.h"
+#include "test_paths.h"
 
 namespace convoy {
 namespace {
@@ -50,7 +51,7 @@ class HfReferenceTest : public ::testing::TestWithParam<std::string> {};
 
 // All prompts of a fixture in one padded batch, then each alone: both match transformers.
 TEST_P(HfReferenceTest, LogitsMatchTransformersInFp32) {
-  const std::string dir = std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/hf/" + GetParam();
+  const std::string dir = TestSourceDir() + "/tests/fixtures/hf/" + GetParam();
   auto weights = ModelWeights::Load(dir);
   ASSERT_OK(weights);
   CpuExecutorOptions options;

@@ -23,6 +23,7 @@
 #include "model/model_weights.h"
 #include "nlohmann/json.hpp"
 #include "status_matchers.h"
+#include "test_paths.h"
 
 namespace convoy {
 namespace {
@@ -33,12 +34,12 @@ constexpr int kTokens = 32;
 std::string ModelPath() {
   const char* env = std::getenv("CONVOY_MODELS_DIR");
   std::string dir = env != nullptr && *env != '\0' ? env : "models";
-  if (dir.front() != '/') dir = absl::StrCat(CONVOY_SOURCE_DIR, "/", dir);
+  if (dir.front() != '/') dir = absl::StrCat(TestSourceDir(), "/", dir);
   return absl::StrCat(dir, "/", kModelFile);
 }
 
 nlohmann::json Reference() {
-  std::ifstream in(std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/default_model/reference.json");
+  std::ifstream in(TestSourceDir() + "/tests/fixtures/default_model/reference.json");
   std::stringstream text;
   text << in.rdbuf();
   return nlohmann::json::parse(text.str());

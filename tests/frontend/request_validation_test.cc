@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "status_matchers.h"
+#include "test_paths.h"
 
 namespace convoy {
 namespace {
@@ -143,11 +144,10 @@ class TextPromptTest : public ::testing::Test {
     extras.bos_token = "<|im_start|>";
     extras.eos_token = "<|im_end|>";
     auto loaded = Tokenizer::FromHuggingFaceJsonFile(
-        std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/tokenizer/smollm2/tokenizer.json",
-        extras);
+        TestSourceDir() + "/tests/fixtures/tokenizer/smollm2/tokenizer.json", extras);
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     tokenizer_ = loaded->release();
-    std::ifstream in(std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/chat_template/smollm2.json");
+    std::ifstream in(TestSourceDir() + "/tests/fixtures/chat_template/smollm2.json");
     const nlohmann::json fixture = nlohmann::json::parse(in);
     auto parsed = ChatTemplate::Parse(fixture["template"].get<std::string>());
     ASSERT_TRUE(parsed.ok()) << parsed.status();

@@ -21,18 +21,19 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "smollm2_vocabulary.h"
+#include "test_paths.h"
 
 namespace convoy::grammar {
 namespace {
 
 const std::shared_ptr<const TokenVocabulary>& SmolLm2() {
   static const auto* vocab =
-      new std::shared_ptr<const TokenVocabulary>(testing::SmolLm2Vocabulary(CONVOY_SOURCE_DIR));
+      new std::shared_ptr<const TokenVocabulary>(testing::SmolLm2Vocabulary(TestSourceDir()));
   return *vocab;
 }
 
 std::vector<std::shared_ptr<const Grammar>> SuiteGrammars() {
-  std::ifstream in(std::string(CONVOY_SOURCE_DIR) + "/tests/grammar/schemas/suite.json");
+  std::ifstream in(TestSourceDir() + "/tests/grammar/schemas/suite.json");
   std::stringstream buffer;
   buffer << in.rdbuf();
   const nlohmann::ordered_json suite = nlohmann::ordered_json::parse(buffer.str());

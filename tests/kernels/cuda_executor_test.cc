@@ -20,6 +20,7 @@
 #include "model/model_weights.h"
 #include "model/safetensors.h"
 #include "status_matchers.h"
+#include "test_paths.h"
 
 namespace convoy {
 namespace {
@@ -244,8 +245,7 @@ TEST(CudaExecutorFamilies, RefusesFamiliesItDoesNotRun) {
   for (const auto& [model, architecture] :
        {std::pair<std::string, std::string>{"qwen2", "Qwen2ForCausalLM"},
         {"qwen3", "Qwen3ForCausalLM"}}) {
-    auto weights =
-        ModelWeights::Load(std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/families/" + model);
+    auto weights = ModelWeights::Load(TestSourceDir() + "/tests/fixtures/families/" + model);
     ASSERT_OK(weights);
     absl::StatusOr<std::unique_ptr<CudaExecutor>> executor =
         CudaExecutor::Create(**weights, CudaExecutorOptions());

@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test_paths.h"
 #include "tests/status_matchers.h"
 
 namespace convoy::bench {
@@ -121,12 +122,12 @@ TEST(WorkloadTest, MissingFileIsNotFound) {
 TEST(WorkloadTest, ShippedWorkloadsLoad) {
   for (const char* name : {"chat", "rag", "background", "mixed", "fairness"}) {
     absl::StatusOr<v1::Workload> w =
-        LoadWorkload(std::string(CONVOY_WORKLOADS_DIR) + "/" + name + ".pbtxt");
+        LoadWorkload(TestSourceDir() + "/bench/workloads/" + name + ".pbtxt");
     ASSERT_OK(w);
     EXPECT_EQ(w->name(), name);
   }
   absl::StatusOr<v1::Workload> mixed =
-      LoadWorkload(std::string(CONVOY_WORKLOADS_DIR) + "/mixed.pbtxt");
+      LoadWorkload(TestSourceDir() + "/bench/workloads/mixed.pbtxt");
   ASSERT_OK(mixed);
   EXPECT_EQ(mixed->request_class_size(), 3);
 }

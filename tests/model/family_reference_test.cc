@@ -23,12 +23,13 @@
 #include "nlohmann/json.hpp"
 #include "status_matchers.h"
 #include "test_dir.h"
+#include "test_paths.h"
 
 namespace convoy {
 namespace {
 
 std::string FixtureDir(const std::string& model) {
-  return std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/families/" + model;
+  return TestSourceDir() + "/tests/fixtures/families/" + model;
 }
 
 struct Reference {

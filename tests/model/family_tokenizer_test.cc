@@ -13,13 +13,14 @@
 #include "nlohmann/json.hpp"
 #include "status_matchers.h"
 #include "test_dir.h"
+#include "test_paths.h"
 #include "text/chat_prompt.h"
 #include "text/chat_template.h"
 
 namespace convoy {
 namespace {
 
-std::string FixtureDir() { return std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/families/"; }
+std::string FixtureDir() { return TestSourceDir() + "/tests/fixtures/families/"; }
 
 class FamilyTokenizerTest : public ::testing::TestWithParam<std::string> {};
 

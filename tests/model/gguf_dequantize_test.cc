@@ -13,6 +13,7 @@
 #include "nlohmann/json.hpp"
 #include "status_matchers.h"
 #include "test_dir.h"
+#include "test_paths.h"
 
 namespace convoy {
 namespace {
@@ -21,7 +22,7 @@ using ::convoy::testing::ReadBytes;
 using ::convoy::testing::StatusIs;
 using ::testing::HasSubstr;
 
-std::string TypesDir() { return std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/gguf/types/"; }
+std::string TypesDir() { return TestSourceDir() + "/tests/fixtures/gguf/types/"; }
 
 struct TypeCase {
   std::string type, gguf, expected, tensor;

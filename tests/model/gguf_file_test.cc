@@ -16,6 +16,7 @@
 #include "nlohmann/json.hpp"
 #include "status_matchers.h"
 #include "test_dir.h"
+#include "test_paths.h"
 
 namespace convoy {
 namespace {
@@ -29,7 +30,7 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 std::string FixturePath(const std::string& name) {
-  return std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/gguf/" + name;
+  return TestSourceDir() + "/tests/fixtures/gguf/" + name;
 }
 
 nlohmann::json LoadJson(const std::string& path) { return nlohmann::json::parse(ReadBytes(path)); }

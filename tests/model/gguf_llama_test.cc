@@ -20,6 +20,7 @@
 #include "model/tensor_rows.h"
 #include "status_matchers.h"
 #include "test_dir.h"
+#include "test_paths.h"
 
 namespace convoy {
 namespace {
@@ -34,7 +35,7 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 std::string LlamaFixture(const std::string& name) {
-  return std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/gguf/llama/" + name + ".gguf";
+  return TestSourceDir() + "/tests/fixtures/gguf/llama/" + name + ".gguf";
 }
 
 // A small Llama in F32: hidden 64, 4 heads of 16 over 2 KV heads, intermediate 96, 2 layers,

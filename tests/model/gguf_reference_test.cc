@@ -16,6 +16,7 @@
 #include "nlohmann/json.hpp"
 #include "status_matchers.h"
 #include "test_dir.h"
+#include "test_paths.h"
 
 namespace convoy {
 namespace {
@@ -25,7 +26,7 @@ struct Reference {
   std::vector<std::vector<std::vector<float>>> logits;  // [prompt][position][vocab]
 };
 
-std::string FixtureDir() { return std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/gguf/llama/"; }
+std::string FixtureDir() { return TestSourceDir() + "/tests/fixtures/gguf/llama/"; }
 
 Reference LoadReference(const std::string& path) {
   const nlohmann::json j = nlohmann::json::parse(testing::ReadBytes(path));

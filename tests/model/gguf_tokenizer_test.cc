@@ -13,6 +13,7 @@
 #include "nlohmann/json.hpp"
 #include "status_matchers.h"
 #include "test_dir.h"
+#include "test_paths.h"
 #include "text/tokenizer.h"
 
 namespace convoy {
@@ -26,8 +27,7 @@ using ::convoy::testing::WriteBytes;
 using ::testing::HasSubstr;
 
 nlohmann::json Fixture(const std::string& name) {
-  return nlohmann::json::parse(
-      ReadBytes(std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/tokenizer/" + name));
+  return nlohmann::json::parse(ReadBytes(TestSourceDir() + "/tests/fixtures/tokenizer/" + name));
 }
 
 // SmolLM2's tokenizer metadata as llama.cpp writes it: tokens in id order, merges, token types,

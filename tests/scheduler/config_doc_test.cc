@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "gtest/gtest.h"
+#include "test_paths.h"
 
 namespace convoy::testing {
 namespace {
@@ -63,7 +64,7 @@ void CollectMessage(const DescriptorProto& message, const std::string& scope,
 }
 
 Comments ReadSchemaComments() {
-  const std::string path = std::string(CONVOY_BINARY_DIR) + "/proto/server_config.desc";
+  const std::string path = TestBinaryDir() + "/proto/server_config.desc";
   std::ifstream in(path, std::ios::binary);
   google::protobuf::FileDescriptorSet set;
   EXPECT_TRUE(in && set.ParseFromIstream(&in)) << "cannot read " << path;

@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "scheduler/scheduler.h"
 #include "status_matchers.h"
+#include "test_paths.h"
 
 namespace convoy::testing {
 namespace {
@@ -15,7 +16,7 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string ConfigPath(const std::string& name) {
-  return std::string(CONVOY_SOURCE_DIR) + "/configs/" + name;
+  return TestSourceDir() + "/configs/" + name;
 }
 
 class ShippedConfigTest : public ::testing::TestWithParam<std::string> {};
@@ -317,7 +318,7 @@ TEST(ServerConfigTest, TlsAndApiKeysAreChecked) {
 }
 
 TEST(ServerConfigTest, ADirectoryIsNotAConfig) {
-  EXPECT_THAT(LoadServerConfig(std::string(CONVOY_SOURCE_DIR) + "/configs"),
+  EXPECT_THAT(LoadServerConfig(TestSourceDir() + "/configs"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("is a directory")));
 }
 

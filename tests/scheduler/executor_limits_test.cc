@@ -15,6 +15,7 @@
 #include "harness.h"
 #include "scheduler/scheduler_options.h"
 #include "status_matchers.h"
+#include "test_paths.h"
 
 namespace convoy::testing {
 namespace {
@@ -61,7 +62,7 @@ class ShippedConfigLimitsTest : public ::testing::TestWithParam<std::tuple<std::
 TEST_P(ShippedConfigLimitsTest, RunsWithinTheExecutorsLimitsOrIsRefusedNamingTheField) {
   const auto& [name, computes_padding] = GetParam();
   absl::StatusOr<v1::ServerConfig> config =
-      LoadServerConfig(std::string(CONVOY_SOURCE_DIR) + "/configs/" + name);
+      LoadServerConfig(TestSourceDir() + "/configs/" + name);
   ASSERT_OK(config);
   EngineLoopOptions options;
   options.scheduler = SchedulerOptionsFromConfig(*config);

@@ -26,6 +26,7 @@
 #include "scheduler/scheduler.h"
 #include "status_matchers.h"
 #include "test_models.h"
+#include "test_paths.h"
 
 namespace convoy::testing {
 namespace {
@@ -43,7 +44,7 @@ struct Output {
 std::string DefaultModelPath() {
   const char* env = std::getenv("CONVOY_MODELS_DIR");
   std::string dir = env != nullptr && *env != '\0' ? env : "models";
-  if (dir.front() != '/') dir = absl::StrCat(CONVOY_SOURCE_DIR, "/", dir);
+  if (dir.front() != '/') dir = absl::StrCat(TestSourceDir(), "/", dir);
   return absl::StrCat(dir, "/SmolLM2-135M-Instruct.Q4_1.gguf");
 }
 

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "scheduler/scheduler.h"
 #include "status_matchers.h"
+#include "test_paths.h"
 
 namespace convoy::testing {
 
@@ -135,8 +136,7 @@ inline std::vector<std::string> ShippedConfigs() {
 // The scheduler options of a shipped config, with at least two priority levels (the requests use
 // two; priorities beyond the config's levels fold into its default level).
 inline SchedulerOptions ShippedSchedulerOptions(const std::string& name) {
-  absl::StatusOr<v1::ServerConfig> config =
-      LoadServerConfig(std::string(CONVOY_SOURCE_DIR) + "/configs/" + name);
+  absl::StatusOr<v1::ServerConfig> config = LoadServerConfig(TestSourceDir() + "/configs/" + name);
   EXPECT_OK(config);
   if (!config.ok()) return SchedulerOptions();
   SchedulerOptions options = SchedulerOptionsFromConfig(*config);

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "status_matchers.h"
+#include "test_paths.h"
 
 namespace convoy {
 namespace {
@@ -25,8 +26,7 @@ using ::testing::HasSubstr;
 using Json = nlohmann::ordered_json;
 
 Json ReadFixture(const std::string& name) {
-  const std::string path =
-      std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/chat_template/" + name + ".json";
+  const std::string path = TestSourceDir() + "/tests/fixtures/chat_template/" + name + ".json";
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "status_matchers.h"
+#include "test_paths.h"
 #include "text/detokenizer.h"
 #include "text/utf8.h"
 
@@ -19,7 +20,7 @@ namespace {
 
 using ::convoy::testing::StatusIs;
 
-const std::string kFixtures = std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/tokenizer/";
+const std::string kFixtures = TestSourceDir() + "/tests/fixtures/tokenizer/";
 
 const Tokenizer& SmolLm2() {
   static const Tokenizer* const tokenizer =

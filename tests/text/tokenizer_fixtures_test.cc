@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "status_matchers.h"
+#include "test_paths.h"
 #include "text/detokenizer.h"
 #include "text/tokenizer.h"
 
@@ -22,7 +23,7 @@ namespace {
 
 using Json = nlohmann::json;
 
-const std::string kFixtures = std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/tokenizer/";
+const std::string kFixtures = TestSourceDir() + "/tests/fixtures/tokenizer/";
 
 std::string ReadFile(const std::string& path) {
   std::ifstream file(path, std::ios::binary);

@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "status_matchers.h"
+#include "test_paths.h"
 #include "text/pretokenizer_regex.h"
 #include "text/utf8.h"
 
@@ -22,7 +23,7 @@ namespace {
 using ::convoy::testing::StatusIs;
 using ::testing::HasSubstr;
 
-const std::string kFixtures = std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/tokenizer/";
+const std::string kFixtures = TestSourceDir() + "/tests/fixtures/tokenizer/";
 
 const Tokenizer& SmolLm2() {
   static const Tokenizer* const tokenizer =
