@@ -24,8 +24,9 @@ class MetadataReader {
  public:
   explicit MetadataReader(const GgufFile& file) : file_(file) {}
 
-  // The family's keys are under its GGUF name: "llama.context_length", "qwen2.context_length".
-  void set_family(const ModelFamily& family) { prefix_ = absl::StrCat(family.name, "."); }
+  // The family's keys are under its GGUF architecture: "llama.context_length",
+  // "qwen2.context_length".
+  void set_prefix(const std::string& architecture) { prefix_ = absl::StrCat(architecture, "."); }
   std::string Key(const char* name) const { return absl::StrCat(prefix_, name); }
   const std::string& prefix() const { return prefix_; }
 
@@ -165,6 +166,14 @@ absl::Status ReadRope(const GgufFile& file, const MetadataReader& reader, ModelC
                         Key("rope.scale_linear"), *linear));
   }
 
+  // Phi-3's LongRoPE: frequency factors for short and long contexts.
+  for (const char* name : {"rope_factors_short.weight", "rope_factors_long.weight"}) {
+    if (file.FindTensor(name) != nullptr) {
+      return reader.Unsupported(absl::StrFormat(
+          "tensor '%s': LongRoPE scaling (short and long frequency factors) is not supported",
+          name));
+    }
+  }
   const GgufTensor* freqs = file.FindTensor("rope_freqs.weight");
   if (freqs == nullptr) return absl::OkStatus();
   const int64_t count = config.head_dim / 2;
@@ -216,7 +225,7 @@ absl::Status ReadTokenIds(const MetadataReader& reader, ModelConfig& config) {
 
 bool IsMatrix(const GgufTensor& tensor) {
   return tensor.shape.size() == 2 && tensor.name.find("norm") == std::string::npos &&
-         tensor.name != "rope_freqs.weight";
+         tensor.name.rfind("rope_", 0) != 0;
 }
 
 DType StorageDType(const GgufFile& file) {
@@ -240,19 +249,28 @@ absl::StatusOr<ModelConfig> GgufLlamaConfig(const GgufFile& file) {
                    reader.OptionalString(kArchitectureKey));
   if (!architecture.has_value()) {
     return reader.Missing(kArchitectureKey,
-                          absl::StrCat("one of ", SupportedFamilyNames()).c_str());
+                          absl::StrCat("one of ", SupportedGgufArchitectures()).c_str());
   }
-  const ModelFamily* family = FindModelFamilyByName(*architecture);
+  reader.set_prefix(*architecture);
+  // 0 (llama.cpp's converter writes it for a Phi-3 without a window) or absent: none.
+  ASSIGN_OR_RETURN(std::optional<int64_t> window,
+                   reader.OptionalInt(reader.Key("attention.sliding_window")));
+  if (window.value_or(0) < 0) {
+    return reader.Invalid(absl::StrFormat("key '%s': expected a window of 0 or more, found %d",
+                                          reader.Key("attention.sliding_window"), *window));
+  }
+  const ModelFamily* family = FindModelFamilyByGgufArchitecture(*architecture, window.value_or(0));
   if (family == nullptr) {
     return reader.Unsupported(
         absl::StrFormat("key '%s': architecture \"%s\" is not supported, expected one of %s",
-                        kArchitectureKey, *architecture, SupportedFamilyNames()));
+                        kArchitectureKey, *architecture, SupportedGgufArchitectures()));
   }
-  reader.set_family(*family);
   ModelConfig config;
   config.architecture = family->architecture;
   config.attention_bias = family->attention_bias;
   config.qk_norm = family->qk_norm;
+  config.fused_projections = family->fused_projections;
+  config.sliding_window = window.value_or(0);
   RETURN_IF_ERROR(ReadShape(reader, config));
 
   const GgufTensor* embeddings = file.FindTensor("token_embd.weight");

@@ -30,6 +30,7 @@ constexpr NamePair kGlobalNames[] = {
 // Under "model.layers.N." and "blk.N.".
 constexpr NamePair kLayerNames[] = {
     {"input_layernorm.weight", "attn_norm.weight"},
+    {"self_attn.qkv_proj.weight", "attn_qkv.weight"},
     {"self_attn.q_proj.weight", "attn_q.weight"},
     {"self_attn.k_proj.weight", "attn_k.weight"},
     {"self_attn.v_proj.weight", "attn_v.weight"},
@@ -42,6 +43,8 @@ constexpr NamePair kLayerNames[] = {
     {"post_attention_layernorm.weight", "ffn_norm.weight"},
     {"mlp.gate_proj.weight", "ffn_gate.weight"},
     {"mlp.up_proj.weight", "ffn_up.weight"},
+    // Phi-3: llama.cpp stores the fused gate | up rows as ffn_up.
+    {"mlp.gate_up_proj.weight", "ffn_up.weight"},
     {"mlp.down_proj.weight", "ffn_down.weight"},
 };
 

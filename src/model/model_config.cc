@@ -159,6 +159,12 @@ absl::StatusOr<RopeScaling> ParseRopeScaling(const ConfigReader& reader, const c
         "field '%s.rope_type' is required when %s is set, found none", field, field));
   }
   if (*type == "default") return scaling;
+  if (*type == "longrope" || *type == "su") {
+    return reader.Unsupported(absl::StrFormat(
+        "field '%s.%s' is \"%s\": LongRoPE scaling (short and long frequency factors) is not "
+        "supported, only \"llama3\"",
+        field, type_field, *type));
+  }
   if (*type != "llama3") {
     return reader.Unsupported(absl::StrFormat(
         "field '%s.%s' must be \"llama3\" (the only supported RoPE scaling), found \"%s\"", field,
@@ -237,6 +243,21 @@ absl::Status CheckUnsupportedFeatures(const ConfigReader& reader, const ModelFam
     return reader.Unsupported(
         absl::StrFormat("field 'hidden_act' must be \"silu\", found \"%s\"", *activation));
   }
+  // Partial rotary embeddings (Phi-4-mini's 0.75), at the top level or among the rope parameters.
+  for (const char* object_field : {"", "rope_parameters", "rope_scaling"}) {
+    const Json& object =
+        *object_field == '\0' ? reader.json() : reader.json().value(object_field, Json());
+    if (!object.is_object()) continue;
+    const std::string path = *object_field == '\0' ? "" : absl::StrCat(object_field, ".");
+    const double full = 1.0;
+    ASSIGN_OR_RETURN(double factor, reader.Double(object, path, "partial_rotary_factor", &full));
+    if (factor != 1.0) {
+      return reader.Unsupported(absl::StrFormat(
+          "field '%spartial_rotary_factor' must be 1 (partial rotary embeddings are not "
+          "supported), found %g",
+          path, factor));
+    }
+  }
   // Qwen's configs carry a window that only applies with use_sliding_window (transformers 5 also
   // lists each layer's kind in layer_types).
   ASSIGN_OR_RETURN(bool sliding, reader.Bool("use_sliding_window", false));
@@ -288,11 +309,13 @@ absl::Status InvalidField(const absl::FormatSpec<Args...>& format, const Args&..
 const std::vector<ModelFamily>& ModelFamilies() {
   static const std::vector<ModelFamily> kFamilies = {
       {"llama", "LlamaForCausalLM", /*attention_bias=*/false, /*qk_norm=*/false,
-       /*gguf_permuted_qk=*/true},
+       /*gguf_permuted_qk=*/true, /*fused_projections=*/false, /*sliding_window=*/false, "llama"},
       {"qwen2", "Qwen2ForCausalLM", /*attention_bias=*/true, /*qk_norm=*/false,
-       /*gguf_permuted_qk=*/false},
+       /*gguf_permuted_qk=*/false, /*fused_projections=*/false, /*sliding_window=*/false, "qwen2"},
       {"qwen3", "Qwen3ForCausalLM", /*attention_bias=*/false, /*qk_norm=*/true,
-       /*gguf_permuted_qk=*/false},
+       /*gguf_permuted_qk=*/false, /*fused_projections=*/false, /*sliding_window=*/false, "qwen3"},
+      {"phi3", "Phi3ForCausalLM", /*attention_bias=*/false, /*qk_norm=*/false,
+       /*gguf_permuted_qk=*/false, /*fused_projections=*/true, /*sliding_window=*/true, "phi3"},
   };
   return kFamilies;
 }
@@ -311,18 +334,35 @@ const ModelFamily* FindModelFamilyByName(const std::string& name) {
   return nullptr;
 }
 
-std::string SupportedFamilyNames() {
+const ModelFamily* FindModelFamilyByGgufArchitecture(const std::string& gguf_architecture,
+                                                     int64_t sliding_window) {
+  const ModelFamily* found = nullptr;
+  for (const ModelFamily& family : ModelFamilies()) {
+    if (gguf_architecture != family.gguf_architecture) continue;
+    if (found == nullptr) found = &family;
+    if (sliding_window > 0 && family.sliding_window) return &family;
+  }
+  return found;
+}
+
+namespace {
+
+// Each of `field`'s values once, quoted as JSON, in table order.
+std::string JoinFamilyField(const char* ModelFamily::*field) {
   std::vector<std::string> names;
-  for (const ModelFamily& family : ModelFamilies()) names.push_back(Json(family.name).dump());
+  for (const ModelFamily& family : ModelFamilies()) {
+    std::string name = Json(family.*field).dump();
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
   return absl::StrJoin(names, ", ");
 }
 
-std::string SupportedArchitectures() {
-  std::vector<std::string> names;
-  for (const ModelFamily& family : ModelFamilies()) {
-    names.push_back(Json(family.architecture).dump());
-  }
-  return absl::StrJoin(names, ", ");
+}  // namespace
+
+std::string SupportedFamilyNames() { return JoinFamilyField(&ModelFamily::name); }
+std::string SupportedArchitectures() { return JoinFamilyField(&ModelFamily::architecture); }
+std::string SupportedGgufArchitectures() {
+  return JoinFamilyField(&ModelFamily::gguf_architecture);
 }
 
 const char* DTypeName(DType dtype) {
@@ -370,12 +410,24 @@ absl::Status ModelConfig::Validate() const {
         absl::StrFormat("architecture \"%s\" is not supported, expected one of %s", architecture,
                         SupportedArchitectures()));
   }
-  if (attention_bias != known->attention_bias || qk_norm != known->qk_norm) {
+  if (attention_bias != known->attention_bias || qk_norm != known->qk_norm ||
+      fused_projections != known->fused_projections) {
     auto name = [](bool b) { return b ? "true" : "false"; };
     return InvalidField(
-        "attention_bias %s and qk_norm %s disagree with %s (attention_bias %s, qk_norm %s)",
-        name(attention_bias), name(qk_norm), architecture, name(known->attention_bias),
-        name(known->qk_norm));
+        "attention_bias %s, qk_norm %s and fused_projections %s disagree with %s "
+        "(attention_bias %s, qk_norm %s, fused_projections %s)",
+        name(attention_bias), name(qk_norm), name(fused_projections), architecture,
+        name(known->attention_bias), name(known->qk_norm), name(known->fused_projections));
+  }
+  if (sliding_window < 0 || (sliding_window > 0 && !known->sliding_window)) {
+    return InvalidField("field 'sliding_window' must be %s for %s, found %d",
+                        known->sliding_window ? "positive or 0 (none)" : "0 (none)", architecture,
+                        sliding_window);
+  }
+  if (sliding_window > 0) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "field 'sliding_window' is %d: sliding-window attention is not supported yet",
+        sliding_window));
   }
   const std::pair<const char*, int64_t> positive[] = {
       {"vocab_size", vocab_size},
@@ -474,6 +526,17 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
   config.architecture = family->architecture;
   config.attention_bias = family->attention_bias;
   config.qk_norm = family->qk_norm;
+  config.fused_projections = family->fused_projections;
+  // A family with sliding windows takes config.json's (null: none); another ignores the field, as
+  // transformers does.
+  if (family->sliding_window) {
+    ASSIGN_OR_RETURN(config.sliding_window, reader.Int("sliding_window", 0));
+    if (config.sliding_window <= 0 && !reader.IsMissing(json, "sliding_window")) {
+      return reader.Invalid(absl::StrFormat(
+          "field 'sliding_window' must be a positive number of positions or null, found %d",
+          config.sliding_window));
+    }
+  }
   ASSIGN_OR_RETURN(config.vocab_size, reader.RequiredInt("vocab_size"));
   ASSIGN_OR_RETURN(config.hidden_size, reader.RequiredInt("hidden_size"));
   ASSIGN_OR_RETURN(config.intermediate_size, reader.RequiredInt("intermediate_size"));
@@ -566,6 +629,11 @@ std::string ModelConfigToJson(const ModelConfig& config) {
     json["rope_scaling"] = nullptr;
   }
   json["rope_theta"] = config.rope_theta;
+  if (family != nullptr && family->sliding_window) {
+    json["sliding_window"] = config.sliding_window > 0
+                                 ? nlohmann::ordered_json(config.sliding_window)
+                                 : nlohmann::ordered_json();
+  }
   json["tie_word_embeddings"] = config.tie_word_embeddings;
   json["torch_dtype"] = DTypeJsonName(config.torch_dtype);
   json["use_cache"] = true;

@@ -35,7 +35,7 @@ struct RopeScaling {
 // embeddings, grouped-query attention, a SiLU-gated MLP) and where a family departs from it. The
 // executors read the departures from ModelConfig, never the family's name.
 struct ModelFamily {
-  // config.json's model_type, and a GGUF file's general.architecture ("llama", "qwen2").
+  // config.json's model_type ("llama", "qwen2", "mistral").
   const char* name;
   // config.json's architectures entry ("LlamaForCausalLM"): what ModelConfig::architecture holds,
   // and how the model describes itself (GetModelInfo, convoy info).
@@ -46,27 +46,53 @@ struct ModelFamily {
   // k_norm.weight; GGUF attn_q_norm.weight, attn_k_norm.weight), with rms_norm_eps.
   bool qk_norm;
   // llama.cpp's converter interleaves the two halves of each head's Q and K rows for its rope
-  // kernel (Llama only); the GGUF loader undoes it. Families it writes unpermuted use NEOX-style
-  // rope, rotate-half as Hugging Face does, which is what the executors run for every family.
+  // kernel (Llama, Mistral); the GGUF loader undoes it. Families it writes unpermuted use
+  // NEOX-style rope, rotate-half as Hugging Face does, which is what the executors run for every
+  // family.
   bool gguf_permuted_qk;
+  // The query, key and value projections stored as one matrix (self_attn.qkv_proj.weight, rows
+  // q | k | v; GGUF attn_qkv.weight), and the gate and up projections as one
+  // (mlp.gate_up_proj.weight, rows gate | up; GGUF ffn_up.weight holding both): Phi-3. The loader
+  // splits them at row boundaries into the views every family has.
+  bool fused_projections;
+  // config.json's sliding_window, when not null, limits each token's attention to the latest
+  // sliding_window positions, its own included (Mistral, Phi-3). Other families' configs may carry
+  // the field without it applying (Qwen's applies only with use_sliding_window, which is refused).
+  bool sliding_window;
+  // A GGUF file's general.architecture, the prefix of its keys ("llama.context_length"). Mistral
+  // shares "llama" with Llama: such a file is Mistral when it sets a sliding window.
+  const char* gguf_architecture;
 };
 
-// Every family convoy serves: Llama, Qwen2 (Qwen2.5), Qwen3.
+// Every family convoy serves: Llama, Qwen2 (Qwen2.5), Qwen3, Phi-3, Mistral.
 const std::vector<ModelFamily>& ModelFamilies();
-// The family with this architecture ("Qwen2ForCausalLM") or this name ("qwen2"); nullptr when
-// none.
+// The family with this architecture ("Qwen2ForCausalLM") or this config.json model_type
+// ("qwen2"); nullptr when none.
 const ModelFamily* FindModelFamilyByArchitecture(const std::string& architecture);
 const ModelFamily* FindModelFamilyByName(const std::string& name);
-// "llama, qwen2, qwen3" or "LlamaForCausalLM, ..." for error messages.
+// The family of a GGUF file whose general.architecture is `gguf_architecture` and whose sliding
+// window (attention.sliding_window, 0 when absent) is `sliding_window`: of the families with that
+// GGUF architecture, the one that has sliding windows when the window is set, else the first one.
+// nullptr when none has that GGUF architecture.
+const ModelFamily* FindModelFamilyByGgufArchitecture(const std::string& gguf_architecture,
+                                                     int64_t sliding_window);
+// "llama", "qwen2", ... (config.json model types), "LlamaForCausalLM", ..., or the GGUF
+// architectures, each once, for error messages.
 std::string SupportedFamilyNames();
 std::string SupportedArchitectures();
+std::string SupportedGgufArchitectures();
 
 struct ModelConfig {
-  // The family's architecture (ModelFamily::architecture); attention_bias and qk_norm are its
-  // departures from Llama, copied from the family when the config is read.
+  // The family's architecture (ModelFamily::architecture); attention_bias, qk_norm and
+  // fused_projections are its departures from Llama, copied from the family when the config is
+  // read.
   std::string architecture = "LlamaForCausalLM";
   bool attention_bias = false;
   bool qk_norm = false;
+  bool fused_projections = false;
+  // Each token attends to the latest sliding_window positions (its own included); 0: to every
+  // earlier position. Only in a family with ModelFamily::sliding_window.
+  int64_t sliding_window = 0;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -100,15 +126,17 @@ struct ModelConfig {
   // The family that `architecture` names (nullptr for none: Validate refuses it).
   const ModelFamily* family() const { return FindModelFamilyByArchitecture(architecture); }
 
-  // Checks that the family is known and agrees with attention_bias and qk_norm, and that the
-  // shape is coherent; the message names the field.
+  // Checks that the family is known and agrees with attention_bias, qk_norm, fused_projections
+  // and sliding_window, and that the shape is coherent; the message names the field.
   absl::Status Validate() const;
 };
 
 // Parses config.json text and validates it. `source` names the file in error messages. Only the
 // families of ModelFamilies() (by 'architectures', or by 'model_type' when it is absent), with
-// SiLU, no sliding window, no biases but the family's own, and no or "llama3" RoPE scaling are
-// accepted; another architecture is UNIMPLEMENTED, naming it and the supported ones.
+// SiLU, a sliding window only in a family that has one (Mistral, Phi-3), no biases but the
+// family's own, full rotary embeddings, and no or "llama3" RoPE scaling are accepted (LongRoPE,
+// Phi-3's "longrope", is refused naming the field); another architecture is UNIMPLEMENTED, naming
+// it and the supported ones.
 absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
                                              const std::string& source);
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path);

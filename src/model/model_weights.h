@@ -28,13 +28,18 @@ struct LayerWeights {
   TensorView post_attention_layernorm;  // [hidden]
   TensorView gate_proj, up_proj;        // [intermediate, hidden] x2
   TensorView down_proj;                 // [hidden, intermediate]
+  // Only when config.fused_projections (Phi-3): the stored matrices, [q_size + 2 kv_size, hidden]
+  // and [2 intermediate, hidden]; q_proj, k_proj, v_proj, gate_proj and up_proj are then views
+  // of their rows (no copies). Empty views otherwise.
+  TensorView qkv_proj, gate_up_proj;
 };
 
 // The tensors of a model in Hugging Face names and order (embeddings, layers, final norm,
 // lm_head), with their shapes ([out, in] for projections); lm_head.weight only when the
 // embeddings are not tied; the QKV biases and the per-head Q/K norms only in a family that has
-// them (ModelConfig::attention_bias, qk_norm). Llama's tensors are every family's core, hence the
-// names.
+// them (ModelConfig::attention_bias, qk_norm); qkv_proj and gate_up_proj in place of q_proj,
+// k_proj, v_proj, gate_proj and up_proj in a family that stores them fused
+// (ModelConfig::fused_projections). Llama's tensors are every family's core, hence the names.
 struct TensorShape {
   std::string name;
   std::vector<int64_t> shape;

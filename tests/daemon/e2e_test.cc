@@ -237,7 +237,8 @@ TEST(DaemonFamilyTest, ServesQwenModelsWithTransformersTokens) {
   const std::string fixtures = std::string(CONVOY_SOURCE_DIR) + "/tests/fixtures/families/";
   for (const auto& [model, architecture] :
        {std::pair<std::string, std::string>{"qwen2/model.gguf", "Qwen2ForCausalLM"},
-        {"qwen3", "Qwen3ForCausalLM"}}) {
+        {"qwen3", "Qwen3ForCausalLM"},
+        {"phi3/model.gguf", "Phi3ForCausalLM"}}) {
     SCOPED_TRACE(model);
     auto daemon = DaemonProcess::Start(
         fixtures + model, absl::StrReplaceAll(DefaultTestConfig(), {{"cpu_threads: 1",

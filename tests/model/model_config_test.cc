@@ -136,6 +136,37 @@ constexpr char kQwen3Config[] = R"({
   "vocab_size": 151936
 })";
 
+// microsoft/Phi-3-mini-4k-instruct's config.json (auto_map left out).
+constexpr char kPhi3Config[] = R"({
+  "architectures": ["Phi3ForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "bos_token_id": 1,
+  "embd_pdrop": 0.0,
+  "eos_token_id": 32000,
+  "hidden_act": "silu",
+  "hidden_size": 3072,
+  "initializer_range": 0.02,
+  "intermediate_size": 8192,
+  "max_position_embeddings": 4096,
+  "model_type": "phi3",
+  "num_attention_heads": 32,
+  "num_hidden_layers": 32,
+  "num_key_value_heads": 32,
+  "original_max_position_embeddings": 4096,
+  "pad_token_id": 32000,
+  "resid_pdrop": 0.0,
+  "rms_norm_eps": 1e-05,
+  "rope_scaling": null,
+  "rope_theta": 10000.0,
+  "sliding_window": 2047,
+  "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.40.2",
+  "use_cache": true,
+  "vocab_size": 32064
+})";
+
 Json Minimal() {
   return Json{{"architectures", {"LlamaForCausalLM"}},
               {"vocab_size", 1000},
@@ -200,15 +231,59 @@ TEST(ModelConfigTest, Qwen3HasPerHeadNormsAndItsOwnHeadDim) {
   EXPECT_EQ(config->NumParameters() - config->vocab_size * config->hidden_size, 440467456);
 }
 
+TEST(ModelConfigTest, Phi3HasFusedProjections) {
+  Json json = Json::parse(kPhi3Config);
+  json["sliding_window"] = nullptr;
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(json.dump(), "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->architecture, "Phi3ForCausalLM");
+  EXPECT_TRUE(config->fused_projections);
+  EXPECT_FALSE(config->attention_bias);
+  EXPECT_FALSE(config->qk_norm);
+  EXPECT_EQ(config->sliding_window, 0);
+  EXPECT_EQ(config->head_dim, 96);
+  EXPECT_EQ(config->NumParameters(), 3821079552);  // "3.8B"
+  const Json again = Json::parse(ModelConfigToJson(*config));
+  EXPECT_EQ(again["model_type"], "phi3");
+  EXPECT_TRUE(again["sliding_window"].is_null());
+}
+
+// Phi-3-mini-128k's LongRoPE and Phi-4-mini's partial rotary embeddings are refused naming the
+// field.
+TEST(ModelConfigTest, Phi3LongRopeAndPartialRotaryAreRefused) {
+  Json json = Json::parse(kPhi3Config);
+  json["sliding_window"] = nullptr;
+  json["rope_scaling"] = {{"type", "longrope"},
+                          {"short_factor", Json::array({1.0, 1.0})},
+                          {"long_factor", Json::array({1.0, 2.0})}};
+  EXPECT_THAT(ParseModelConfig(json.dump(), "config.json"),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("field 'rope_scaling.type' is \"longrope\": LongRoPE scaling")));
+  json["rope_scaling"] = nullptr;
+  json["partial_rotary_factor"] = 0.75;
+  EXPECT_THAT(ParseModelConfig(json.dump(), "config.json"),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("field 'partial_rotary_factor' must be 1 (partial rotary "
+                                 "embeddings are not supported), found 0.75")));
+  json.erase("partial_rotary_factor");
+  json["rope_parameters"] = {
+      {"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.5}};
+  EXPECT_THAT(ParseModelConfig(json.dump(), "config.json"),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("field 'rope_parameters.partial_rotary_factor' must be 1")));
+}
+
 TEST(ModelConfigTest, FamilyByModelTypeAndTheListOfFamilies) {
   Json json = Json::parse(kQwen3Config);
   json.erase("architectures");
   absl::StatusOr<ModelConfig> config = ParseModelConfig(json.dump(), "config.json");
   ASSERT_OK(config);
   EXPECT_EQ(config->architecture, "Qwen3ForCausalLM");
-  EXPECT_EQ(SupportedFamilyNames(), "\"llama\", \"qwen2\", \"qwen3\"");
+  EXPECT_EQ(SupportedFamilyNames(), "\"llama\", \"qwen2\", \"qwen3\", \"phi3\"");
   EXPECT_EQ(SupportedArchitectures(),
-            "\"LlamaForCausalLM\", \"Qwen2ForCausalLM\", \"Qwen3ForCausalLM\"");
+            "\"LlamaForCausalLM\", \"Qwen2ForCausalLM\", \"Qwen3ForCausalLM\", "
+            "\"Phi3ForCausalLM\"");
+  EXPECT_EQ(SupportedGgufArchitectures(), "\"llama\", \"qwen2\", \"qwen3\", \"phi3\"");
   for (const ModelFamily& family : ModelFamilies()) {
     EXPECT_EQ(FindModelFamilyByName(family.name), &family);
     EXPECT_EQ(FindModelFamilyByArchitecture(family.architecture), &family);
@@ -344,12 +419,12 @@ std::vector<BadConfigCase> BadConfigCases() {
       {"other architecture",
        [] {
          Json j = Minimal();
-         j["architectures"] = {"MistralForCausalLM"};
+         j["architectures"] = {"GPT2LMHeadModel"};
          return j;
        },
        StatusCode::kUnimplemented,
        {"field 'architectures' must contain one of \"LlamaForCausalLM\", \"Qwen2ForCausalLM\", "
-        "\"Qwen3ForCausalLM\", found [\"MistralForCausalLM\"]"}},
+        "\"Qwen3ForCausalLM\", \"Phi3ForCausalLM\", found [\"GPT2LMHeadModel\"]"}},
       {"sliding window",
        [] {
          Json j = Json::parse(kQwen25Config);
