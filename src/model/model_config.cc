@@ -316,6 +316,8 @@ const std::vector<ModelFamily>& ModelFamilies() {
        /*gguf_permuted_qk=*/false, /*fused_projections=*/false, /*sliding_window=*/false, "qwen3"},
       {"phi3", "Phi3ForCausalLM", /*attention_bias=*/false, /*qk_norm=*/false,
        /*gguf_permuted_qk=*/false, /*fused_projections=*/true, /*sliding_window=*/true, "phi3"},
+      {"mistral", "MistralForCausalLM", /*attention_bias=*/false, /*qk_norm=*/false,
+       /*gguf_permuted_qk=*/true, /*fused_projections=*/false, /*sliding_window=*/true, "llama"},
   };
   return kFamilies;
 }
@@ -423,11 +425,6 @@ absl::Status ModelConfig::Validate() const {
     return InvalidField("field 'sliding_window' must be %s for %s, found %d",
                         known->sliding_window ? "positive or 0 (none)" : "0 (none)", architecture,
                         sliding_window);
-  }
-  if (sliding_window > 0) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "field 'sliding_window' is %d: sliding-window attention is not supported yet",
-        sliding_window));
   }
   const std::pair<const char*, int64_t> positive[] = {
       {"vocab_size", vocab_size},

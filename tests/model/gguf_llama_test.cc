@@ -473,6 +473,34 @@ TEST(GgufLlamaTest, FamilyTensorsThatDisagreeWithTheArchitectureAreNamed) {
                              HasSubstr("\"llama\", \"qwen2\", \"qwen3\", \"phi3\""))));
 }
 
+// llama.cpp's converter writes Mistral as "llama"; a llama file that sets a sliding window is
+// Mistral, with that window. Phi-3's window is its own key's.
+TEST(GgufLlamaTest, ASlidingWindowIsMistralsOrPhi3s) {
+  TestDir dir;
+  auto mistral = LoadBytes(dir, SyntheticLlama().U32("llama.attention.sliding_window", 12).Build());
+  ASSERT_OK(mistral);
+  EXPECT_EQ((*mistral)->config().architecture, "MistralForCausalLM");
+  EXPECT_EQ((*mistral)->config().sliding_window, 12);
+  auto llama = LoadBytes(dir, SyntheticLlama().U32("llama.attention.sliding_window", 0).Build());
+  ASSERT_OK(llama);
+  EXPECT_EQ((*llama)->config().architecture, "LlamaForCausalLM");
+  EXPECT_EQ((*llama)->config().sliding_window, 0);
+  // Mistral's Q and K rows are permuted as Llama's are, and put back.
+  const LayerWeights& l = (*mistral)->layers()[0];
+  for (int64_t r = 0; r < kHeads * kHeadDim; ++r) {
+    EXPECT_EQ(At(l.q_proj, HfRowOf(r) * kHidden), 1000 * 11 + static_cast<float>(r));
+  }
+  auto phi3 =
+      LoadBytes(dir, SyntheticModel("phi3").U32("phi3.attention.sliding_window", 2047).Build());
+  ASSERT_OK(phi3);
+  EXPECT_EQ((*phi3)->config().architecture, "Phi3ForCausalLM");
+  EXPECT_EQ((*phi3)->config().sliding_window, 2047);
+  EXPECT_THAT(
+      LoadBytes(dir, SyntheticModel("qwen2").U32("qwen2.attention.sliding_window", 8).Build()),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("field 'sliding_window' must be 0 (none) for Qwen2ForCausalLM")));
+}
+
 // Phi-3 stores Q, K and V as one matrix (attn_qkv) and gate and up as another (ffn_up, gate rows
 // first): the views are their rows, unpermuted (NEOX rope).
 TEST(GgufLlamaTest, Phi3FusedProjectionsAreSplitIntoViews) {

@@ -136,6 +136,30 @@ constexpr char kQwen3Config[] = R"({
   "vocab_size": 151936
 })";
 
+// mistralai/Mistral-7B-v0.1's config.json.
+constexpr char kMistralConfig[] = R"({
+  "architectures": ["MistralForCausalLM"],
+  "bos_token_id": 1,
+  "eos_token_id": 2,
+  "hidden_act": "silu",
+  "hidden_size": 4096,
+  "initializer_range": 0.02,
+  "intermediate_size": 14336,
+  "max_position_embeddings": 32768,
+  "model_type": "mistral",
+  "num_attention_heads": 32,
+  "num_hidden_layers": 32,
+  "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-05,
+  "rope_theta": 10000.0,
+  "sliding_window": 4096,
+  "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.34.0.dev0",
+  "use_cache": true,
+  "vocab_size": 32000
+})";
+
 // microsoft/Phi-3-mini-4k-instruct's config.json (auto_map left out).
 constexpr char kPhi3Config[] = R"({
   "architectures": ["Phi3ForCausalLM"],
@@ -200,9 +224,13 @@ TEST(ModelConfigTest, ModelTypeLlamaWithoutArchitectures) {
   json["model_type"] = "llama";
   EXPECT_OK(ParseModelConfig(json.dump(), "config.json"));
   json["model_type"] = "mistral";
+  absl::StatusOr<ModelConfig> mistral = ParseModelConfig(json.dump(), "config.json");
+  ASSERT_OK(mistral);
+  EXPECT_EQ(mistral->architecture, "MistralForCausalLM");
+  json["model_type"] = "gpt2";
   EXPECT_THAT(ParseModelConfig(json.dump(), "config.json"),
               StatusIs(absl::StatusCode::kUnimplemented,
-                       AllOf(HasSubstr("'model_type'"), HasSubstr("mistral"))));
+                       AllOf(HasSubstr("'model_type'"), HasSubstr("gpt2"))));
 }
 
 TEST(ModelConfigTest, Qwen2HasQkvBiases) {
@@ -231,6 +259,41 @@ TEST(ModelConfigTest, Qwen3HasPerHeadNormsAndItsOwnHeadDim) {
   EXPECT_EQ(config->NumParameters() - config->vocab_size * config->hidden_size, 440467456);
 }
 
+// Mistral 7B v0.1's window of 4096 positions; v0.2 and later have none (null).
+TEST(ModelConfigTest, MistralHasASlidingWindow) {
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(kMistralConfig, "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->architecture, "MistralForCausalLM");
+  EXPECT_EQ(config->sliding_window, 4096);
+  EXPECT_FALSE(config->fused_projections);
+  EXPECT_EQ(config->NumParameters(), 7241732096);  // "7.24B"
+  const Json again = Json::parse(ModelConfigToJson(*config));
+  EXPECT_EQ(again["model_type"], "mistral");
+  EXPECT_EQ(again["sliding_window"], 4096);
+  Json json = Json::parse(kMistralConfig);
+  json["sliding_window"] = nullptr;
+  config = ParseModelConfig(json.dump(), "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->sliding_window, 0);
+  json["sliding_window"] = 0;
+  EXPECT_THAT(ParseModelConfig(json.dump(), "config.json"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("field 'sliding_window' must be a positive number of positions "
+                                 "or null, found 0")));
+  // Llama has no window: a config that carries one anyway is read as transformers reads it,
+  // without.
+  json = Json::parse(kTinyLlamaConfig);
+  json["sliding_window"] = 64;
+  config = ParseModelConfig(json.dump(), "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->sliding_window, 0);
+  ModelConfig wrong = *config;
+  wrong.sliding_window = 64;
+  EXPECT_THAT(wrong.Validate(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("field 'sliding_window' must be 0 (none) for LlamaForCausalLM")));
+}
+
 TEST(ModelConfigTest, Phi3HasFusedProjections) {
   Json json = Json::parse(kPhi3Config);
   json["sliding_window"] = nullptr;
@@ -246,6 +309,9 @@ TEST(ModelConfigTest, Phi3HasFusedProjections) {
   const Json again = Json::parse(ModelConfigToJson(*config));
   EXPECT_EQ(again["model_type"], "phi3");
   EXPECT_TRUE(again["sliding_window"].is_null());
+  config = ParseModelConfig(kPhi3Config, "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->sliding_window, 2047);
 }
 
 // Phi-3-mini-128k's LongRoPE and Phi-4-mini's partial rotary embeddings are refused naming the
@@ -279,10 +345,10 @@ TEST(ModelConfigTest, FamilyByModelTypeAndTheListOfFamilies) {
   absl::StatusOr<ModelConfig> config = ParseModelConfig(json.dump(), "config.json");
   ASSERT_OK(config);
   EXPECT_EQ(config->architecture, "Qwen3ForCausalLM");
-  EXPECT_EQ(SupportedFamilyNames(), "\"llama\", \"qwen2\", \"qwen3\", \"phi3\"");
+  EXPECT_EQ(SupportedFamilyNames(), "\"llama\", \"qwen2\", \"qwen3\", \"phi3\", \"mistral\"");
   EXPECT_EQ(SupportedArchitectures(),
             "\"LlamaForCausalLM\", \"Qwen2ForCausalLM\", \"Qwen3ForCausalLM\", "
-            "\"Phi3ForCausalLM\"");
+            "\"Phi3ForCausalLM\", \"MistralForCausalLM\"");
   EXPECT_EQ(SupportedGgufArchitectures(), "\"llama\", \"qwen2\", \"qwen3\", \"phi3\"");
   for (const ModelFamily& family : ModelFamilies()) {
     EXPECT_EQ(FindModelFamilyByName(family.name), &family);
@@ -424,7 +490,8 @@ std::vector<BadConfigCase> BadConfigCases() {
        },
        StatusCode::kUnimplemented,
        {"field 'architectures' must contain one of \"LlamaForCausalLM\", \"Qwen2ForCausalLM\", "
-        "\"Qwen3ForCausalLM\", \"Phi3ForCausalLM\", found [\"GPT2LMHeadModel\"]"}},
+        "\"Qwen3ForCausalLM\", \"Phi3ForCausalLM\", \"MistralForCausalLM\", found "
+        "[\"GPT2LMHeadModel\"]"}},
       {"sliding window",
        [] {
          Json j = Json::parse(kQwen25Config);

@@ -357,6 +357,7 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
                        q_size,
                        static_cast<float>(1.0 / std::sqrt(hd))};
   shape.share_kv = share_attention_kv;
+  shape.window = static_cast<int32_t>(std::min<int64_t>(c.sliding_window, INT32_MAX));
   const int32_t block_size = kv_spec.block_size;
 
   // The first layer's input norm; each later one comes with the residual add before it.
