@@ -1,6 +1,7 @@
 #include "model/gguf_llama_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -197,6 +198,40 @@ absl::Status ReadRope(const GgufFile& file, const MetadataReader& reader, ModelC
   return absl::OkStatus();
 }
 
+// Gemma 3 as llama.cpp runs it (the converter writes neither the layer kinds nor the local rope
+// base nor query_pre_attn_scalar): every sixth layer global, the others sliding-window layers with
+// rope base 10000; queries scaled by 1 / sqrt(head_dim), or 1 / sqrt(hidden / heads) for the
+// 62-layer 27B; the norms' stored weights are the scales (the converter added the 1).
+absl::Status ReadGemma(const MetadataReader& reader, ModelConfig& config) {
+  constexpr int64_t kPattern = 6, k27BLayers = 62;
+  constexpr double kLocalRopeBase = 10000.0;
+  if (config.sliding_window <= 0) {
+    return reader.Missing(reader.Key("attention.sliding_window"), "a positive window");
+  }
+  ASSIGN_OR_RETURN(std::optional<double> attention_cap,
+                   reader.OptionalFloat(reader.Key("attn_logit_softcapping")));
+  if (attention_cap.has_value()) {
+    return reader.Unsupported(
+        absl::StrFormat("key '%s': attention score soft-capping is not supported, found %g",
+                        reader.Key("attn_logit_softcapping"), *attention_cap));
+  }
+  ASSIGN_OR_RETURN(std::optional<double> cap,
+                   reader.OptionalFloat(reader.Key("final_logit_softcapping")));
+  config.final_logit_softcapping = cap.value_or(0.0);
+  config.norm_weight_offset = 0.0;
+  config.embedding_scale = std::sqrt(static_cast<double>(config.hidden_size));
+  config.rope_local_theta = kLocalRopeBase;
+  config.query_pre_attn_scalar =
+      config.num_hidden_layers == k27BLayers
+          ? static_cast<double>(config.hidden_size / config.num_attention_heads)
+          : static_cast<double>(config.head_dim);
+  config.layer_sliding.clear();
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    config.layer_sliding.push_back((i + 1) % kPattern != 0);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadTokenIds(const MetadataReader& reader, ModelConfig& config) {
   auto read_id = [&](const char* name) -> absl::StatusOr<int64_t> {
     const std::string key = absl::StrCat("tokenizer.ggml.", name);
@@ -271,7 +306,10 @@ absl::StatusOr<ModelConfig> GgufLlamaConfig(const GgufFile& file) {
   config.qk_norm = family->qk_norm;
   config.fused_projections = family->fused_projections;
   config.sliding_window = window.value_or(0);
+  config.activation = family->activation;
+  config.sandwich_norms = family->sandwich_norms;
   RETURN_IF_ERROR(ReadShape(reader, config));
+  if (family->gemma_attention) RETURN_IF_ERROR(ReadGemma(reader, config));
 
   const GgufTensor* embeddings = file.FindTensor("token_embd.weight");
   if (embeddings == nullptr) {

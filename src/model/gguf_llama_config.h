@@ -10,8 +10,10 @@
 namespace convoy {
 
 // general.architecture must be the GGUF architecture of a family of ModelFamilies() ("llama",
-// "qwen2", "qwen3", "phi3"); the config takes that family's architecture and departures from
-// Llama ("llama" with attention.sliding_window set is Mistral). Read, under "<architecture>.":
+// "qwen2", "qwen3", "phi3", "gemma3"); the config takes that family's architecture and departures
+// from Llama ("llama" with attention.sliding_window set is Mistral; gemma3's layer kinds, local
+// rope base and query scale are llama.cpp's fixed rules, see ReadGemma, and its
+// final_logit_softcapping is read where set). Read, under "<architecture>.":
 // attention.sliding_window (0 or absent: none), context_length (as
 // max_position_embeddings), embedding_length, block_count, feed_forward_length,
 // attention.head_count, attention.layer_norm_rms_epsilon (all required);

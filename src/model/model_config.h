@@ -22,6 +22,10 @@ const char* DTypeName(DType dtype);
 // Bytes per element; 0 for kQuantized, whose blocks hold several.
 int DTypeSize(DType dtype);
 
+// The MLP's gate activation: SiLU (Llama) or GELU with the tanh approximation (Gemma's GeGLU;
+// config.json "gelu_pytorch_tanh").
+enum class Activation { kSilu, kGeluTanh };
+
 struct RopeScaling {
   // "default" (none) or "llama3" (Llama 3.1 / 3.2 frequency scaling).
   std::string rope_type = "default";
@@ -62,9 +66,25 @@ struct ModelFamily {
   // A GGUF file's general.architecture, the prefix of its keys ("llama.context_length"). Mistral
   // shares "llama" with Llama: such a file is Mistral when it sets a sliding window.
   const char* gguf_architecture;
+  // Gemma 3's departures, all false (kSilu) for the others:
+  Activation activation;
+  // Norms around both halves of a layer: post_attention_layernorm normalizes the attention's
+  // output before the residual add, pre_feedforward_layernorm is the MLP's input norm and
+  // post_feedforward_layernorm normalizes its output (GGUF post_attention_norm, ffn_norm,
+  // post_ffw_norm).
+  bool sandwich_norms;
+  // Gemma's RMS norms scale by 1 + weight: a Hugging Face checkpoint stores the offsets from 1
+  // (llama.cpp's converter adds the 1, so a GGUF stores the scales).
+  bool norm_weight_offsets;
+  // Embeddings multiplied by sqrt(hidden_size); queries scaled by query_pre_attn_scalar^-0.5;
+  // layers of two kinds (config.json layer_types: "sliding_attention" with the window and rope
+  // base rope_local_base_freq, "full_attention" with rope_theta); the final logits soft-capped
+  // by final_logit_softcapping where set. (Its configs also tie the embeddings unless
+  // tie_word_embeddings says otherwise.)
+  bool gemma_attention;
 };
 
-// Every family convoy serves: Llama, Qwen2 (Qwen2.5), Qwen3, Phi-3, Mistral.
+// Every family convoy serves: Llama, Qwen2 (Qwen2.5), Qwen3, Phi-3, Mistral, Gemma 3 (text).
 const std::vector<ModelFamily>& ModelFamilies();
 // The family with this architecture ("Qwen2ForCausalLM") or this config.json model_type
 // ("qwen2"); nullptr when none.
@@ -91,8 +111,27 @@ struct ModelConfig {
   bool qk_norm = false;
   bool fused_projections = false;
   // Each token attends to the latest sliding_window positions (its own included); 0: to every
-  // earlier position. Only in a family with ModelFamily::sliding_window.
+  // earlier position. Only in a family with ModelFamily::sliding_window. With layer_sliding not
+  // empty, only in the layers it marks.
   int64_t sliding_window = 0;
+  // Gemma 3 (ModelFamily::activation, sandwich_norms, norm_weight_offsets, gemma_attention);
+  // the defaults are every other family's.
+  Activation activation = Activation::kSilu;
+  bool sandwich_norms = false;
+  // Added to every RMS norm weight as stored (1 for a Gemma Hugging Face checkpoint, 0 for its
+  // GGUF, whose converter added it).
+  double norm_weight_offset = 0.0;
+  // The embeddings are multiplied by this (Gemma: sqrt(hidden_size)).
+  double embedding_scale = 1.0;
+  // Scores are q . k / sqrt(query_pre_attn_scalar); 0 means head_dim.
+  double query_pre_attn_scalar = 0.0;
+  // Per layer, whether it is a sliding-window layer (Gemma 3's layer_types); empty: every layer
+  // is, when sliding_window > 0.
+  std::vector<bool> layer_sliding;
+  // The rope base of the sliding-window layers when layer_sliding is not empty.
+  double rope_local_theta = 10000.0;
+  // logits = c * tanh(logits / c) with c this; 0: none.
+  double final_logit_softcapping = 0.0;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -119,6 +158,11 @@ struct ModelConfig {
   std::vector<int32_t> EndOfGenerationIds(std::optional<int32_t> tokenizer_eos) const;
 
   int64_t q_size() const { return num_attention_heads * head_dim; }
+  // Whether layer `layer` attends through the sliding window.
+  bool LayerSliding(int64_t layer) const {
+    return sliding_window > 0 &&
+           (layer_sliding.empty() || layer_sliding[static_cast<size_t>(layer)]);
+  }
   int64_t kv_size() const { return num_key_value_heads * head_dim; }
   // Parameters in the weights (embeddings counted once when tied).
   int64_t NumParameters() const;

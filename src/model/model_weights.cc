@@ -88,7 +88,7 @@ absl::Status OpenShards(const std::string& dir,
 enum class Size { kHidden, kQ, kKv, kIntermediate, kHeadDim, kQkv, kGateUp };
 // kSeparate: only when the family does not store the projections fused; kFused: only when it
 // does.
-enum class Needs { kAll, kAttentionBias, kQkNorm, kSeparate, kFused };
+enum class Needs { kAll, kAttentionBias, kQkNorm, kSeparate, kFused, kSandwich };
 struct LayerTensor {
   const char* name;
   TensorView LayerWeights::*view;
@@ -114,6 +114,14 @@ const std::vector<LayerTensor>& LayerTensors() {
        &L::post_attention_layernorm,
        {Size::kHidden},
        Needs::kAll},
+      {"pre_feedforward_layernorm.weight",
+       &L::pre_feedforward_layernorm,
+       {Size::kHidden},
+       Needs::kSandwich},
+      {"post_feedforward_layernorm.weight",
+       &L::post_feedforward_layernorm,
+       {Size::kHidden},
+       Needs::kSandwich},
       {"mlp.gate_up_proj.weight", &L::gate_up_proj, {Size::kGateUp, Size::kHidden}, Needs::kFused},
       {"mlp.gate_proj.weight",
        &L::gate_proj,
@@ -135,6 +143,8 @@ bool Has(const ModelConfig& config, Needs needs) {
       return !config.fused_projections;
     case Needs::kFused:
       return config.fused_projections;
+    case Needs::kSandwich:
+      return config.sandwich_norms;
     case Needs::kAll:
       break;
   }

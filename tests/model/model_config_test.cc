@@ -1,5 +1,6 @@
 #include "model/model_config.h"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -134,6 +135,40 @@ constexpr char kQwen3Config[] = R"({
   "use_cache": true,
   "use_sliding_window": false,
   "vocab_size": 151936
+})";
+
+// google/gemma-3-1b-it's config.json.
+constexpr char kGemma3Config[] = R"({
+  "architectures": ["Gemma3ForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "attn_logit_softcapping": null,
+  "bos_token_id": 2,
+  "cache_implementation": "hybrid",
+  "eos_token_id": [1, 106],
+  "final_logit_softcapping": null,
+  "head_dim": 256,
+  "hidden_activation": "gelu_pytorch_tanh",
+  "hidden_size": 1152,
+  "initializer_range": 0.02,
+  "intermediate_size": 6912,
+  "max_position_embeddings": 32768,
+  "model_type": "gemma3_text",
+  "num_attention_heads": 4,
+  "num_hidden_layers": 26,
+  "num_key_value_heads": 1,
+  "pad_token_id": 0,
+  "query_pre_attn_scalar": 256,
+  "rms_norm_eps": 1e-06,
+  "rope_local_base_freq": 10000,
+  "rope_scaling": null,
+  "rope_theta": 1000000,
+  "sliding_window": 512,
+  "sliding_window_pattern": 6,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.50.0.dev0",
+  "use_cache": true,
+  "vocab_size": 262144
 })";
 
 // mistralai/Mistral-7B-v0.1's config.json.
@@ -294,6 +329,59 @@ TEST(ModelConfigTest, MistralHasASlidingWindow) {
                        HasSubstr("field 'sliding_window' must be 0 (none) for LlamaForCausalLM")));
 }
 
+TEST(ModelConfigTest, Gemma3Text) {
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(kGemma3Config, "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->architecture, "Gemma3ForCausalLM");
+  EXPECT_EQ(config->activation, Activation::kGeluTanh);
+  EXPECT_TRUE(config->sandwich_norms);
+  EXPECT_TRUE(config->qk_norm);
+  EXPECT_EQ(config->norm_weight_offset, 1.0);
+  EXPECT_DOUBLE_EQ(config->embedding_scale, std::sqrt(1152.0));
+  EXPECT_EQ(config->query_pre_attn_scalar, 256);
+  EXPECT_EQ(config->sliding_window, 512);
+  EXPECT_EQ(config->rope_theta, 1e6);
+  EXPECT_EQ(config->rope_local_theta, 1e4);
+  EXPECT_EQ(config->final_logit_softcapping, 0);
+  EXPECT_TRUE(config->tie_word_embeddings);  // transformers' default for Gemma 3
+  ASSERT_EQ(config->layer_sliding.size(), 26u);
+  for (int64_t i = 0; i < 26; ++i) EXPECT_EQ(config->LayerSliding(i), (i + 1) % 6 != 0) << i;
+  EXPECT_EQ(config->eos_token_ids, (std::vector<int64_t>{1, 106}));
+  EXPECT_EQ(config->NumParameters(), 999885952);  // "1B"
+  // What transformers 5 writes: the layer kinds and each kind's rope base.
+  const Json again = Json::parse(ModelConfigToJson(*config));
+  EXPECT_EQ(again["hidden_activation"], "gelu_pytorch_tanh");
+  absl::StatusOr<ModelConfig> reread = ParseModelConfig(again.dump(), "again.json");
+  ASSERT_OK(reread);
+  EXPECT_EQ(reread->layer_sliding, config->layer_sliding);
+  Json v5 = Json::parse(kGemma3Config);
+  v5.erase("rope_theta");
+  v5.erase("rope_local_base_freq");
+  v5.erase("rope_scaling");
+  v5["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 2e6}}},
+                           {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 5e3}}}};
+  reread = ParseModelConfig(v5.dump(), "config.json");
+  ASSERT_OK(reread);
+  EXPECT_EQ(reread->rope_theta, 2e6);
+  EXPECT_EQ(reread->rope_local_theta, 5e3);
+  // Gemma 3 4B's linear scaling of the global layers, and Gemma 2's score capping, are refused.
+  v5["rope_parameters"]["full_attention"] = {{"rope_type", "linear"}, {"factor", 8.0}};
+  EXPECT_THAT(ParseModelConfig(v5.dump(), "config.json"),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("field 'rope_parameters.full_attention.rope_type' must be "
+                                 "\"default\"")));
+  Json capped = Json::parse(kGemma3Config);
+  capped["attn_logit_softcapping"] = 50.0;
+  EXPECT_THAT(ParseModelConfig(capped.dump(), "config.json"),
+              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("'attn_logit_softcapping'")));
+  capped = Json::parse(kGemma3Config);
+  capped["hidden_activation"] = "silu";
+  EXPECT_THAT(ParseModelConfig(capped.dump(), "config.json"),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("field 'hidden_activation' must be \"gelu_pytorch_tanh\" for "
+                                 "Gemma3ForCausalLM, found \"silu\"")));
+}
+
 TEST(ModelConfigTest, Phi3HasFusedProjections) {
   Json json = Json::parse(kPhi3Config);
   json["sliding_window"] = nullptr;
@@ -345,11 +433,12 @@ TEST(ModelConfigTest, FamilyByModelTypeAndTheListOfFamilies) {
   absl::StatusOr<ModelConfig> config = ParseModelConfig(json.dump(), "config.json");
   ASSERT_OK(config);
   EXPECT_EQ(config->architecture, "Qwen3ForCausalLM");
-  EXPECT_EQ(SupportedFamilyNames(), "\"llama\", \"qwen2\", \"qwen3\", \"phi3\", \"mistral\"");
+  EXPECT_EQ(SupportedFamilyNames(),
+            "\"llama\", \"qwen2\", \"qwen3\", \"phi3\", \"mistral\", \"gemma3_text\"");
   EXPECT_EQ(SupportedArchitectures(),
             "\"LlamaForCausalLM\", \"Qwen2ForCausalLM\", \"Qwen3ForCausalLM\", "
-            "\"Phi3ForCausalLM\", \"MistralForCausalLM\"");
-  EXPECT_EQ(SupportedGgufArchitectures(), "\"llama\", \"qwen2\", \"qwen3\", \"phi3\"");
+            "\"Phi3ForCausalLM\", \"MistralForCausalLM\", \"Gemma3ForCausalLM\"");
+  EXPECT_EQ(SupportedGgufArchitectures(), "\"llama\", \"qwen2\", \"qwen3\", \"phi3\", \"gemma3\"");
   for (const ModelFamily& family : ModelFamilies()) {
     EXPECT_EQ(FindModelFamilyByName(family.name), &family);
     EXPECT_EQ(FindModelFamilyByArchitecture(family.architecture), &family);
@@ -490,8 +579,8 @@ std::vector<BadConfigCase> BadConfigCases() {
        },
        StatusCode::kUnimplemented,
        {"field 'architectures' must contain one of \"LlamaForCausalLM\", \"Qwen2ForCausalLM\", "
-        "\"Qwen3ForCausalLM\", \"Phi3ForCausalLM\", \"MistralForCausalLM\", found "
-        "[\"GPT2LMHeadModel\"]"}},
+        "\"Qwen3ForCausalLM\", \"Phi3ForCausalLM\", \"MistralForCausalLM\", "
+        "\"Gemma3ForCausalLM\", found [\"GPT2LMHeadModel\"]"}},
       {"sliding window",
        [] {
          Json j = Json::parse(kQwen25Config);
