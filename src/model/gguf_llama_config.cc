@@ -1,6 +1,7 @@
 #include "model/gguf_llama_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,8 +25,9 @@ class MetadataReader {
  public:
   explicit MetadataReader(const GgufFile& file) : file_(file) {}
 
-  // The family's keys are under its GGUF name: "llama.context_length", "qwen2.context_length".
-  void set_family(const ModelFamily& family) { prefix_ = absl::StrCat(family.name, "."); }
+  // The family's keys are under its GGUF architecture: "llama.context_length",
+  // "qwen2.context_length".
+  void set_prefix(const std::string& architecture) { prefix_ = absl::StrCat(architecture, "."); }
   std::string Key(const char* name) const { return absl::StrCat(prefix_, name); }
   const std::string& prefix() const { return prefix_; }
 
@@ -165,6 +167,14 @@ absl::Status ReadRope(const GgufFile& file, const MetadataReader& reader, ModelC
                         Key("rope.scale_linear"), *linear));
   }
 
+  // Phi-3's LongRoPE: frequency factors for short and long contexts.
+  for (const char* name : {"rope_factors_short.weight", "rope_factors_long.weight"}) {
+    if (file.FindTensor(name) != nullptr) {
+      return reader.Unsupported(absl::StrFormat(
+          "tensor '%s': LongRoPE scaling (short and long frequency factors) is not supported",
+          name));
+    }
+  }
   const GgufTensor* freqs = file.FindTensor("rope_freqs.weight");
   if (freqs == nullptr) return absl::OkStatus();
   const int64_t count = config.head_dim / 2;
@@ -185,6 +195,40 @@ absl::Status ReadRope(const GgufFile& file, const MetadataReader& reader, ModelC
         absl::StrCat(file.path(), ": tensor 'rope_freqs.weight': ", scaling.status().message()));
   }
   config.rope_scaling = *scaling;
+  return absl::OkStatus();
+}
+
+// Gemma 3 as llama.cpp runs it (the converter writes neither the layer kinds nor the local rope
+// base nor query_pre_attn_scalar): every sixth layer global, the others sliding-window layers with
+// rope base 10000; queries scaled by 1 / sqrt(head_dim), or 1 / sqrt(hidden / heads) for the
+// 62-layer 27B; the norms' stored weights are the scales (the converter added the 1).
+absl::Status ReadGemma(const MetadataReader& reader, ModelConfig& config) {
+  constexpr int64_t kPattern = 6, k27BLayers = 62;
+  constexpr double kLocalRopeBase = 10000.0;
+  if (config.sliding_window <= 0) {
+    return reader.Missing(reader.Key("attention.sliding_window"), "a positive window");
+  }
+  ASSIGN_OR_RETURN(std::optional<double> attention_cap,
+                   reader.OptionalFloat(reader.Key("attn_logit_softcapping")));
+  if (attention_cap.has_value()) {
+    return reader.Unsupported(
+        absl::StrFormat("key '%s': attention score soft-capping is not supported, found %g",
+                        reader.Key("attn_logit_softcapping"), *attention_cap));
+  }
+  ASSIGN_OR_RETURN(std::optional<double> cap,
+                   reader.OptionalFloat(reader.Key("final_logit_softcapping")));
+  config.final_logit_softcapping = cap.value_or(0.0);
+  config.norm_weight_offset = 0.0;
+  config.embedding_scale = std::sqrt(static_cast<double>(config.hidden_size));
+  config.rope_local_theta = kLocalRopeBase;
+  config.query_pre_attn_scalar =
+      config.num_hidden_layers == k27BLayers
+          ? static_cast<double>(config.hidden_size / config.num_attention_heads)
+          : static_cast<double>(config.head_dim);
+  config.layer_sliding.clear();
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    config.layer_sliding.push_back((i + 1) % kPattern != 0);
+  }
   return absl::OkStatus();
 }
 
@@ -216,7 +260,7 @@ absl::Status ReadTokenIds(const MetadataReader& reader, ModelConfig& config) {
 
 bool IsMatrix(const GgufTensor& tensor) {
   return tensor.shape.size() == 2 && tensor.name.find("norm") == std::string::npos &&
-         tensor.name != "rope_freqs.weight";
+         tensor.name.rfind("rope_", 0) != 0;
 }
 
 DType StorageDType(const GgufFile& file) {
@@ -240,20 +284,32 @@ absl::StatusOr<ModelConfig> GgufLlamaConfig(const GgufFile& file) {
                    reader.OptionalString(kArchitectureKey));
   if (!architecture.has_value()) {
     return reader.Missing(kArchitectureKey,
-                          absl::StrCat("one of ", SupportedFamilyNames()).c_str());
+                          absl::StrCat("one of ", SupportedGgufArchitectures()).c_str());
   }
-  const ModelFamily* family = FindModelFamilyByName(*architecture);
+  reader.set_prefix(*architecture);
+  // 0 (llama.cpp's converter writes it for a Phi-3 without a window) or absent: none.
+  ASSIGN_OR_RETURN(std::optional<int64_t> window,
+                   reader.OptionalInt(reader.Key("attention.sliding_window")));
+  if (window.value_or(0) < 0) {
+    return reader.Invalid(absl::StrFormat("key '%s': expected a window of 0 or more, found %d",
+                                          reader.Key("attention.sliding_window"), *window));
+  }
+  const ModelFamily* family = FindModelFamilyByGgufArchitecture(*architecture, window.value_or(0));
   if (family == nullptr) {
     return reader.Unsupported(
         absl::StrFormat("key '%s': architecture \"%s\" is not supported, expected one of %s",
-                        kArchitectureKey, *architecture, SupportedFamilyNames()));
+                        kArchitectureKey, *architecture, SupportedGgufArchitectures()));
   }
-  reader.set_family(*family);
   ModelConfig config;
   config.architecture = family->architecture;
   config.attention_bias = family->attention_bias;
   config.qk_norm = family->qk_norm;
+  config.fused_projections = family->fused_projections;
+  config.sliding_window = window.value_or(0);
+  config.activation = family->activation;
+  config.sandwich_norms = family->sandwich_norms;
   RETURN_IF_ERROR(ReadShape(reader, config));
+  if (family->gemma_attention) RETURN_IF_ERROR(ReadGemma(reader, config));
 
   const GgufTensor* embeddings = file.FindTensor("token_embd.weight");
   if (embeddings == nullptr) {

@@ -9,9 +9,12 @@
 
 namespace convoy {
 
-// general.architecture must name a family of ModelFamilies() ("llama", "qwen2", "qwen3"); the
-// config takes that family's architecture and departures from Llama. Read, under
-// "<architecture>.": context_length (as
+// general.architecture must be the GGUF architecture of a family of ModelFamilies() ("llama",
+// "qwen2", "qwen3", "phi3", "gemma3"); the config takes that family's architecture and departures
+// from Llama ("llama" with attention.sliding_window set is Mistral; gemma3's layer kinds, local
+// rope base and query scale are llama.cpp's fixed rules, see ReadGemma, and its
+// final_logit_softcapping is read where set). Read, under "<architecture>.":
+// attention.sliding_window (0 or absent: none), context_length (as
 // max_position_embeddings), embedding_length, block_count, feed_forward_length,
 // attention.head_count, attention.layer_norm_rms_epsilon (all required);
 // attention.head_count_kv (default head_count), attention.key_length / value_length (default
@@ -27,7 +30,7 @@ namespace convoy {
 // Errors name the file and the key (or tensor), and say what was expected and what was found:
 // INVALID_ARGUMENT for a missing or mistyped key, UNIMPLEMENTED for another architecture (naming
 // it and the supported ones) or a feature that ModelConfig cannot express (mixture of experts,
-// linear or YaRN rope scaling).
+// linear, YaRN or LongRoPE rope scaling: rope_factors_short/long.weight).
 absl::StatusOr<ModelConfig> GgufLlamaConfig(const GgufFile& file);
 
 }  // namespace convoy

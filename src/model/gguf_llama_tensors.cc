@@ -30,6 +30,7 @@ constexpr NamePair kGlobalNames[] = {
 // Under "model.layers.N." and "blk.N.".
 constexpr NamePair kLayerNames[] = {
     {"input_layernorm.weight", "attn_norm.weight"},
+    {"self_attn.qkv_proj.weight", "attn_qkv.weight"},
     {"self_attn.q_proj.weight", "attn_q.weight"},
     {"self_attn.k_proj.weight", "attn_k.weight"},
     {"self_attn.v_proj.weight", "attn_v.weight"},
@@ -42,7 +43,17 @@ constexpr NamePair kLayerNames[] = {
     {"post_attention_layernorm.weight", "ffn_norm.weight"},
     {"mlp.gate_proj.weight", "ffn_gate.weight"},
     {"mlp.up_proj.weight", "ffn_up.weight"},
+    // Phi-3: llama.cpp stores the fused gate | up rows as ffn_up.
+    {"mlp.gate_up_proj.weight", "ffn_up.weight"},
     {"mlp.down_proj.weight", "ffn_down.weight"},
+};
+
+// Under "model.layers.N." and "blk.N.", for a family with sandwich norms (Gemma 3), before
+// kLayerNames.
+constexpr NamePair kSandwichLayerNames[] = {
+    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
 };
 
 std::string ShapeString(const std::vector<int64_t>& shape) {
@@ -61,7 +72,7 @@ int64_t PermutedRow(int64_t row, int64_t head_dim) {
 
 }  // namespace
 
-std::string GgufLlamaTensorName(const std::string& hf_name) {
+std::string GgufLlamaTensorName(const std::string& hf_name, bool sandwich_norms) {
   for (const NamePair& pair : kGlobalNames) {
     if (hf_name == pair.hf) return pair.gguf;
   }
@@ -73,6 +84,11 @@ std::string GgufLlamaTensorName(const std::string& hf_name) {
   if (dot == absl::string_view::npos || !absl::SimpleAtoi(rest.substr(0, dot), &layer) ||
       layer < 0) {
     return "";
+  }
+  if (sandwich_norms) {
+    for (const NamePair& pair : kSandwichLayerNames) {
+      if (rest.substr(dot + 1) == pair.hf) return absl::StrCat("blk.", layer, ".", pair.gguf);
+    }
   }
   for (const NamePair& pair : kLayerNames) {
     if (rest.substr(dot + 1) == pair.hf) return absl::StrCat("blk.", layer, ".", pair.gguf);
@@ -115,7 +131,8 @@ absl::StatusOr<std::unique_ptr<GgufLlamaTensors>> GgufLlamaTensors::Load(
     }
     absl::Status status;
     try {
-      status = tensors->AddTensor(expected.name, expected.shape, rotary_heads);
+      status =
+          tensors->AddTensor(expected.name, expected.shape, rotary_heads, config.sandwich_norms);
     } catch (const std::bad_alloc&) {
       status = absl::ResourceExhaustedError(
           absl::StrFormat("%s: no memory for tensor %s", tensors->file_->path(), expected.name));
@@ -127,8 +144,8 @@ absl::StatusOr<std::unique_ptr<GgufLlamaTensors>> GgufLlamaTensors::Load(
 
 absl::Status GgufLlamaTensors::AddTensor(const std::string& hf_name,
                                          const std::vector<int64_t>& expected_shape,
-                                         int64_t rotary_heads) {
-  const std::string gguf_name = GgufLlamaTensorName(hf_name);
+                                         int64_t rotary_heads, bool sandwich_norms) {
+  const std::string gguf_name = GgufLlamaTensorName(hf_name, sandwich_norms);
   const GgufTensor* tensor = file_->FindTensor(gguf_name);
   const std::string& path = file_->path();
   if (tensor == nullptr) {

@@ -19,7 +19,10 @@ namespace convoy {
 // The GGUF name of a Hugging Face tensor of a family ("model.layers.3.self_attn.q_proj.weight" ->
 // "blk.3.attn_q.weight", "...q_proj.bias" -> "blk.3.attn_q.bias", "...q_norm.weight" ->
 // "blk.3.attn_q_norm.weight"); empty for a name that is not one.
-std::string GgufLlamaTensorName(const std::string& hf_name);
+// With `sandwich_norms` (Gemma 3), the layer norms take that family's GGUF names:
+// post_attention_layernorm -> post_attention_norm, pre_feedforward_layernorm -> ffn_norm,
+// post_feedforward_layernorm -> post_ffw_norm.
+std::string GgufLlamaTensorName(const std::string& hf_name, bool sandwich_norms = false);
 
 // Owns the file and the converted tensors; views stay valid as long as this object.
 class GgufLlamaTensors {
@@ -43,7 +46,7 @@ class GgufLlamaTensors {
  private:
   GgufLlamaTensors() = default;
   absl::Status AddTensor(const std::string& hf_name, const std::vector<int64_t>& expected_shape,
-                         int64_t rotary_heads);
+                         int64_t rotary_heads, bool sandwich_norms);
 
   std::unique_ptr<GgufFile> file_;
   // The permuted copies that views point into; a vector's data does not move when the outer

@@ -159,6 +159,12 @@ absl::StatusOr<RopeScaling> ParseRopeScaling(const ConfigReader& reader, const c
         "field '%s.rope_type' is required when %s is set, found none", field, field));
   }
   if (*type == "default") return scaling;
+  if (*type == "longrope" || *type == "su") {
+    return reader.Unsupported(absl::StrFormat(
+        "field '%s.%s' is \"%s\": LongRoPE scaling (short and long frequency factors) is not "
+        "supported, only \"llama3\"",
+        field, type_field, *type));
+  }
   if (*type != "llama3") {
     return reader.Unsupported(absl::StrFormat(
         "field '%s.%s' must be \"llama3\" (the only supported RoPE scaling), found \"%s\"", field,
@@ -217,6 +223,10 @@ absl::Status ParseTokenIds(const ConfigReader& reader, ModelConfig& config) {
   return absl::OkStatus();
 }
 
+const char* ActivationName(Activation activation) {
+  return activation == Activation::kGeluTanh ? "gelu_pytorch_tanh" : "silu";
+}
+
 absl::Status CheckUnsupportedFeatures(const ConfigReader& reader, const ModelFamily& family) {
   // A family with QKV biases has them whatever the config says (Qwen2's has no field for them).
   if (!family.attention_bias) {
@@ -232,10 +242,31 @@ absl::Status CheckUnsupportedFeatures(const ConfigReader& reader, const ModelFam
     return reader.Unsupported(
         "field 'mlp_bias' must be false (biases are not supported), found true");
   }
-  ASSIGN_OR_RETURN(const std::string* activation, reader.String(reader.json(), "", "hidden_act"));
-  if (activation != nullptr && *activation != "silu") {
-    return reader.Unsupported(
-        absl::StrFormat("field 'hidden_act' must be \"silu\", found \"%s\"", *activation));
+  // Gemma's configs name it hidden_activation.
+  const char* activation_field =
+      reader.IsMissing(reader.json(), "hidden_activation") ? "hidden_act" : "hidden_activation";
+  ASSIGN_OR_RETURN(const std::string* activation,
+                   reader.String(reader.json(), "", activation_field));
+  const char* expected = ActivationName(family.activation);
+  if (activation != nullptr && *activation != expected) {
+    return reader.Unsupported(absl::StrFormat("field '%s' must be \"%s\" for %s, found \"%s\"",
+                                              activation_field, expected, family.architecture,
+                                              *activation));
+  }
+  // Partial rotary embeddings (Phi-4-mini's 0.75), at the top level or among the rope parameters.
+  for (const char* object_field : {"", "rope_parameters", "rope_scaling"}) {
+    const Json& object =
+        *object_field == '\0' ? reader.json() : reader.json().value(object_field, Json());
+    if (!object.is_object()) continue;
+    const std::string path = *object_field == '\0' ? "" : absl::StrCat(object_field, ".");
+    const double full = 1.0;
+    ASSIGN_OR_RETURN(double factor, reader.Double(object, path, "partial_rotary_factor", &full));
+    if (factor != 1.0) {
+      return reader.Unsupported(absl::StrFormat(
+          "field '%spartial_rotary_factor' must be 1 (partial rotary embeddings are not "
+          "supported), found %g",
+          path, factor));
+    }
   }
   // Qwen's configs carry a window that only applies with use_sliding_window (transformers 5 also
   // lists each layer's kind in layer_types).
@@ -246,7 +277,8 @@ absl::Status CheckUnsupportedFeatures(const ConfigReader& reader, const ModelFam
         "found true");
   }
   const Json& json = reader.json();
-  if (!reader.IsMissing(json, "layer_types")) {
+  // Gemma 3's layer kinds are read by ParseGemmaAttention.
+  if (!reader.IsMissing(json, "layer_types") && !family.gemma_attention) {
     const Json& types = json.at("layer_types");
     if (!types.is_array()) {
       return reader.Invalid(
@@ -260,6 +292,92 @@ absl::Status CheckUnsupportedFeatures(const ConfigReader& reader, const ModelFam
             type.dump()));
       }
     }
+  }
+  return absl::OkStatus();
+}
+
+// Gemma 3's attention: the layer kinds (layer_types, or every sliding_window_pattern-th layer
+// global), each kind's rope base (transformers 5: rope_parameters.full_attention /
+// .sliding_attention; transformers 4: rope_theta, rope_local_base_freq), the query scale, and the
+// logit soft-capping. Attention-score soft-capping and bidirectional attention are refused.
+absl::Status ParseGemmaAttention(const ConfigReader& reader, ModelConfig& config) {
+  const Json& json = reader.json();
+  for (const char* field : {"attn_logit_softcapping", "use_bidirectional_attention"}) {
+    if (!reader.IsMissing(json, field) && json.at(field) != false) {
+      return reader.Unsupported(
+          absl::StrFormat("field '%s' must be null or false (not supported), found %s", field,
+                          json.at(field).dump()));
+    }
+  }
+  const double no_cap = 0.0;
+  ASSIGN_OR_RETURN(config.final_logit_softcapping,
+                   reader.Double(json, "", "final_logit_softcapping", &no_cap));
+  const double default_scalar = static_cast<double>(config.head_dim);
+  ASSIGN_OR_RETURN(config.query_pre_attn_scalar,
+                   reader.Double(json, "", "query_pre_attn_scalar", &default_scalar));
+  ASSIGN_OR_RETURN(config.sliding_window, reader.Int("sliding_window", 4096));
+  if (config.sliding_window <= 0) {
+    return reader.Invalid(
+        absl::StrFormat("field 'sliding_window' must be a positive number of positions, found %d",
+                        config.sliding_window));
+  }
+  config.layer_sliding.clear();
+  if (!reader.IsMissing(json, "layer_types")) {
+    const Json& types = json.at("layer_types");
+    if (!types.is_array() || types.size() != static_cast<size_t>(config.num_hidden_layers)) {
+      return reader.Invalid(absl::StrFormat(
+          "field 'layer_types' must be a list of num_hidden_layers %d strings, found %s",
+          config.num_hidden_layers, types.dump()));
+    }
+    for (const Json& type : types) {
+      if (type != "sliding_attention" && type != "full_attention") {
+        return reader.Unsupported(absl::StrCat(
+            "field 'layer_types' must hold \"sliding_attention\" or \"full_attention\", found ",
+            type.dump()));
+      }
+      config.layer_sliding.push_back(type == "sliding_attention");
+    }
+  } else {
+    ASSIGN_OR_RETURN(int64_t pattern, reader.Int("sliding_window_pattern", 6));
+    if (pattern <= 0) {
+      return reader.Invalid(
+          absl::StrFormat("field 'sliding_window_pattern' must be positive, found %d", pattern));
+    }
+    for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+      config.layer_sliding.push_back((i + 1) % pattern != 0);
+    }
+  }
+  const Json* parameters = nullptr;
+  if (!reader.IsMissing(json, "rope_parameters") && json.at("rope_parameters").is_object() &&
+      json.at("rope_parameters").contains("full_attention")) {
+    parameters = &json.at("rope_parameters");
+  }
+  if (parameters == nullptr) {
+    // transformers 4: rope_scaling applies to the global layers; only none is supported.
+    ASSIGN_OR_RETURN(config.rope_scaling, ParseRopeScaling(reader, "rope_scaling"));
+    const double local = config.rope_local_theta;
+    ASSIGN_OR_RETURN(config.rope_local_theta,
+                     reader.Double(json, "", "rope_local_base_freq", &local));
+    return absl::OkStatus();
+  }
+  for (const char* kind : {"full_attention", "sliding_attention"}) {
+    const std::string path = absl::StrCat("rope_parameters.", kind, ".");
+    const Json& object = parameters->value(kind, Json());
+    if (!object.is_object()) {
+      return reader.Invalid(absl::StrCat("field 'rope_parameters.", kind,
+                                         "' must be an object, found ", object.dump()));
+    }
+    ASSIGN_OR_RETURN(const std::string* type, reader.String(object, path, "rope_type"));
+    if (type != nullptr && *type != "default") {
+      return reader.Unsupported(absl::StrFormat(
+          "field '%srope_type' must be \"default\" (Gemma's %s scaling is not supported), "
+          "found \"%s\"",
+          path, *type, *type));
+    }
+    double& theta =
+        std::string(kind) == "full_attention" ? config.rope_theta : config.rope_local_theta;
+    const double current = theta;
+    ASSIGN_OR_RETURN(theta, reader.Double(object, path, "rope_theta", &current));
   }
   return absl::OkStatus();
 }
@@ -288,11 +406,29 @@ absl::Status InvalidField(const absl::FormatSpec<Args...>& format, const Args&..
 const std::vector<ModelFamily>& ModelFamilies() {
   static const std::vector<ModelFamily> kFamilies = {
       {"llama", "LlamaForCausalLM", /*attention_bias=*/false, /*qk_norm=*/false,
-       /*gguf_permuted_qk=*/true},
+       /*gguf_permuted_qk=*/true, /*fused_projections=*/false, /*sliding_window=*/false, "llama",
+       Activation::kSilu, /*sandwich_norms=*/false, /*norm_weight_offsets=*/false,
+       /*gemma_attention=*/false},
       {"qwen2", "Qwen2ForCausalLM", /*attention_bias=*/true, /*qk_norm=*/false,
-       /*gguf_permuted_qk=*/false},
+       /*gguf_permuted_qk=*/false, /*fused_projections=*/false, /*sliding_window=*/false, "qwen2",
+       Activation::kSilu, /*sandwich_norms=*/false, /*norm_weight_offsets=*/false,
+       /*gemma_attention=*/false},
       {"qwen3", "Qwen3ForCausalLM", /*attention_bias=*/false, /*qk_norm=*/true,
-       /*gguf_permuted_qk=*/false},
+       /*gguf_permuted_qk=*/false, /*fused_projections=*/false, /*sliding_window=*/false, "qwen3",
+       Activation::kSilu, /*sandwich_norms=*/false, /*norm_weight_offsets=*/false,
+       /*gemma_attention=*/false},
+      {"phi3", "Phi3ForCausalLM", /*attention_bias=*/false, /*qk_norm=*/false,
+       /*gguf_permuted_qk=*/false, /*fused_projections=*/true, /*sliding_window=*/true, "phi3",
+       Activation::kSilu, /*sandwich_norms=*/false, /*norm_weight_offsets=*/false,
+       /*gemma_attention=*/false},
+      {"mistral", "MistralForCausalLM", /*attention_bias=*/false, /*qk_norm=*/false,
+       /*gguf_permuted_qk=*/true, /*fused_projections=*/false, /*sliding_window=*/true, "llama",
+       Activation::kSilu, /*sandwich_norms=*/false, /*norm_weight_offsets=*/false,
+       /*gemma_attention=*/false},
+      {"gemma3_text", "Gemma3ForCausalLM", /*attention_bias=*/false, /*qk_norm=*/true,
+       /*gguf_permuted_qk=*/false, /*fused_projections=*/false, /*sliding_window=*/true, "gemma3",
+       Activation::kGeluTanh, /*sandwich_norms=*/true, /*norm_weight_offsets=*/true,
+       /*gemma_attention=*/true},
   };
   return kFamilies;
 }
@@ -311,18 +447,35 @@ const ModelFamily* FindModelFamilyByName(const std::string& name) {
   return nullptr;
 }
 
-std::string SupportedFamilyNames() {
+const ModelFamily* FindModelFamilyByGgufArchitecture(const std::string& gguf_architecture,
+                                                     int64_t sliding_window) {
+  const ModelFamily* found = nullptr;
+  for (const ModelFamily& family : ModelFamilies()) {
+    if (gguf_architecture != family.gguf_architecture) continue;
+    if (found == nullptr) found = &family;
+    if (sliding_window > 0 && family.sliding_window) return &family;
+  }
+  return found;
+}
+
+namespace {
+
+// Each of `field`'s values once, quoted as JSON, in table order.
+std::string JoinFamilyField(const char* ModelFamily::*field) {
   std::vector<std::string> names;
-  for (const ModelFamily& family : ModelFamilies()) names.push_back(Json(family.name).dump());
+  for (const ModelFamily& family : ModelFamilies()) {
+    std::string name = Json(family.*field).dump();
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
   return absl::StrJoin(names, ", ");
 }
 
-std::string SupportedArchitectures() {
-  std::vector<std::string> names;
-  for (const ModelFamily& family : ModelFamilies()) {
-    names.push_back(Json(family.architecture).dump());
-  }
-  return absl::StrJoin(names, ", ");
+}  // namespace
+
+std::string SupportedFamilyNames() { return JoinFamilyField(&ModelFamily::name); }
+std::string SupportedArchitectures() { return JoinFamilyField(&ModelFamily::architecture); }
+std::string SupportedGgufArchitectures() {
+  return JoinFamilyField(&ModelFamily::gguf_architecture);
 }
 
 const char* DTypeName(DType dtype) {
@@ -359,7 +512,7 @@ int64_t ModelConfig::NumParameters() const {
                             + kv_size() * hidden_size * 2          // k_proj, v_proj
                             + intermediate_size * hidden_size * 3  // gate, up, down
                             + (attention_bias ? q_size() + 2 * kv_size() : 0) +
-                            (qk_norm ? 2 * head_dim : 0);
+                            (qk_norm ? 2 * head_dim : 0) + (sandwich_norms ? 2 * hidden_size : 0);
   return embeddings * (tie_word_embeddings ? 1 : 2) + num_hidden_layers * per_layer + hidden_size;
 }
 
@@ -370,12 +523,37 @@ absl::Status ModelConfig::Validate() const {
         absl::StrFormat("architecture \"%s\" is not supported, expected one of %s", architecture,
                         SupportedArchitectures()));
   }
-  if (attention_bias != known->attention_bias || qk_norm != known->qk_norm) {
+  if (attention_bias != known->attention_bias || qk_norm != known->qk_norm ||
+      fused_projections != known->fused_projections) {
     auto name = [](bool b) { return b ? "true" : "false"; };
     return InvalidField(
-        "attention_bias %s and qk_norm %s disagree with %s (attention_bias %s, qk_norm %s)",
-        name(attention_bias), name(qk_norm), architecture, name(known->attention_bias),
-        name(known->qk_norm));
+        "attention_bias %s, qk_norm %s and fused_projections %s disagree with %s "
+        "(attention_bias %s, qk_norm %s, fused_projections %s)",
+        name(attention_bias), name(qk_norm), name(fused_projections), architecture,
+        name(known->attention_bias), name(known->qk_norm), name(known->fused_projections));
+  }
+  if (activation != known->activation || sandwich_norms != known->sandwich_norms) {
+    return InvalidField("activation %s and sandwich_norms %s disagree with %s",
+                        ActivationName(activation), sandwich_norms ? "true" : "false",
+                        architecture);
+  }
+  if (!layer_sliding.empty() && layer_sliding.size() != static_cast<size_t>(num_hidden_layers)) {
+    return InvalidField("field 'layer_types' must have num_hidden_layers %d entries, found %d",
+                        num_hidden_layers, layer_sliding.size());
+  }
+  if (!(query_pre_attn_scalar >= 0) || !std::isfinite(query_pre_attn_scalar) ||
+      !(final_logit_softcapping >= 0) || !std::isfinite(final_logit_softcapping) ||
+      !(embedding_scale > 0) || !std::isfinite(embedding_scale) || !(rope_local_theta > 0) ||
+      !std::isfinite(rope_local_theta)) {
+    return InvalidField(
+        "fields 'query_pre_attn_scalar' %g and 'final_logit_softcapping' %g must be 0 or "
+        "positive, the embedding scale %g and 'rope_local_base_freq' %g positive",
+        query_pre_attn_scalar, final_logit_softcapping, embedding_scale, rope_local_theta);
+  }
+  if (sliding_window < 0 || (sliding_window > 0 && !known->sliding_window)) {
+    return InvalidField("field 'sliding_window' must be %s for %s, found %d",
+                        known->sliding_window ? "positive or 0 (none)" : "0 (none)", architecture,
+                        sliding_window);
   }
   const std::pair<const char*, int64_t> positive[] = {
       {"vocab_size", vocab_size},
@@ -474,6 +652,20 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
   config.architecture = family->architecture;
   config.attention_bias = family->attention_bias;
   config.qk_norm = family->qk_norm;
+  config.fused_projections = family->fused_projections;
+  config.activation = family->activation;
+  config.sandwich_norms = family->sandwich_norms;
+  config.norm_weight_offset = family->norm_weight_offsets ? 1.0 : 0.0;
+  // A family with sliding windows takes config.json's (null: none); another ignores the field, as
+  // transformers does. (Gemma's is read with its layer kinds below.)
+  if (family->sliding_window && !family->gemma_attention) {
+    ASSIGN_OR_RETURN(config.sliding_window, reader.Int("sliding_window", 0));
+    if (config.sliding_window <= 0 && !reader.IsMissing(json, "sliding_window")) {
+      return reader.Invalid(absl::StrFormat(
+          "field 'sliding_window' must be a positive number of positions or null, found %d",
+          config.sliding_window));
+    }
+  }
   ASSIGN_OR_RETURN(config.vocab_size, reader.RequiredInt("vocab_size"));
   ASSIGN_OR_RETURN(config.hidden_size, reader.RequiredInt("hidden_size"));
   ASSIGN_OR_RETURN(config.intermediate_size, reader.RequiredInt("intermediate_size"));
@@ -501,8 +693,11 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
   ASSIGN_OR_RETURN(config.rms_norm_eps,
                    reader.Double(json, "", "rms_norm_eps", &config.rms_norm_eps));
   ASSIGN_OR_RETURN(config.rope_theta, reader.Double(json, "", "rope_theta", &config.rope_theta));
-  if (reader.IsMissing(json, "rope_scaling") && !reader.IsMissing(json, "rope_parameters") &&
-      json.at("rope_parameters").is_object()) {
+  if (family->gemma_attention) {
+    config.embedding_scale = std::sqrt(static_cast<double>(config.hidden_size));
+    RETURN_IF_ERROR(ParseGemmaAttention(reader, config));
+  } else if (reader.IsMissing(json, "rope_scaling") && !reader.IsMissing(json, "rope_parameters") &&
+             json.at("rope_parameters").is_object()) {
     ASSIGN_OR_RETURN(config.rope_theta,
                      reader.Double(json.at("rope_parameters"), "rope_parameters.", "rope_theta",
                                    &config.rope_theta));
@@ -510,7 +705,9 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
   } else {
     ASSIGN_OR_RETURN(config.rope_scaling, ParseRopeScaling(reader, "rope_scaling"));
   }
-  ASSIGN_OR_RETURN(config.tie_word_embeddings, reader.Bool("tie_word_embeddings", false));
+  // Gemma's configs tie the embeddings unless they say otherwise (transformers' default).
+  ASSIGN_OR_RETURN(config.tie_word_embeddings,
+                   reader.Bool("tie_word_embeddings", family->gemma_attention));
   ASSIGN_OR_RETURN(config.torch_dtype, ParseTorchDType(reader));
   RETURN_IF_ERROR(ParseTokenIds(reader, config));
 
@@ -541,7 +738,8 @@ std::string ModelConfigToJson(const ModelConfig& config) {
     json["eos_token_id"] = token_id(config.eos_token_id);
   }
   json["head_dim"] = config.head_dim;
-  json["hidden_act"] = "silu";
+  json[config.activation == Activation::kSilu ? "hidden_act" : "hidden_activation"] =
+      ActivationName(config.activation);
   json["hidden_size"] = config.hidden_size;
   json["initializer_range"] = 0.02;
   json["intermediate_size"] = config.intermediate_size;
@@ -566,6 +764,23 @@ std::string ModelConfigToJson(const ModelConfig& config) {
     json["rope_scaling"] = nullptr;
   }
   json["rope_theta"] = config.rope_theta;
+  if (family != nullptr && family->gemma_attention) {
+    json["query_pre_attn_scalar"] = config.query_pre_attn_scalar;
+    json["final_logit_softcapping"] = config.final_logit_softcapping > 0
+                                          ? nlohmann::ordered_json(config.final_logit_softcapping)
+                                          : nlohmann::ordered_json();
+    json["rope_local_base_freq"] = config.rope_local_theta;
+    std::vector<std::string> types;
+    for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+      types.push_back(config.LayerSliding(i) ? "sliding_attention" : "full_attention");
+    }
+    json["layer_types"] = types;
+  }
+  if (family != nullptr && family->sliding_window) {
+    json["sliding_window"] = config.sliding_window > 0
+                                 ? nlohmann::ordered_json(config.sliding_window)
+                                 : nlohmann::ordered_json();
+  }
   json["tie_word_embeddings"] = config.tie_word_embeddings;
   json["torch_dtype"] = DTypeJsonName(config.torch_dtype);
   json["use_cache"] = true;

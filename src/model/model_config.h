@@ -22,6 +22,10 @@ const char* DTypeName(DType dtype);
 // Bytes per element; 0 for kQuantized, whose blocks hold several.
 int DTypeSize(DType dtype);
 
+// The MLP's gate activation: SiLU (Llama) or GELU with the tanh approximation (Gemma's GeGLU;
+// config.json "gelu_pytorch_tanh").
+enum class Activation { kSilu, kGeluTanh };
+
 struct RopeScaling {
   // "default" (none) or "llama3" (Llama 3.1 / 3.2 frequency scaling).
   std::string rope_type = "default";
@@ -35,7 +39,7 @@ struct RopeScaling {
 // embeddings, grouped-query attention, a SiLU-gated MLP) and where a family departs from it. The
 // executors read the departures from ModelConfig, never the family's name.
 struct ModelFamily {
-  // config.json's model_type, and a GGUF file's general.architecture ("llama", "qwen2").
+  // config.json's model_type ("llama", "qwen2", "mistral").
   const char* name;
   // config.json's architectures entry ("LlamaForCausalLM"): what ModelConfig::architecture holds,
   // and how the model describes itself (GetModelInfo, convoy info).
@@ -46,27 +50,88 @@ struct ModelFamily {
   // k_norm.weight; GGUF attn_q_norm.weight, attn_k_norm.weight), with rms_norm_eps.
   bool qk_norm;
   // llama.cpp's converter interleaves the two halves of each head's Q and K rows for its rope
-  // kernel (Llama only); the GGUF loader undoes it. Families it writes unpermuted use NEOX-style
-  // rope, rotate-half as Hugging Face does, which is what the executors run for every family.
+  // kernel (Llama, Mistral); the GGUF loader undoes it. Families it writes unpermuted use
+  // NEOX-style rope, rotate-half as Hugging Face does, which is what the executors run for every
+  // family.
   bool gguf_permuted_qk;
+  // The query, key and value projections stored as one matrix (self_attn.qkv_proj.weight, rows
+  // q | k | v; GGUF attn_qkv.weight), and the gate and up projections as one
+  // (mlp.gate_up_proj.weight, rows gate | up; GGUF ffn_up.weight holding both): Phi-3. The loader
+  // splits them at row boundaries into the views every family has.
+  bool fused_projections;
+  // config.json's sliding_window, when not null, limits each token's attention to the latest
+  // sliding_window positions, its own included (Mistral, Phi-3). Other families' configs may carry
+  // the field without it applying (Qwen's applies only with use_sliding_window, which is refused).
+  bool sliding_window;
+  // A GGUF file's general.architecture, the prefix of its keys ("llama.context_length"). Mistral
+  // shares "llama" with Llama: such a file is Mistral when it sets a sliding window.
+  const char* gguf_architecture;
+  // Gemma 3's departures, all false (kSilu) for the others:
+  Activation activation;
+  // Norms around both halves of a layer: post_attention_layernorm normalizes the attention's
+  // output before the residual add, pre_feedforward_layernorm is the MLP's input norm and
+  // post_feedforward_layernorm normalizes its output (GGUF post_attention_norm, ffn_norm,
+  // post_ffw_norm).
+  bool sandwich_norms;
+  // Gemma's RMS norms scale by 1 + weight: a Hugging Face checkpoint stores the offsets from 1
+  // (llama.cpp's converter adds the 1, so a GGUF stores the scales).
+  bool norm_weight_offsets;
+  // Embeddings multiplied by sqrt(hidden_size); queries scaled by query_pre_attn_scalar^-0.5;
+  // layers of two kinds (config.json layer_types: "sliding_attention" with the window and rope
+  // base rope_local_base_freq, "full_attention" with rope_theta); the final logits soft-capped
+  // by final_logit_softcapping where set. (Its configs also tie the embeddings unless
+  // tie_word_embeddings says otherwise.)
+  bool gemma_attention;
 };
 
-// Every family convoy serves: Llama, Qwen2 (Qwen2.5), Qwen3.
+// Every family convoy serves: Llama, Qwen2 (Qwen2.5), Qwen3, Phi-3, Mistral, Gemma 3 (text).
 const std::vector<ModelFamily>& ModelFamilies();
-// The family with this architecture ("Qwen2ForCausalLM") or this name ("qwen2"); nullptr when
-// none.
+// The family with this architecture ("Qwen2ForCausalLM") or this config.json model_type
+// ("qwen2"); nullptr when none.
 const ModelFamily* FindModelFamilyByArchitecture(const std::string& architecture);
 const ModelFamily* FindModelFamilyByName(const std::string& name);
-// "llama, qwen2, qwen3" or "LlamaForCausalLM, ..." for error messages.
+// The family of a GGUF file whose general.architecture is `gguf_architecture` and whose sliding
+// window (attention.sliding_window, 0 when absent) is `sliding_window`: of the families with that
+// GGUF architecture, the one that has sliding windows when the window is set, else the first one.
+// nullptr when none has that GGUF architecture.
+const ModelFamily* FindModelFamilyByGgufArchitecture(const std::string& gguf_architecture,
+                                                     int64_t sliding_window);
+// "llama", "qwen2", ... (config.json model types), "LlamaForCausalLM", ..., or the GGUF
+// architectures, each once, for error messages.
 std::string SupportedFamilyNames();
 std::string SupportedArchitectures();
+std::string SupportedGgufArchitectures();
 
 struct ModelConfig {
-  // The family's architecture (ModelFamily::architecture); attention_bias and qk_norm are its
-  // departures from Llama, copied from the family when the config is read.
+  // The family's architecture (ModelFamily::architecture); attention_bias, qk_norm and
+  // fused_projections are its departures from Llama, copied from the family when the config is
+  // read.
   std::string architecture = "LlamaForCausalLM";
   bool attention_bias = false;
   bool qk_norm = false;
+  bool fused_projections = false;
+  // Each token attends to the latest sliding_window positions (its own included); 0: to every
+  // earlier position. Only in a family with ModelFamily::sliding_window. With layer_sliding not
+  // empty, only in the layers it marks.
+  int64_t sliding_window = 0;
+  // Gemma 3 (ModelFamily::activation, sandwich_norms, norm_weight_offsets, gemma_attention);
+  // the defaults are every other family's.
+  Activation activation = Activation::kSilu;
+  bool sandwich_norms = false;
+  // Added to every RMS norm weight as stored (1 for a Gemma Hugging Face checkpoint, 0 for its
+  // GGUF, whose converter added it).
+  double norm_weight_offset = 0.0;
+  // The embeddings are multiplied by this (Gemma: sqrt(hidden_size)).
+  double embedding_scale = 1.0;
+  // Scores are q . k / sqrt(query_pre_attn_scalar); 0 means head_dim.
+  double query_pre_attn_scalar = 0.0;
+  // Per layer, whether it is a sliding-window layer (Gemma 3's layer_types); empty: every layer
+  // is, when sliding_window > 0.
+  std::vector<bool> layer_sliding;
+  // The rope base of the sliding-window layers when layer_sliding is not empty.
+  double rope_local_theta = 10000.0;
+  // logits = c * tanh(logits / c) with c this; 0: none.
+  double final_logit_softcapping = 0.0;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -93,6 +158,11 @@ struct ModelConfig {
   std::vector<int32_t> EndOfGenerationIds(std::optional<int32_t> tokenizer_eos) const;
 
   int64_t q_size() const { return num_attention_heads * head_dim; }
+  // Whether layer `layer` attends through the sliding window.
+  bool LayerSliding(int64_t layer) const {
+    return sliding_window > 0 &&
+           (layer_sliding.empty() || layer_sliding[static_cast<size_t>(layer)]);
+  }
   int64_t kv_size() const { return num_key_value_heads * head_dim; }
   // Parameters in the weights (embeddings counted once when tied).
   int64_t NumParameters() const;
@@ -100,15 +170,17 @@ struct ModelConfig {
   // The family that `architecture` names (nullptr for none: Validate refuses it).
   const ModelFamily* family() const { return FindModelFamilyByArchitecture(architecture); }
 
-  // Checks that the family is known and agrees with attention_bias and qk_norm, and that the
-  // shape is coherent; the message names the field.
+  // Checks that the family is known and agrees with attention_bias, qk_norm, fused_projections
+  // and sliding_window, and that the shape is coherent; the message names the field.
   absl::Status Validate() const;
 };
 
 // Parses config.json text and validates it. `source` names the file in error messages. Only the
 // families of ModelFamilies() (by 'architectures', or by 'model_type' when it is absent), with
-// SiLU, no sliding window, no biases but the family's own, and no or "llama3" RoPE scaling are
-// accepted; another architecture is UNIMPLEMENTED, naming it and the supported ones.
+// SiLU, a sliding window only in a family that has one (Mistral, Phi-3), no biases but the
+// family's own, full rotary embeddings, and no or "llama3" RoPE scaling are accepted (LongRoPE,
+// Phi-3's "longrope", is refused naming the field); another architecture is UNIMPLEMENTED, naming
+// it and the supported ones.
 absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
                                              const std::string& source);
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path);

@@ -15,6 +15,7 @@
 #include "model/gguf_file.h"
 #include "model/gguf_llama_config.h"
 #include "model/gguf_llama_tensors.h"
+#include "model/tensor_rows.h"
 #include "nlohmann/json.hpp"
 
 namespace convoy {
@@ -84,8 +85,10 @@ absl::Status OpenShards(const std::string& dir,
 }
 
 // A layer's tensors under "model.layers.N.", in order, and the size of each dimension.
-enum class Size { kHidden, kQ, kKv, kIntermediate, kHeadDim };
-enum class Needs { kAll, kAttentionBias, kQkNorm };
+enum class Size { kHidden, kQ, kKv, kIntermediate, kHeadDim, kQkv, kGateUp };
+// kSeparate: only when the family does not store the projections fused; kFused: only when it
+// does.
+enum class Needs { kAll, kAttentionBias, kQkNorm, kSeparate, kFused, kSandwich };
 struct LayerTensor {
   const char* name;
   TensorView LayerWeights::*view;
@@ -97,11 +100,12 @@ const std::vector<LayerTensor>& LayerTensors() {
   using L = LayerWeights;
   static const std::vector<LayerTensor> kTensors = {
       {"input_layernorm.weight", &L::input_layernorm, {Size::kHidden}, Needs::kAll},
-      {"self_attn.q_proj.weight", &L::q_proj, {Size::kQ, Size::kHidden}, Needs::kAll},
+      {"self_attn.qkv_proj.weight", &L::qkv_proj, {Size::kQkv, Size::kHidden}, Needs::kFused},
+      {"self_attn.q_proj.weight", &L::q_proj, {Size::kQ, Size::kHidden}, Needs::kSeparate},
       {"self_attn.q_proj.bias", &L::q_bias, {Size::kQ}, Needs::kAttentionBias},
-      {"self_attn.k_proj.weight", &L::k_proj, {Size::kKv, Size::kHidden}, Needs::kAll},
+      {"self_attn.k_proj.weight", &L::k_proj, {Size::kKv, Size::kHidden}, Needs::kSeparate},
       {"self_attn.k_proj.bias", &L::k_bias, {Size::kKv}, Needs::kAttentionBias},
-      {"self_attn.v_proj.weight", &L::v_proj, {Size::kKv, Size::kHidden}, Needs::kAll},
+      {"self_attn.v_proj.weight", &L::v_proj, {Size::kKv, Size::kHidden}, Needs::kSeparate},
       {"self_attn.v_proj.bias", &L::v_bias, {Size::kKv}, Needs::kAttentionBias},
       {"self_attn.q_norm.weight", &L::q_norm, {Size::kHeadDim}, Needs::kQkNorm},
       {"self_attn.k_norm.weight", &L::k_norm, {Size::kHeadDim}, Needs::kQkNorm},
@@ -110,8 +114,20 @@ const std::vector<LayerTensor>& LayerTensors() {
        &L::post_attention_layernorm,
        {Size::kHidden},
        Needs::kAll},
-      {"mlp.gate_proj.weight", &L::gate_proj, {Size::kIntermediate, Size::kHidden}, Needs::kAll},
-      {"mlp.up_proj.weight", &L::up_proj, {Size::kIntermediate, Size::kHidden}, Needs::kAll},
+      {"pre_feedforward_layernorm.weight",
+       &L::pre_feedforward_layernorm,
+       {Size::kHidden},
+       Needs::kSandwich},
+      {"post_feedforward_layernorm.weight",
+       &L::post_feedforward_layernorm,
+       {Size::kHidden},
+       Needs::kSandwich},
+      {"mlp.gate_up_proj.weight", &L::gate_up_proj, {Size::kGateUp, Size::kHidden}, Needs::kFused},
+      {"mlp.gate_proj.weight",
+       &L::gate_proj,
+       {Size::kIntermediate, Size::kHidden},
+       Needs::kSeparate},
+      {"mlp.up_proj.weight", &L::up_proj, {Size::kIntermediate, Size::kHidden}, Needs::kSeparate},
       {"mlp.down_proj.weight", &L::down_proj, {Size::kHidden, Size::kIntermediate}, Needs::kAll},
   };
   return kTensors;
@@ -123,6 +139,12 @@ bool Has(const ModelConfig& config, Needs needs) {
       return config.attention_bias;
     case Needs::kQkNorm:
       return config.qk_norm;
+    case Needs::kSeparate:
+      return !config.fused_projections;
+    case Needs::kFused:
+      return config.fused_projections;
+    case Needs::kSandwich:
+      return config.sandwich_norms;
     case Needs::kAll:
       break;
   }
@@ -150,8 +172,23 @@ int64_t Dimension(const ModelConfig& config, Size size) {
       return config.intermediate_size;
     case Size::kHeadDim:
       return config.head_dim;
+    case Size::kQkv:
+      return config.q_size() + 2 * config.kv_size();
+    case Size::kGateUp:
+      return 2 * config.intermediate_size;
   }
   return 0;
+}
+
+// Rows first .. first + count - 1 of a 2-D view, in its storage (each row whole, blocks and all).
+TensorView RowSlice(const TensorView& view, const char* name, int64_t first, int64_t count) {
+  TensorView slice = view;
+  slice.name = absl::StrCat(view.name, " (", name, ")");
+  const int64_t row_bytes = ViewRowBytes(view);
+  slice.shape = {count, view.shape[1]};
+  slice.data = view.data + first * row_bytes;
+  slice.num_bytes = static_cast<size_t>(count * row_bytes);
+  return slice;
 }
 
 }  // namespace
@@ -285,6 +322,16 @@ absl::Status ModelWeights::AssignViews(const TensorIndex& index, const std::stri
   const std::vector<const LayerTensor*> layer_tensors = FamilyLayerTensors(config_);
   for (LayerWeights& layer : layers_) {
     for (const LayerTensor* tensor : layer_tensors) layer.*(tensor->view) = views[next++];
+    if (config_.fused_projections) {
+      // Rows q | k | v, and gate | up (Phi-3's order, which llama.cpp's converter keeps).
+      const int64_t q = config_.q_size(), kv = config_.kv_size();
+      const int64_t inter = config_.intermediate_size;
+      layer.q_proj = RowSlice(layer.qkv_proj, "q", 0, q);
+      layer.k_proj = RowSlice(layer.qkv_proj, "k", q, kv);
+      layer.v_proj = RowSlice(layer.qkv_proj, "v", q + kv, kv);
+      layer.gate_proj = RowSlice(layer.gate_up_proj, "gate", 0, inter);
+      layer.up_proj = RowSlice(layer.gate_up_proj, "up", inter, inter);
+    }
   }
   norm_ = views[next++];
   lm_head_ = config_.tie_word_embeddings ? embed_tokens_ : views[next++];

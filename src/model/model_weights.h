@@ -24,17 +24,27 @@ struct LayerWeights {
   TensorView q_bias, k_bias, v_bias;
   // Only when config.qk_norm (Qwen3): each head's RMS norm weight, [head_dim]; empty otherwise.
   TensorView q_norm, k_norm;
-  TensorView o_proj;                    // [hidden, q_size]
-  TensorView post_attention_layernorm;  // [hidden]
-  TensorView gate_proj, up_proj;        // [intermediate, hidden] x2
-  TensorView down_proj;                 // [hidden, intermediate]
+  TensorView o_proj;  // [hidden, q_size]
+  // [hidden]: the MLP's input norm, or with config.sandwich_norms (Gemma 3) the attention output's
+  // norm.
+  TensorView post_attention_layernorm;
+  // Only with config.sandwich_norms: the MLP's input and output norms, [hidden]; empty otherwise.
+  TensorView pre_feedforward_layernorm, post_feedforward_layernorm;
+  TensorView gate_proj, up_proj;  // [intermediate, hidden] x2
+  TensorView down_proj;           // [hidden, intermediate]
+  // Only when config.fused_projections (Phi-3): the stored matrices, [q_size + 2 kv_size, hidden]
+  // and [2 intermediate, hidden]; q_proj, k_proj, v_proj, gate_proj and up_proj are then views
+  // of their rows (no copies). Empty views otherwise.
+  TensorView qkv_proj, gate_up_proj;
 };
 
 // The tensors of a model in Hugging Face names and order (embeddings, layers, final norm,
 // lm_head), with their shapes ([out, in] for projections); lm_head.weight only when the
 // embeddings are not tied; the QKV biases and the per-head Q/K norms only in a family that has
-// them (ModelConfig::attention_bias, qk_norm). Llama's tensors are every family's core, hence the
-// names.
+// them (ModelConfig::attention_bias, qk_norm); qkv_proj and gate_up_proj in place of q_proj,
+// k_proj, v_proj, gate_proj and up_proj in a family that stores them fused
+// (ModelConfig::fused_projections); pre/post_feedforward_layernorm in a family with sandwich norms.
+// Llama's tensors are every family's core, hence the names.
 struct TensorShape {
   std::string name;
   std::vector<int64_t> shape;

@@ -231,14 +231,17 @@ TEST(DaemonKvDtypeTest, InfoReportsTheCacheTypeAndItsTokens) {
   EXPECT_GT(int8_info.kv_tokens_total(), 3 * f32_info.kv_tokens_total());
 }
 
-// A Qwen model served end to end, from either format: GetModelInfo (what `convoy info` prints)
-// names its family, and greedy requests side by side give transformers' tokens
-// (tests/fixtures/families, family_reference_test).
+// A Qwen, Phi-3, Mistral or Gemma 3 model served end to end, from either format: GetModelInfo (what
+// `convoy info` prints) names its family, and greedy requests side by side give transformers'
+// tokens (tests/fixtures/families, family_reference_test).
 TEST(DaemonFamilyTest, ServesQwenModelsWithTransformersTokens) {
   const std::string fixtures = TestSourceDir() + "/tests/fixtures/families/";
   for (const auto& [model, architecture] :
        {std::pair<std::string, std::string>{"qwen2/model.gguf", "Qwen2ForCausalLM"},
-        {"qwen3", "Qwen3ForCausalLM"}}) {
+        {"qwen3", "Qwen3ForCausalLM"},
+        {"phi3/model.gguf", "Phi3ForCausalLM"},
+        {"mistral", "MistralForCausalLM"},
+        {"gemma3/model.gguf", "Gemma3ForCausalLM"}}) {
     SCOPED_TRACE(model);
     auto daemon = DaemonProcess::Start(
         fixtures + model, absl::StrReplaceAll(DefaultTestConfig(), {{"cpu_threads: 1",

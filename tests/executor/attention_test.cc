@@ -4,7 +4,8 @@
 // do not (8); each with a cache of fp32, bf16 and int8 elements. Against the values the cache
 // holds the results agree to float rounding; against the values written (before the cache rounded
 // them) within the bound that rounding allows. Sharing K and V across a work item's queries must
-// give exactly the results of one query per item.
+// give exactly the results of one query per item. With a sliding window, each query attends to
+// its window alone, and blocks wholly before a row's first window are never read.
 #include "executor/cpu/attention.h"
 
 #include <algorithm>
@@ -71,7 +72,9 @@ class PagedAttentionTest : public ::testing::TestWithParam<std::tuple<Shape, KvD
     int32_t blocks = 0;
     for (const auto& [start, len] : kRows)
       blocks += (start + len + s.block_size - 1) / s.block_size;
-    spec_.num_blocks = blocks;
+    // One more block, never in a table: the sliding-window test's block of NaNs.
+    spec_.num_blocks = blocks + 1;
+    poison_ = blocks;
     cache_ = std::make_unique<PagedKvCache>(spec_);
 
     // Each row's blocks, drawn from a shuffled pool: neither contiguous nor in order.
@@ -109,8 +112,9 @@ class PagedAttentionTest : public ::testing::TestWithParam<std::tuple<Shape, KvD
     }
   }
 
-  // The attention of every row with `share_kv`, outputs per row [len][heads * head_dim].
-  std::vector<std::vector<float>> Run(bool share_kv) {
+  // The attention of every row with `share_kv` and `window`, outputs per row
+  // [len][heads * head_dim].
+  std::vector<std::vector<float>> Run(bool share_kv, int32_t window = 0) {
     const Shape& s = shape();
     const int64_t q_size = int64_t{s.heads} * s.head_dim;
     std::vector<std::vector<float>> outs;
@@ -126,19 +130,22 @@ class PagedAttentionTest : public ::testing::TestWithParam<std::tuple<Shape, KvD
         s.heads, s.kv_heads, s.head_dim,
         q_size,  q_size,     static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)))};
     shape.share_kv = share_kv;
+    shape.window = window;
     PagedAttention(cache_.get(), kLayer, shape, rows.data(), static_cast<int32_t>(rows.size()));
     return outs;
   }
 
   // softmax(q . k / sqrt(d)) . v in doubles, with K and V as the cache holds them (read slot by
-  // slot through it) or, `stored` false, as they were written.
-  std::vector<double> Expected(size_t r, int32_t t, int32_t h, bool stored) {
+  // slot through it) or, `stored` false, as they were written; over the latest `window`
+  // positions only when `window` > 0.
+  std::vector<double> Expected(size_t r, int32_t t, int32_t h, bool stored, int32_t window = 0) {
     const Shape& s = shape();
     const int32_t g = h / (s.heads / s.kv_heads);
     const int32_t context = kRows[r].first + t + 1;
+    const int32_t begin = window > 0 ? std::max(0, context - window) : 0;
     const float* q = queries_[r].data() + (int64_t{t} * s.heads + h) * s.head_dim;
     std::vector<float> keys(int64_t{context} * s.head_dim), values(keys.size());
-    for (int32_t j = 0; j < context; ++j) {
+    for (int32_t j = begin; j < context; ++j) {
       float* k = &keys[int64_t{j} * s.head_dim];
       float* v = &values[int64_t{j} * s.head_dim];
       if (stored) {
@@ -149,9 +156,9 @@ class PagedAttentionTest : public ::testing::TestWithParam<std::tuple<Shape, KvD
         std::copy_n(&written_v_[r][at], s.head_dim, v);
       }
     }
-    std::vector<double> scores(context);
+    std::vector<double> scores(context, -INFINITY);
     double top = -INFINITY;
-    for (int32_t j = 0; j < context; ++j) {
+    for (int32_t j = begin; j < context; ++j) {
       double dot = 0;
       for (int32_t d = 0; d < s.head_dim; ++d) dot += double{q[d]} * keys[j * s.head_dim + d];
       scores[j] = dot / std::sqrt(static_cast<double>(s.head_dim));
@@ -160,7 +167,7 @@ class PagedAttentionTest : public ::testing::TestWithParam<std::tuple<Shape, KvD
     double sum = 0;
     for (double& x : scores) sum += (x = std::exp(x - top));
     std::vector<double> out(s.head_dim, 0.0);
-    for (int32_t j = 0; j < context; ++j) {
+    for (int32_t j = begin; j < context; ++j) {
       for (int32_t d = 0; d < s.head_dim; ++d) {
         out[d] += scores[j] / sum * values[j * s.head_dim + d];
       }
@@ -168,15 +175,15 @@ class PagedAttentionTest : public ::testing::TestWithParam<std::tuple<Shape, KvD
     return out;
   }
 
-  // The largest difference between the attention's outputs and Expected(stored).
-  double LargestError(bool stored) {
+  // The largest difference between the attention's outputs and Expected(stored, window).
+  double LargestError(bool stored, int32_t window = 0) {
     const Shape& s = shape();
-    const std::vector<std::vector<float>> got = Run(/*share_kv=*/true);
+    const std::vector<std::vector<float>> got = Run(/*share_kv=*/true, window);
     double largest = 0;
     for (size_t r = 0; r < kRows.size(); ++r) {
       for (int32_t t = 0; t < kRows[r].second; ++t) {
         for (int32_t h = 0; h < s.heads; ++h) {
-          const std::vector<double> want = Expected(r, t, h, stored);
+          const std::vector<double> want = Expected(r, t, h, stored, window);
           const float* out = got[r].data() + (int64_t{t} * s.heads + h) * s.head_dim;
           for (int32_t d = 0; d < s.head_dim; ++d) {
             // A NaN (an output never written) fails the comparisons below.
@@ -190,6 +197,7 @@ class PagedAttentionTest : public ::testing::TestWithParam<std::tuple<Shape, KvD
   }
 
   KvCacheSpec spec_;
+  BlockId poison_ = 0;
   std::unique_ptr<PagedKvCache> cache_;
   std::vector<std::vector<BlockId>> tables_;
   std::vector<std::vector<float>> queries_;
@@ -251,6 +259,36 @@ TEST_P(PagedAttentionTest, SharingKAndVGivesTheSameBitsAsOneQueryPerItem) {
   const std::vector<std::vector<float>> alone = Run(/*share_kv=*/false);
   for (size_t r = 0; r < kRows.size(); ++r) {
     ASSERT_EQ(shared[r].size(), alone[r].size());
+    EXPECT_EQ(std::memcmp(shared[r].data(), alone[r].data(), sizeof(float) * shared[r].size()), 0)
+        << "row " << r;
+  }
+}
+
+// A window of 13 positions: rows whose context is longer see only their latest 13 keys. Blocks
+// wholly before a row's first token's window are replaced in its table by a block of NaNs (all
+// bits set: NaN in fp32 and bf16, and int8's scales): had attention read one, its output would
+// be NaN.
+TEST_P(PagedAttentionTest, SlidingWindowSeesOnlyItsWindowAndReadsNoBlockBeforeIt) {
+  constexpr int32_t kWindow = 13;
+  const Shape& s = shape();
+  for (int32_t layer = 0; layer < kLayers; ++layer) {
+    for (int32_t g = 0; g < s.kv_heads; ++g) {
+      const size_t region = static_cast<size_t>(s.block_size) *
+                            (s.head_dim * spec_.BytesPerElement() + spec_.ScaleBytes());
+      std::memset(cache_->KeyBlock<uint8_t>(poison_, layer, g), 0xff, region);
+      std::memset(cache_->ValueBlock<uint8_t>(poison_, layer, g), 0xff, region);
+    }
+  }
+  int poisoned = 0;
+  for (size_t r = 0; r < kRows.size(); ++r) {
+    const int32_t first_window = std::max(0, kRows[r].first + 1 - kWindow);
+    for (int32_t b = 0; b < first_window / s.block_size; ++b, ++poisoned) tables_[r][b] = poison_;
+  }
+  EXPECT_GT(poisoned, 0);
+  EXPECT_LT(LargestError(/*stored=*/true, kWindow), 2e-5);
+  const std::vector<std::vector<float>> shared = Run(/*share_kv=*/true, kWindow);
+  const std::vector<std::vector<float>> alone = Run(/*share_kv=*/false, kWindow);
+  for (size_t r = 0; r < kRows.size(); ++r) {
     EXPECT_EQ(std::memcmp(shared[r].data(), alone[r].data(), sizeof(float) * shared[r].size()), 0)
         << "row " << r;
   }

@@ -238,13 +238,17 @@ TEST_F(CudaExecutorParityTest, RejectsPlansBeyondCapacity) {
   EXPECT_OK(gpu_->Step(plan));
 }
 
-// The kernels run Llama's layout only: Qwen2's QKV biases and Qwen3's per-head norms are refused
-// at load, naming the family, rather than run without them (no device is touched first, so this
-// holds on a machine without a GPU too).
+// The kernels run Llama's layout only: Qwen2's QKV biases, Qwen3's per-head norms, Phi-3's
+// fused projections, Mistral's sliding window and Gemma 3's layout are refused at load, naming the
+// family, rather than run without them (no device is touched first, so this holds on a machine
+// without a GPU too).
 TEST(CudaExecutorFamilies, RefusesFamiliesItDoesNotRun) {
   for (const auto& [model, architecture] :
        {std::pair<std::string, std::string>{"qwen2", "Qwen2ForCausalLM"},
-        {"qwen3", "Qwen3ForCausalLM"}}) {
+        {"qwen3", "Qwen3ForCausalLM"},
+        {"phi3", "Phi3ForCausalLM"},
+        {"mistral", "MistralForCausalLM"},
+        {"gemma3", "Gemma3ForCausalLM"}}) {
     auto weights = ModelWeights::Load(TestSourceDir() + "/tests/fixtures/families/" + model);
     ASSERT_OK(weights);
     absl::StatusOr<std::unique_ptr<CudaExecutor>> executor =

@@ -1,5 +1,10 @@
 // The families beside Llama (Qwen2 with QKV biases, untied and tied; Qwen3 with per-head Q/K
-// norms and a head_dim apart from hidden / heads) through ModelWeights and the CPU executor,
+// norms and a head_dim apart from hidden / heads; Phi-3 with fused QKV and gate/up projections;
+// Mistral with a sliding window of 6 positions, shorter than its 10- and 16-position sequences,
+// over blocks of 4, so that whole blocks fall out of the window; Gemma 3 with GeGLU, sandwich
+// norms stored as offsets from 1, scaled embeddings, per-head norms, five sliding-window layers
+// and a global one with their own rope bases, and soft-capped logits) through ModelWeights and
+// the CPU executor,
 // against transformers' greedy generation on tiny random models
 // (scripts/fixtures/family_fixtures.py): from the Hugging Face folder and from the GGUF file that
 // llama.cpp's converter would write, in fp32; and from a quantized GGUF, dequantized (fp32) and
@@ -203,7 +208,10 @@ std::vector<Case> Cases() {
   for (const auto& [model, architecture] :
        {std::pair<std::string, std::string>{"qwen2", "Qwen2ForCausalLM"},
         {"qwen2_tied", "Qwen2ForCausalLM"},
-        {"qwen3", "Qwen3ForCausalLM"}}) {
+        {"qwen3", "Qwen3ForCausalLM"},
+        {"phi3", "Phi3ForCausalLM"},
+        {"mistral", "MistralForCausalLM"},
+        {"gemma3", "Gemma3ForCausalLM"}}) {
     cases.push_back({model, "", "reference.json", CpuWeightFormat::kF32, architecture});
     cases.push_back({model, "", "reference.json", CpuWeightFormat::kBF16, architecture});
     cases.push_back({model, "model.gguf", "reference.json", CpuWeightFormat::kF32, architecture});

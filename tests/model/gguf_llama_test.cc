@@ -55,7 +55,8 @@ std::vector<float> Tagged(int tag, int64_t rows, int64_t cols) {
 }
 
 // `arch` "llama", or "qwen2" (with tag t + 11..13 QKV biases) or "qwen3" (with tag t + 14, 15
-// per-head Q/K norms), under that architecture's keys.
+// per-head Q/K norms), or "phi3" (Q, K and V fused as attn_qkv with tag t + 1, gate and up as
+// ffn_up with tag t + 7), under that architecture's keys.
 GgufBuilder SyntheticModel(const std::string& arch) {
   GgufBuilder b;
   const std::string k = arch + ".";
@@ -99,13 +100,21 @@ GgufBuilder SyntheticModel(const std::string& arch) {
     const std::string p = absl::StrCat("blk.", i, ".");
     const int t = 10 * static_cast<int>(i + 1);
     add(p + "attn_norm.weight", t + 0, 1, kHidden);
-    add(p + "attn_q.weight", t + 1, kHeads * kHeadDim, kHidden);
-    add(p + "attn_k.weight", t + 2, kKvHeads * kHeadDim, kHidden);
-    add(p + "attn_v.weight", t + 3, kKvHeads * kHeadDim, kHidden);
+    if (arch == "phi3") {
+      add(p + "attn_qkv.weight", t + 1, (kHeads + 2 * kKvHeads) * kHeadDim, kHidden);
+    } else {
+      add(p + "attn_q.weight", t + 1, kHeads * kHeadDim, kHidden);
+      add(p + "attn_k.weight", t + 2, kKvHeads * kHeadDim, kHidden);
+      add(p + "attn_v.weight", t + 3, kKvHeads * kHeadDim, kHidden);
+    }
     add(p + "attn_output.weight", t + 4, kHidden, kHeads * kHeadDim);
     add(p + "ffn_norm.weight", t + 5, 1, kHidden);
-    add(p + "ffn_gate.weight", t + 6, kIntermediate, kHidden);
-    add(p + "ffn_up.weight", t + 7, kIntermediate, kHidden);
+    if (arch == "phi3") {
+      add(p + "ffn_up.weight", t + 7, 2 * kIntermediate, kHidden);
+    } else {
+      add(p + "ffn_gate.weight", t + 6, kIntermediate, kHidden);
+      add(p + "ffn_up.weight", t + 7, kIntermediate, kHidden);
+    }
     add(p + "ffn_down.weight", t + 8, kHidden, kIntermediate);
   }
   return b;
@@ -315,7 +324,8 @@ TEST(GgufLlamaTest, WrongKeysAreNamed) {
   EXPECT_THAT(LoadBytes(dir, SyntheticLlama().String("general.architecture", "gpt2").Build()),
               StatusIs(absl::StatusCode::kUnimplemented,
                        HasSubstr("key 'general.architecture': architecture \"gpt2\" is not "
-                                 "supported, expected one of \"llama\", \"qwen2\", \"qwen3\"")));
+                                 "supported, expected one of \"llama\", \"qwen2\", \"qwen3\", "
+                                 "\"phi3\", \"gemma3\"")));
   EXPECT_THAT(LoadBytes(dir, SyntheticLlama().U32("llama.vocab_size", 41).Build()),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("key 'llama.vocab_size': expected 40, the rows of tensor "
@@ -458,10 +468,92 @@ TEST(GgufLlamaTest, FamilyTensorsThatDisagreeWithTheArchitectureAreNamed) {
   EXPECT_THAT(LoadBytes(dir, SyntheticLlama().String("general.architecture", "qwen2").Build()),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("missing required key 'qwen2.context_length'")));
-  EXPECT_THAT(LoadBytes(dir, SyntheticLlama().String("general.architecture", "gemma3").Build()),
+  EXPECT_THAT(LoadBytes(dir, SyntheticLlama().String("general.architecture", "gemma2").Build()),
               StatusIs(absl::StatusCode::kUnimplemented,
-                       AllOf(HasSubstr("\"gemma3\" is not supported"),
-                             HasSubstr("\"llama\", \"qwen2\", \"qwen3\""))));
+                       AllOf(HasSubstr("\"gemma2\" is not supported"),
+                             HasSubstr("\"llama\", \"qwen2\", \"qwen3\", \"phi3\", "
+                                       "\"gemma3\""))));
+}
+
+// llama.cpp's converter writes Mistral as "llama"; a llama file that sets a sliding window is
+// Mistral, with that window. Phi-3's window is its own key's.
+TEST(GgufLlamaTest, ASlidingWindowIsMistralsOrPhi3s) {
+  TestDir dir;
+  auto mistral = LoadBytes(dir, SyntheticLlama().U32("llama.attention.sliding_window", 12).Build());
+  ASSERT_OK(mistral);
+  EXPECT_EQ((*mistral)->config().architecture, "MistralForCausalLM");
+  EXPECT_EQ((*mistral)->config().sliding_window, 12);
+  auto llama = LoadBytes(dir, SyntheticLlama().U32("llama.attention.sliding_window", 0).Build());
+  ASSERT_OK(llama);
+  EXPECT_EQ((*llama)->config().architecture, "LlamaForCausalLM");
+  EXPECT_EQ((*llama)->config().sliding_window, 0);
+  // Mistral's Q and K rows are permuted as Llama's are, and put back.
+  const LayerWeights& l = (*mistral)->layers()[0];
+  for (int64_t r = 0; r < kHeads * kHeadDim; ++r) {
+    EXPECT_EQ(At(l.q_proj, HfRowOf(r) * kHidden), 1000 * 11 + static_cast<float>(r));
+  }
+  auto phi3 =
+      LoadBytes(dir, SyntheticModel("phi3").U32("phi3.attention.sliding_window", 2047).Build());
+  ASSERT_OK(phi3);
+  EXPECT_EQ((*phi3)->config().architecture, "Phi3ForCausalLM");
+  EXPECT_EQ((*phi3)->config().sliding_window, 2047);
+  EXPECT_THAT(
+      LoadBytes(dir, SyntheticModel("qwen2").U32("qwen2.attention.sliding_window", 8).Build()),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("field 'sliding_window' must be 0 (none) for Qwen2ForCausalLM")));
+}
+
+// Phi-3 stores Q, K and V as one matrix (attn_qkv) and gate and up as another (ffn_up, gate rows
+// first): the views are their rows, unpermuted (NEOX rope).
+TEST(GgufLlamaTest, Phi3FusedProjectionsAreSplitIntoViews) {
+  TestDir dir;
+  auto weights =
+      LoadBytes(dir, SyntheticModel("phi3").U32("phi3.attention.sliding_window", 0).Build());
+  ASSERT_OK(weights);
+  const ModelConfig& c = (*weights)->config();
+  EXPECT_EQ(c.architecture, "Phi3ForCausalLM");
+  EXPECT_TRUE(c.fused_projections);
+  EXPECT_EQ(c.sliding_window, 0);
+  for (int64_t i = 0; i < kLayers; ++i) {
+    const LayerWeights& l = (*weights)->layers()[i];
+    const float t = 10.0f * static_cast<float>(i + 1);
+    const int64_t q = kHeads * kHeadDim, kv = kKvHeads * kHeadDim;
+    ASSERT_EQ(l.q_proj.shape, (std::vector<int64_t>{q, kHidden}));
+    ASSERT_EQ(l.k_proj.shape, (std::vector<int64_t>{kv, kHidden}));
+    ASSERT_EQ(l.v_proj.shape, (std::vector<int64_t>{kv, kHidden}));
+    ASSERT_EQ(l.gate_proj.shape, (std::vector<int64_t>{kIntermediate, kHidden}));
+    ASSERT_EQ(l.up_proj.shape, (std::vector<int64_t>{kIntermediate, kHidden}));
+    for (int64_t r = 0; r < q; ++r) {
+      EXPECT_EQ(At(l.q_proj, r * kHidden), 1000 * (t + 1) + static_cast<float>(r));
+    }
+    for (int64_t r = 0; r < kv; ++r) {
+      EXPECT_EQ(At(l.k_proj, r * kHidden + 1), 1000 * (t + 1) + (q + r) + 1.0f / 128);
+      EXPECT_EQ(At(l.v_proj, r * kHidden), 1000 * (t + 1) + static_cast<float>(q + kv + r));
+    }
+    for (int64_t r = 0; r < kIntermediate; ++r) {
+      EXPECT_EQ(At(l.gate_proj, r * kHidden), 1000 * (t + 7) + static_cast<float>(r));
+      EXPECT_EQ(At(l.up_proj, r * kHidden), 1000 * (t + 7) + static_cast<float>(kIntermediate + r));
+    }
+  }
+  EXPECT_EQ(GgufLlamaTensorName("model.layers.1.self_attn.qkv_proj.weight"),
+            "blk.1.attn_qkv.weight");
+  EXPECT_EQ(GgufLlamaTensorName("model.layers.0.mlp.gate_up_proj.weight"), "blk.0.ffn_up.weight");
+  // The fused tensors are what a phi3 file must have; unfused ones are not read.
+  EXPECT_THAT(LoadBytes(dir, SyntheticModel("phi3").RemoveTensor("blk.1.attn_qkv.weight").Build()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("missing tensor 'blk.1.attn_qkv.weight' "
+                                 "(model.layers.1.self_attn.qkv_proj.weight, expected shape "
+                                 "[128, 64])")));
+  EXPECT_THAT(LoadBytes(dir, SyntheticLlama().String("general.architecture", "phi3").Build()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("missing required key 'phi3.context_length'")));
+  // LongRoPE's factors are refused, naming the tensor.
+  EXPECT_THAT(LoadBytes(dir, SyntheticModel("phi3")
+                                 .F32Tensor("rope_factors_long.weight", {kHeadDim / 2},
+                                            std::vector<float>(kHeadDim / 2, 1.0f))
+                                 .Build()),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("tensor 'rope_factors_long.weight': LongRoPE scaling")));
 }
 
 // Found by gguf_fuzzer (an out-of-memory): a block_count of 2^24 layers, the most a config may

@@ -1,5 +1,6 @@
 #include "model/model_config.h"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -136,6 +137,95 @@ constexpr char kQwen3Config[] = R"({
   "vocab_size": 151936
 })";
 
+// google/gemma-3-1b-it's config.json.
+constexpr char kGemma3Config[] = R"({
+  "architectures": ["Gemma3ForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "attn_logit_softcapping": null,
+  "bos_token_id": 2,
+  "cache_implementation": "hybrid",
+  "eos_token_id": [1, 106],
+  "final_logit_softcapping": null,
+  "head_dim": 256,
+  "hidden_activation": "gelu_pytorch_tanh",
+  "hidden_size": 1152,
+  "initializer_range": 0.02,
+  "intermediate_size": 6912,
+  "max_position_embeddings": 32768,
+  "model_type": "gemma3_text",
+  "num_attention_heads": 4,
+  "num_hidden_layers": 26,
+  "num_key_value_heads": 1,
+  "pad_token_id": 0,
+  "query_pre_attn_scalar": 256,
+  "rms_norm_eps": 1e-06,
+  "rope_local_base_freq": 10000,
+  "rope_scaling": null,
+  "rope_theta": 1000000,
+  "sliding_window": 512,
+  "sliding_window_pattern": 6,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.50.0.dev0",
+  "use_cache": true,
+  "vocab_size": 262144
+})";
+
+// mistralai/Mistral-7B-v0.1's config.json.
+constexpr char kMistralConfig[] = R"({
+  "architectures": ["MistralForCausalLM"],
+  "bos_token_id": 1,
+  "eos_token_id": 2,
+  "hidden_act": "silu",
+  "hidden_size": 4096,
+  "initializer_range": 0.02,
+  "intermediate_size": 14336,
+  "max_position_embeddings": 32768,
+  "model_type": "mistral",
+  "num_attention_heads": 32,
+  "num_hidden_layers": 32,
+  "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-05,
+  "rope_theta": 10000.0,
+  "sliding_window": 4096,
+  "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.34.0.dev0",
+  "use_cache": true,
+  "vocab_size": 32000
+})";
+
+// microsoft/Phi-3-mini-4k-instruct's config.json (auto_map left out).
+constexpr char kPhi3Config[] = R"({
+  "architectures": ["Phi3ForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "bos_token_id": 1,
+  "embd_pdrop": 0.0,
+  "eos_token_id": 32000,
+  "hidden_act": "silu",
+  "hidden_size": 3072,
+  "initializer_range": 0.02,
+  "intermediate_size": 8192,
+  "max_position_embeddings": 4096,
+  "model_type": "phi3",
+  "num_attention_heads": 32,
+  "num_hidden_layers": 32,
+  "num_key_value_heads": 32,
+  "original_max_position_embeddings": 4096,
+  "pad_token_id": 32000,
+  "resid_pdrop": 0.0,
+  "rms_norm_eps": 1e-05,
+  "rope_scaling": null,
+  "rope_theta": 10000.0,
+  "sliding_window": 2047,
+  "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.40.2",
+  "use_cache": true,
+  "vocab_size": 32064
+})";
+
 Json Minimal() {
   return Json{{"architectures", {"LlamaForCausalLM"}},
               {"vocab_size", 1000},
@@ -169,9 +259,13 @@ TEST(ModelConfigTest, ModelTypeLlamaWithoutArchitectures) {
   json["model_type"] = "llama";
   EXPECT_OK(ParseModelConfig(json.dump(), "config.json"));
   json["model_type"] = "mistral";
+  absl::StatusOr<ModelConfig> mistral = ParseModelConfig(json.dump(), "config.json");
+  ASSERT_OK(mistral);
+  EXPECT_EQ(mistral->architecture, "MistralForCausalLM");
+  json["model_type"] = "gpt2";
   EXPECT_THAT(ParseModelConfig(json.dump(), "config.json"),
               StatusIs(absl::StatusCode::kUnimplemented,
-                       AllOf(HasSubstr("'model_type'"), HasSubstr("mistral"))));
+                       AllOf(HasSubstr("'model_type'"), HasSubstr("gpt2"))));
 }
 
 TEST(ModelConfigTest, Qwen2HasQkvBiases) {
@@ -200,15 +294,151 @@ TEST(ModelConfigTest, Qwen3HasPerHeadNormsAndItsOwnHeadDim) {
   EXPECT_EQ(config->NumParameters() - config->vocab_size * config->hidden_size, 440467456);
 }
 
+// Mistral 7B v0.1's window of 4096 positions; v0.2 and later have none (null).
+TEST(ModelConfigTest, MistralHasASlidingWindow) {
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(kMistralConfig, "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->architecture, "MistralForCausalLM");
+  EXPECT_EQ(config->sliding_window, 4096);
+  EXPECT_FALSE(config->fused_projections);
+  EXPECT_EQ(config->NumParameters(), 7241732096);  // "7.24B"
+  const Json again = Json::parse(ModelConfigToJson(*config));
+  EXPECT_EQ(again["model_type"], "mistral");
+  EXPECT_EQ(again["sliding_window"], 4096);
+  Json json = Json::parse(kMistralConfig);
+  json["sliding_window"] = nullptr;
+  config = ParseModelConfig(json.dump(), "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->sliding_window, 0);
+  json["sliding_window"] = 0;
+  EXPECT_THAT(ParseModelConfig(json.dump(), "config.json"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("field 'sliding_window' must be a positive number of positions "
+                                 "or null, found 0")));
+  // Llama has no window: a config that carries one anyway is read as transformers reads it,
+  // without.
+  json = Json::parse(kTinyLlamaConfig);
+  json["sliding_window"] = 64;
+  config = ParseModelConfig(json.dump(), "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->sliding_window, 0);
+  ModelConfig wrong = *config;
+  wrong.sliding_window = 64;
+  EXPECT_THAT(wrong.Validate(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("field 'sliding_window' must be 0 (none) for LlamaForCausalLM")));
+}
+
+TEST(ModelConfigTest, Gemma3Text) {
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(kGemma3Config, "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->architecture, "Gemma3ForCausalLM");
+  EXPECT_EQ(config->activation, Activation::kGeluTanh);
+  EXPECT_TRUE(config->sandwich_norms);
+  EXPECT_TRUE(config->qk_norm);
+  EXPECT_EQ(config->norm_weight_offset, 1.0);
+  EXPECT_DOUBLE_EQ(config->embedding_scale, std::sqrt(1152.0));
+  EXPECT_EQ(config->query_pre_attn_scalar, 256);
+  EXPECT_EQ(config->sliding_window, 512);
+  EXPECT_EQ(config->rope_theta, 1e6);
+  EXPECT_EQ(config->rope_local_theta, 1e4);
+  EXPECT_EQ(config->final_logit_softcapping, 0);
+  EXPECT_TRUE(config->tie_word_embeddings);  // transformers' default for Gemma 3
+  ASSERT_EQ(config->layer_sliding.size(), 26u);
+  for (int64_t i = 0; i < 26; ++i) EXPECT_EQ(config->LayerSliding(i), (i + 1) % 6 != 0) << i;
+  EXPECT_EQ(config->eos_token_ids, (std::vector<int64_t>{1, 106}));
+  EXPECT_EQ(config->NumParameters(), 999885952);  // "1B"
+  // What transformers 5 writes: the layer kinds and each kind's rope base.
+  const Json again = Json::parse(ModelConfigToJson(*config));
+  EXPECT_EQ(again["hidden_activation"], "gelu_pytorch_tanh");
+  absl::StatusOr<ModelConfig> reread = ParseModelConfig(again.dump(), "again.json");
+  ASSERT_OK(reread);
+  EXPECT_EQ(reread->layer_sliding, config->layer_sliding);
+  Json v5 = Json::parse(kGemma3Config);
+  v5.erase("rope_theta");
+  v5.erase("rope_local_base_freq");
+  v5.erase("rope_scaling");
+  v5["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 2e6}}},
+                           {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 5e3}}}};
+  reread = ParseModelConfig(v5.dump(), "config.json");
+  ASSERT_OK(reread);
+  EXPECT_EQ(reread->rope_theta, 2e6);
+  EXPECT_EQ(reread->rope_local_theta, 5e3);
+  // Gemma 3 4B's linear scaling of the global layers, and Gemma 2's score capping, are refused.
+  v5["rope_parameters"]["full_attention"] = {{"rope_type", "linear"}, {"factor", 8.0}};
+  EXPECT_THAT(ParseModelConfig(v5.dump(), "config.json"),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("field 'rope_parameters.full_attention.rope_type' must be "
+                                 "\"default\"")));
+  Json capped = Json::parse(kGemma3Config);
+  capped["attn_logit_softcapping"] = 50.0;
+  EXPECT_THAT(ParseModelConfig(capped.dump(), "config.json"),
+              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("'attn_logit_softcapping'")));
+  capped = Json::parse(kGemma3Config);
+  capped["hidden_activation"] = "silu";
+  EXPECT_THAT(ParseModelConfig(capped.dump(), "config.json"),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("field 'hidden_activation' must be \"gelu_pytorch_tanh\" for "
+                                 "Gemma3ForCausalLM, found \"silu\"")));
+}
+
+TEST(ModelConfigTest, Phi3HasFusedProjections) {
+  Json json = Json::parse(kPhi3Config);
+  json["sliding_window"] = nullptr;
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(json.dump(), "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->architecture, "Phi3ForCausalLM");
+  EXPECT_TRUE(config->fused_projections);
+  EXPECT_FALSE(config->attention_bias);
+  EXPECT_FALSE(config->qk_norm);
+  EXPECT_EQ(config->sliding_window, 0);
+  EXPECT_EQ(config->head_dim, 96);
+  EXPECT_EQ(config->NumParameters(), 3821079552);  // "3.8B"
+  const Json again = Json::parse(ModelConfigToJson(*config));
+  EXPECT_EQ(again["model_type"], "phi3");
+  EXPECT_TRUE(again["sliding_window"].is_null());
+  config = ParseModelConfig(kPhi3Config, "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->sliding_window, 2047);
+}
+
+// Phi-3-mini-128k's LongRoPE and Phi-4-mini's partial rotary embeddings are refused naming the
+// field.
+TEST(ModelConfigTest, Phi3LongRopeAndPartialRotaryAreRefused) {
+  Json json = Json::parse(kPhi3Config);
+  json["sliding_window"] = nullptr;
+  json["rope_scaling"] = {{"type", "longrope"},
+                          {"short_factor", Json::array({1.0, 1.0})},
+                          {"long_factor", Json::array({1.0, 2.0})}};
+  EXPECT_THAT(ParseModelConfig(json.dump(), "config.json"),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("field 'rope_scaling.type' is \"longrope\": LongRoPE scaling")));
+  json["rope_scaling"] = nullptr;
+  json["partial_rotary_factor"] = 0.75;
+  EXPECT_THAT(ParseModelConfig(json.dump(), "config.json"),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("field 'partial_rotary_factor' must be 1 (partial rotary "
+                                 "embeddings are not supported), found 0.75")));
+  json.erase("partial_rotary_factor");
+  json["rope_parameters"] = {
+      {"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.5}};
+  EXPECT_THAT(ParseModelConfig(json.dump(), "config.json"),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("field 'rope_parameters.partial_rotary_factor' must be 1")));
+}
+
 TEST(ModelConfigTest, FamilyByModelTypeAndTheListOfFamilies) {
   Json json = Json::parse(kQwen3Config);
   json.erase("architectures");
   absl::StatusOr<ModelConfig> config = ParseModelConfig(json.dump(), "config.json");
   ASSERT_OK(config);
   EXPECT_EQ(config->architecture, "Qwen3ForCausalLM");
-  EXPECT_EQ(SupportedFamilyNames(), "\"llama\", \"qwen2\", \"qwen3\"");
+  EXPECT_EQ(SupportedFamilyNames(),
+            "\"llama\", \"qwen2\", \"qwen3\", \"phi3\", \"mistral\", \"gemma3_text\"");
   EXPECT_EQ(SupportedArchitectures(),
-            "\"LlamaForCausalLM\", \"Qwen2ForCausalLM\", \"Qwen3ForCausalLM\"");
+            "\"LlamaForCausalLM\", \"Qwen2ForCausalLM\", \"Qwen3ForCausalLM\", "
+            "\"Phi3ForCausalLM\", \"MistralForCausalLM\", \"Gemma3ForCausalLM\"");
+  EXPECT_EQ(SupportedGgufArchitectures(), "\"llama\", \"qwen2\", \"qwen3\", \"phi3\", \"gemma3\"");
   for (const ModelFamily& family : ModelFamilies()) {
     EXPECT_EQ(FindModelFamilyByName(family.name), &family);
     EXPECT_EQ(FindModelFamilyByArchitecture(family.architecture), &family);
@@ -344,12 +574,13 @@ std::vector<BadConfigCase> BadConfigCases() {
       {"other architecture",
        [] {
          Json j = Minimal();
-         j["architectures"] = {"MistralForCausalLM"};
+         j["architectures"] = {"GPT2LMHeadModel"};
          return j;
        },
        StatusCode::kUnimplemented,
        {"field 'architectures' must contain one of \"LlamaForCausalLM\", \"Qwen2ForCausalLM\", "
-        "\"Qwen3ForCausalLM\", found [\"MistralForCausalLM\"]"}},
+        "\"Qwen3ForCausalLM\", \"Phi3ForCausalLM\", \"MistralForCausalLM\", "
+        "\"Gemma3ForCausalLM\", found [\"GPT2LMHeadModel\"]"}},
       {"sliding window",
        [] {
          Json j = Json::parse(kQwen25Config);

@@ -47,12 +47,13 @@ void BlockScores(const float* q, const T* kt, int32_t head_dim, int32_t block_si
   }
 }
 
-// out = sum over j < context of weights[j] * V[j], V read block by block. The sums stay in
-// registers across keys (64 elements of the head at a time); adding into `out` key by key made
-// every key wait on the previous key's store.
+// out = sum over begin <= j < context of weights[j] * V[j], V read block by block from the block
+// that holds `begin`. The sums stay in registers across keys (64 elements of the head at a time);
+// adding into `out` key by key made every key wait on the previous key's store.
 template <typename T>
 void WeightedValues(const PagedKvCache& cache, const BlockId* blocks, int32_t layer,
-                    int32_t kv_head, const float* weights, int32_t context, float* out) {
+                    int32_t kv_head, const float* weights, int32_t begin, int32_t context,
+                    float* out) {
   const int32_t hd = cache.spec().head_dim;
   const int32_t block_size = cache.spec().block_size;
 #if defined(__AVX512F__)
@@ -61,7 +62,7 @@ void WeightedValues(const PagedKvCache& cache, const BlockId* blocks, int32_t la
       const int32_t lanes = std::min(64, hd - d0) / 16;
       __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
                        _mm512_setzero_ps()};
-      for (int32_t b = 0; b * block_size < context; ++b) {
+      for (int32_t b = begin / block_size; b * block_size < context; ++b) {
         const T* v = cache.ValueBlock<T>(blocks[b], layer, kv_head) + d0;
         const int32_t n = std::min(block_size, context - b * block_size);
         for (int32_t s = 0; s < n; ++s, v += hd) {
@@ -77,7 +78,7 @@ void WeightedValues(const PagedKvCache& cache, const BlockId* blocks, int32_t la
   }
 #endif
   std::memset(out, 0, sizeof(float) * hd);
-  for (int32_t j = 0; j < context; ++j) {
+  for (int32_t j = begin; j < context; ++j) {
     const T* v = cache.ValueBlock<T>(blocks[j / block_size], layer, kv_head) +
                  static_cast<int64_t>(j % block_size) * hd;
     for (int32_t d = 0; d < hd; ++d) out[d] += weights[j] * ToFloat(v[d]);
@@ -133,21 +134,21 @@ void BlockScoresMany(int count, const float* q, const T* kt, int32_t head_dim, i
   }
 }
 
-// out_i += sum over j < context of weights[i * stride + j] * V[j] for N queries over 64 elements
-// of the head starting at d0, V read block by block once for all N (zero weights past a query's
-// own context leave its sums as they are). Per query the sums run over j in order, as
-// WeightedValues'.
+// out_i += sum over first_block * block_size <= j < context of weights[i * stride + j] * V[j]
+// for N queries over 64 elements of the head starting at d0, V read block by block once for all N
+// (zero weights outside a query's own window leave its sums as they are). Per query the sums run
+// over j in order, as WeightedValues'.
 template <typename T, int N>
 void WeightedValues64(const PagedKvCache& cache, const BlockId* blocks, int32_t layer,
-                      int32_t kv_head, const float* weights, int64_t stride, int32_t context,
-                      int32_t d0, float* const* out) {
+                      int32_t kv_head, const float* weights, int64_t stride, int32_t first_block,
+                      int32_t context, int32_t d0, float* const* out) {
   const int32_t hd = cache.spec().head_dim;
   const int32_t block_size = cache.spec().block_size;
   __m512 acc[N][4];
   for (int i = 0; i < N; ++i) {
     for (int c = 0; c < 4; ++c) acc[i][c] = _mm512_setzero_ps();
   }
-  for (int32_t b = 0; b * block_size < context; ++b) {
+  for (int32_t b = first_block; b * block_size < context; ++b) {
     const T* v = cache.ValueBlock<T>(blocks[b], layer, kv_head) + d0;
     const int32_t n = std::min(block_size, context - b * block_size);
     const float* w = weights + static_cast<int64_t>(b) * block_size;
@@ -172,12 +173,13 @@ constexpr int kValueQueries = 6;
 
 template <typename T>
 void WeightedValuesMany(int count, const PagedKvCache& cache, const BlockId* blocks, int32_t layer,
-                        int32_t kv_head, const float* weights, int64_t stride, int32_t context,
-                        int32_t d0, float* const* out) {
+                        int32_t kv_head, const float* weights, int64_t stride, int32_t first_block,
+                        int32_t context, int32_t d0, float* const* out) {
   switch (count) {
-#define CONVOY_VALUES_CASE(N)                                                                 \
-  case N:                                                                                     \
-    WeightedValues64<T, N>(cache, blocks, layer, kv_head, weights, stride, context, d0, out); \
+#define CONVOY_VALUES_CASE(N)                                                                    \
+  case N:                                                                                        \
+    WeightedValues64<T, N>(cache, blocks, layer, kv_head, weights, stride, first_block, context, \
+                           d0, out);                                                             \
     return;
     CONVOY_VALUES_CASE(1)
     CONVOY_VALUES_CASE(2)
@@ -212,24 +214,25 @@ struct ItemScratch {
   std::vector<float> scores;  // [queries][stride]: scores, then softmax weights
   std::vector<float*> out;    // per query
   std::vector<int32_t> context;
+  std::vector<int32_t> begin;      // per query, the first position of its window
   std::vector<float> slot_scales;  // kInt8: per context position, K's or V's scale
 };
 
-// kInt8: x[i * stride + j] *= the scale of position j's K (kv 0) or V (kv 1), for the first
-// `count` positions of `queries` rows.
+// kInt8: x[i * stride + j] *= the scale of position j's K (kv 0) or V (kv 1), for positions
+// first_block * block_size <= j < count of `queries` rows.
 void ApplySlotScales(const PagedKvCache& cache, const BlockId* blocks, int32_t layer, int32_t kv,
-                     int32_t kv_head, int32_t count, int32_t queries, int64_t stride, float* x,
-                     std::vector<float>* slot_scales) {
+                     int32_t kv_head, int32_t first_block, int32_t count, int32_t queries,
+                     int64_t stride, float* x, std::vector<float>* slot_scales) {
   const int32_t block_size = cache.spec().block_size;
   slot_scales->resize(count);
-  for (int32_t b = 0; b * block_size < count; ++b) {
+  for (int32_t b = first_block; b * block_size < count; ++b) {
     const uint16_t* scales = cache.Scales(blocks[b], layer, kv, kv_head);
     const int32_t n = std::min(block_size, count - b * block_size);
     for (int32_t s = 0; s < n; ++s) (*slot_scales)[b * block_size + s] = BF16ToFloat(scales[s]);
   }
   for (int32_t i = 0; i < queries; ++i) {
     float* row = x + i * stride;
-    for (int32_t j = 0; j < count; ++j) row[j] *= (*slot_scales)[j];
+    for (int32_t j = first_block * block_size; j < count; ++j) row[j] *= (*slot_scales)[j];
   }
 }
 
@@ -248,6 +251,7 @@ void RunItem(const PagedKvCache& cache, int32_t layer, const AttentionShape& sha
   scratch->scores.resize(static_cast<size_t>(queries) * stride);
   scratch->out.resize(queries);
   scratch->context.resize(queries);
+  scratch->begin.resize(queries);
   for (int32_t t = 0; t < item.num_tokens; ++t) {
     for (int32_t h = 0; h < item.num_heads; ++h) {
       const int32_t i = t * item.num_heads + h;
@@ -257,12 +261,16 @@ void RunItem(const PagedKvCache& cache, int32_t layer, const AttentionShape& sha
                   row.q + token * shape.q_stride + head_offset, sizeof(float) * hd);
       scratch->out[i] = row.out + token * shape.out_stride + head_offset;
       scratch->context[i] = row.start_pos + token + 1;
+      scratch->begin[i] = shape.window > 0 ? std::max(0, scratch->context[i] - shape.window) : 0;
     }
   }
+  // Blocks before the one that holds the first token's window are never read: with a sliding
+  // window they may hold nothing of this sequence.
+  const int32_t first_block = scratch->begin[0] / block_size;
   const float* q = scratch->q.data();
   float* scores = scratch->scores.data();
 
-  for (int32_t b = 0; b * block_size < longest; ++b) {
+  for (int32_t b = first_block; b * block_size < longest; ++b) {
     const T* kt = cache.KeyBlock<T>(row.blocks[b], layer, item.kv_head);
     const int32_t n = std::min(block_size, longest - b * block_size);
 #if defined(__AVX512F__)
@@ -280,28 +288,30 @@ void RunItem(const PagedKvCache& cache, int32_t layer, const AttentionShape& sha
     }
   }
   if constexpr (kScaled) {
-    ApplySlotScales(cache, row.blocks, layer, 0, item.kv_head, longest, queries, stride, scores,
-                    &scratch->slot_scales);
+    ApplySlotScales(cache, row.blocks, layer, 0, item.kv_head, first_block, longest, queries,
+                    stride, scores, &scratch->slot_scales);
   }
   for (int32_t i = 0; i < queries; ++i) {
     float* w = scores + i * stride;
+    const int32_t begin = scratch->begin[i];
     const int32_t context = scratch->context[i];
-    const float max_score = ScaleAndMax(w, context, shape.scale);
-    const float inv_sum = 1.0f / ExpShiftedSum(w, context, max_score);
-    for (int32_t j = 0; j < context; ++j) w[j] *= inv_sum;
+    const float max_score = ScaleAndMax(w + begin, context - begin, shape.scale);
+    const float inv_sum = 1.0f / ExpShiftedSum(w + begin, context - begin, max_score);
+    for (int32_t j = begin; j < context; ++j) w[j] *= inv_sum;
+    std::fill(w + first_block * block_size, w + begin, 0.0f);
     std::fill(w + context, w + longest, 0.0f);
   }
   if constexpr (kScaled) {
     // The weights times V's scales: the value sums then run on the stored integers.
-    ApplySlotScales(cache, row.blocks, layer, 1, item.kv_head, longest, queries, stride, scores,
-                    &scratch->slot_scales);
+    ApplySlotScales(cache, row.blocks, layer, 1, item.kv_head, first_block, longest, queries,
+                    stride, scores, &scratch->slot_scales);
   }
 #if defined(__AVX512F__)
   if (hd % 64 == 0) {
     for (int32_t i = 0; i < queries; i += kValueQueries) {
       for (int32_t d0 = 0; d0 < hd; d0 += 64) {
         WeightedValuesMany<T>(std::min(kValueQueries, queries - i), cache, row.blocks, layer,
-                              item.kv_head, scores + i * stride, stride, longest, d0,
+                              item.kv_head, scores + i * stride, stride, first_block, longest, d0,
                               scratch->out.data() + i);
       }
     }
@@ -310,7 +320,7 @@ void RunItem(const PagedKvCache& cache, int32_t layer, const AttentionShape& sha
 #endif
   for (int32_t i = 0; i < queries; ++i) {
     WeightedValues<T>(cache, row.blocks, layer, item.kv_head, scores + i * stride,
-                      scratch->context[i], scratch->out[i]);
+                      scratch->begin[i], scratch->context[i], scratch->out[i]);
   }
 }
 

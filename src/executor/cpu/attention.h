@@ -80,6 +80,10 @@ struct AttentionShape {
   int64_t q_stride;
   int64_t out_stride;
   float scale;  // 1 / sqrt(head_dim)
+  // A sliding window: each token attends to the latest `window` positions, its own included; 0:
+  // to every earlier position. K and V blocks wholly before a row's first token's window are
+  // never read (the block table may hold anything there).
+  int32_t window = 0;
   // Whether one work item takes several queries that read the same K and V: the query heads of
   // one KV head's group, and a few consecutive tokens of a row (a prompt chunk's), so that each
   // K and V block is read once for all of them and their scores are independent chains of
@@ -88,8 +92,9 @@ struct AttentionShape {
   bool share_kv = true;
 };
 
-// For each row, token t and head h: softmax over context positions [0, start_pos + t] (causal)
-// of q . k * scale, times V. Parallel over rows, KV heads and tiles of tokens.
+// For each row, token t and head h: softmax over context positions [0, start_pos + t] (causal),
+// or its last `window` positions, of q . k * scale, times V. Parallel over rows, KV heads and
+// tiles of tokens.
 void PagedAttention(PagedKvCache* cache, int32_t layer, const AttentionShape& shape,
                     const AttentionRow* rows, int32_t num_rows);
 

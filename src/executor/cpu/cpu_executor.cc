@@ -20,7 +20,13 @@ namespace {
 
 struct Layer {
   std::vector<float> input_norm;
+  // The MLP's input norm; with sandwich norms the attention output's.
   std::vector<float> post_attention_norm;
+  // Sandwich norms only (empty otherwise): the MLP's input and output norms.
+  std::vector<float> pre_ffn_norm, post_ffn_norm;
+  // Whether the layer attends through the sliding window (with its own rope table when the model
+  // has two kinds of layers).
+  bool sliding = false;
   std::unique_ptr<Linear> qkv;      // [q + k + v, hidden]
   std::vector<float> qkv_bias;      // [q + k + v] after the product; empty without biases
   std::vector<float> q_norm;        // [head_dim] per query head; empty without per-head norms
@@ -40,6 +46,13 @@ bool HasQuantizedLayers(const ModelWeights& weights) {
     }
   }
   return false;
+}
+
+// A norm's weights as fp32, each plus `offset` (Gemma's checkpoints store offsets from 1).
+void AppendNorm(const TensorView& view, double offset, std::vector<float>* out) {
+  const size_t base = out->size();
+  AppendAsFloat(view, out);
+  for (size_t i = base; i < out->size(); ++i) (*out)[i] += static_cast<float>(offset);
 }
 
 // Grows `v` to at least n elements; keeps its memory between steps.
@@ -62,13 +75,16 @@ struct CpuExecutor::Impl {
   std::unique_ptr<Linear> lm_head;
   std::vector<Layer> layers;
   std::unique_ptr<RopeTable> rope;
+  // The sliding-window layers' table when they have a rope base of their own (Gemma 3); null
+  // otherwise.
+  std::unique_ptr<RopeTable> local_rope;
   int num_threads = 1;
   int64_t step_memory_bytes = 0;
   bool skip_padding = false;
   bool share_attention_kv = true;
 
   // Step scratch, reused.
-  std::vector<float> x, h, qkv, attn, proj, gate_up, act, cos_sin, logits;
+  std::vector<float> x, h, qkv, attn, proj, gate_up, act, cos_sin, local_cos_sin, logits;
   std::vector<int32_t> slot_row, slot_pos;
 
   absl::StatusOr<StepResult> Run(const StepPlan& plan);
@@ -110,7 +126,7 @@ int64_t CpuExecutor::StepBytesPerToken() const {
   // gate_up, act and the rotary angles; and the bf16 or 8-bit copy of a product's input (at most
   // the widest input, two bytes a value; the 8-bit copy of quant_matmul.h takes 1.375).
   const int64_t floats = 3 * c.hidden_size + (c.q_size() + 2 * c.kv_size()) + c.q_size() +
-                         3 * c.intermediate_size + c.head_dim;
+                         3 * c.intermediate_size + 2 * c.head_dim;
   const int64_t bf16_input = 2 * std::max(c.hidden_size, c.intermediate_size);
   return static_cast<int64_t>(sizeof(float)) * floats + bf16_input;
 }
@@ -167,7 +183,8 @@ int64_t CpuExecutor::weight_bytes() const {
   for (const Layer& layer : impl_->layers) {
     bytes += static_cast<int64_t>(4 * (layer.input_norm.size() + layer.post_attention_norm.size() +
                                        layer.qkv_bias.size() + layer.q_norm.size() +
-                                       layer.k_norm.size()));
+                                       layer.k_norm.size() + layer.pre_ffn_norm.size() +
+                                       layer.post_ffn_norm.size()));
   }
   return bytes;
 }
@@ -226,7 +243,8 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
 
   const TensorView& embed = weights.embed_tokens();
   impl->embed = embed;
-  AppendAsFloat(weights.norm(), &impl->final_norm);
+  const double offset = c.norm_weight_offset;
+  AppendNorm(weights.norm(), offset, &impl->final_norm);
   ASSIGN_OR_RETURN(impl->lm_head, Linear::Create({&weights.lm_head()}, format,
                                                  options.few_row_kernel, options.batch_invariant));
   // The embedding table in its own storage. Tied to an lm_head kept in the same blocks, it reads
@@ -240,8 +258,13 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
   }
   for (const LayerWeights& lw : weights.layers()) {
     Layer layer;
-    AppendAsFloat(lw.input_layernorm, &layer.input_norm);
-    AppendAsFloat(lw.post_attention_layernorm, &layer.post_attention_norm);
+    layer.sliding = c.LayerSliding(static_cast<int64_t>(impl->layers.size()));
+    AppendNorm(lw.input_layernorm, offset, &layer.input_norm);
+    AppendNorm(lw.post_attention_layernorm, offset, &layer.post_attention_norm);
+    if (c.sandwich_norms) {
+      AppendNorm(lw.pre_feedforward_layernorm, offset, &layer.pre_ffn_norm);
+      AppendNorm(lw.post_feedforward_layernorm, offset, &layer.post_ffn_norm);
+    }
     ASSIGN_OR_RETURN(layer.qkv, Linear::Create({&lw.q_proj, &lw.k_proj, &lw.v_proj}, format,
                                                options.few_row_kernel, options.batch_invariant));
     if (c.attention_bias) {
@@ -250,8 +273,8 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
       }
     }
     if (c.qk_norm) {
-      AppendAsFloat(lw.q_norm, &layer.q_norm);
-      AppendAsFloat(lw.k_norm, &layer.k_norm);
+      AppendNorm(lw.q_norm, offset, &layer.q_norm);
+      AppendNorm(lw.k_norm, offset, &layer.k_norm);
     }
     ASSIGN_OR_RETURN(layer.o, Linear::Create({&lw.o_proj}, format, options.few_row_kernel,
                                              options.batch_invariant));
@@ -263,6 +286,12 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
     impl->layers.push_back(std::move(layer));
   }
   impl->rope = std::make_unique<RopeTable>(c);
+  if (!c.layer_sliding.empty()) {
+    ModelConfig local = c;
+    local.rope_theta = c.rope_local_theta;
+    local.rope_scaling = RopeScaling();
+    impl->local_rope = std::make_unique<RopeTable>(local);
+  }
   try {
     impl->cache = std::make_unique<PagedKvCache>(kv);
   } catch (const std::bad_alloc&) {
@@ -327,13 +356,23 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
   // Embeddings; padding slots carry token 0 and are masked out below. Rotary angles per token.
   float* xs = Scratch(&x, m * hidden);
   float* angles = Scratch(&cos_sin, m * 2 * half);
+  float* local_angles = local_rope != nullptr ? Scratch(&local_cos_sin, m * 2 * half) : nullptr;
+  const float embedding_scale = static_cast<float>(c.embedding_scale);
   for (int64_t i = 0; i < m; ++i) {
     const StepRow& row = plan.rows[slot_row[i]];
     const int32_t t = slot_pos[i];
     const bool real = t < static_cast<int32_t>(row.token_ids.size());
     const int64_t token = real ? row.token_ids[t] : 0;
     ViewRowsToFloat(embed, token, 1, xs + i * hidden);
-    if (real) rope->Angles(row.start_pos + t, angles + i * 2 * half, angles + i * 2 * half + half);
+    if (embedding_scale != 1.0f) {
+      for (int64_t d = 0; d < hidden; ++d) xs[i * hidden + d] *= embedding_scale;
+    }
+    if (!real) continue;
+    rope->Angles(row.start_pos + t, angles + i * 2 * half, angles + i * 2 * half + half);
+    if (local_angles != nullptr) {
+      local_rope->Angles(row.start_pos + t, local_angles + i * 2 * half,
+                         local_angles + i * 2 * half + half);
+    }
   }
 
   float* hs = Scratch(&h, m * hidden);
@@ -350,19 +389,23 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
                          static_cast<int32_t>(row.token_ids.size()), row.start_pos,
                          row.block_table.data()};
   }
+  const double scalar = c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar : hd;
   AttentionShape shape{static_cast<int32_t>(c.num_attention_heads),
                        static_cast<int32_t>(c.num_key_value_heads),
                        static_cast<int32_t>(hd),
                        qkv_width,
                        q_size,
-                       static_cast<float>(1.0 / std::sqrt(hd))};
+                       static_cast<float>(1.0 / std::sqrt(scalar))};
   shape.share_kv = share_attention_kv;
+  const int32_t window = static_cast<int32_t>(std::min<int64_t>(c.sliding_window, INT32_MAX));
   const int32_t block_size = kv_spec.block_size;
 
   // The first layer's input norm; each later one comes with the residual add before it.
   if (!layers.empty()) RmsNorm(xs, layers[0].input_norm.data(), m, hidden, eps, hs);
   for (int32_t l = 0; l < static_cast<int32_t>(layers.size()); ++l) {
     Layer& layer = layers[l];
+    shape.window = layer.sliding ? window : 0;
+    const float* layer_angles = layer.sliding && local_angles != nullptr ? local_angles : angles;
     layer.qkv->Forward(hs, m, qkvs);
 
     // The family's QKV biases and per-head Q/K norms, rotary embedding on Q and K, then K and V
@@ -380,7 +423,7 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
         RmsNorm(q, layer.q_norm.data(), c.num_attention_heads, hd, eps, q);
         RmsNorm(k, layer.k_norm.data(), c.num_key_value_heads, hd, eps, k);
       }
-      const float* a = angles + i * 2 * half;
+      const float* a = layer_angles + i * 2 * half;
       RopeTable::Apply(q, c.num_attention_heads, hd, a, a + half);
       RopeTable::Apply(k, c.num_key_value_heads, hd, a, a + half);
       const int32_t pos = row.start_pos + t;
@@ -400,10 +443,23 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
       }
     }
     layer.o->Forward(attns, m, projs);
-    AddRmsNorm(xs, projs, layer.post_attention_norm.data(), m, hidden, eps, hs);
+    if (layer.pre_ffn_norm.empty()) {
+      AddRmsNorm(xs, projs, layer.post_attention_norm.data(), m, hidden, eps, hs);
+    } else {
+      // Sandwich norms: the attention's output normed before the residual add.
+      RmsNorm(projs, layer.post_attention_norm.data(), m, hidden, eps, projs);
+      AddRmsNorm(xs, projs, layer.pre_ffn_norm.data(), m, hidden, eps, hs);
+    }
     layer.gate_up->Forward(hs, m, gus);
-    SiluMul(gus, m, inter, acts);
+    if (c.activation == Activation::kGeluTanh) {
+      GeluTanhMul(gus, m, inter, acts);
+    } else {
+      SiluMul(gus, m, inter, acts);
+    }
     layer.down->Forward(acts, m, projs);
+    if (!layer.post_ffn_norm.empty()) {
+      RmsNorm(projs, layer.post_ffn_norm.data(), m, hidden, eps, projs);
+    }
     if (l + 1 < static_cast<int32_t>(layers.size())) {
       AddRmsNorm(xs, projs, layers[l + 1].input_norm.data(), m, hidden, eps, hs);
     } else {
@@ -434,6 +490,9 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
     }
     RmsNorm(hs, final_norm.data(), num_logit_rows, hidden, eps, hs);
     lm_head->Forward(hs, num_logit_rows, ls);
+    if (c.final_logit_softcapping > 0) {
+      SoftCap(ls, num_logit_rows * vocab, static_cast<float>(c.final_logit_softcapping));
+    }
   }
 
   result.rows.resize(num_rows);

@@ -1,9 +1,12 @@
 // The CPU executor: the forward pass of every family of ModelFamilies() (Llama, and the QKV biases
-// and per-head Q/K norms of Qwen2 and Qwen3, read from ModelConfig) over a paged KV cache in host
-// memory. Linear layers run through the project's kernels or oneDNN (fp32 or bf16 weights);
-// attention, norms and rotary embeddings are parallelized with OpenMP, the same threads oneDNN
-// uses. Not thread-safe: one
-// engine loop calls Step at a time.
+// and per-head Q/K norms of Qwen2 and Qwen3, the sliding window of Mistral and Phi-3, and Gemma 3's
+// GeGLU, sandwich norms, scaled embeddings, per-layer windows and rope bases and soft-capped
+// logits, read from ModelConfig) over a paged KV cache in host memory. With a sliding window, K and
+// V blocks wholly before a row's window are never read; they are not freed either (the block
+// tables, which the scheduler owns, keep them until the sequence ends). Linear layers run through
+// the project's kernels or oneDNN (fp32 or bf16 weights); attention, norms and rotary embeddings
+// are parallelized with OpenMP, the same threads oneDNN uses. Not thread-safe: one engine loop
+// calls Step at a time.
 //
 // Batch invariance (CpuExecutorOptions::batch_invariant, the default): a sequence's logits, and so
 // its greedy tokens and logprobs, are the same bits whatever else the step holds and however its

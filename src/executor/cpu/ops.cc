@@ -116,6 +116,28 @@ RopeTable::RopeTable(const ModelConfig& config) {
   }
 }
 
+void GeluTanhMul(const float* gate_up, int64_t rows, int64_t inter, float* out) {
+  // sqrt(2 / pi), as PyTorch's kBeta.
+  constexpr float kBeta = static_cast<float>(0.7978845608028654);
+  constexpr float kKappa = 0.044715f;
+#pragma omp parallel for schedule(static) if (rows * inter >= kMinParallelWork)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* g = gate_up + r * 2 * inter;
+    const float* u = g + inter;
+    float* o = out + r * inter;
+    for (int64_t i = 0; i < inter; ++i) {
+      const float x = g[i];
+      const float inner = kBeta * (x + kKappa * x * x * x);
+      o[i] = 0.5f * x * (1.0f + std::tanh(inner)) * u[i];
+    }
+  }
+}
+
+void SoftCap(float* x, int64_t n, float cap) {
+#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
 void RopeTable::Angles(int64_t position, float* cos_out, float* sin_out) const {
   const float p = static_cast<float>(position);
   for (size_t i = 0; i < inv_freq_.size(); ++i) {

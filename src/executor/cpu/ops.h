@@ -26,6 +26,13 @@ void AddRmsNorm(float* x, const float* delta, const float* weight, int64_t rows,
 // out[r, i] = silu(gate_up[r, i]) * gate_up[r, inter + i]; gate_up rows hold gate then up.
 void SiluMul(const float* gate_up, int64_t rows, int64_t inter, float* out);
 
+// out[r, i] = gelu(gate_up[r, i]) * gate_up[r, inter + i], GELU with the tanh approximation
+// (PyTorch's gelu(approximate="tanh"), Gemma's GeGLU).
+void GeluTanhMul(const float* gate_up, int64_t rows, int64_t inter, float* out);
+
+// x[i] = cap * tanh(x[i] / cap) for i < n.
+void SoftCap(float* x, int64_t n, float cap);
+
 // x[r] += y[r] over rows x dim.
 void AddInPlace(float* x, const float* y, int64_t n);
 

@@ -487,15 +487,24 @@ HalfType ToHalfType(CudaWeightType type) {
   return type == CudaWeightType::kF16 ? HalfType::kF16 : HalfType::kBF16;
 }
 
-// The CUDA kernels run Llama's layout only: a family with QKV biases or per-head Q/K norms
-// (Qwen2, Qwen3) is refused rather than run without them.
+// The CUDA kernels run Llama's layout only: a family with QKV biases, per-head Q/K norms or
+// sliding windows (Qwen2, Qwen3, Mistral) is refused rather than run without them, and one
+// stored with fused projections (Phi-3) until its parity is tested on a GPU.
 absl::Status CheckFamily(const ModelConfig& config) {
-  if (config.attention_bias || config.qk_norm) {
+  const char* departure = nullptr;
+  if (config.attention_bias) {
+    departure = "biases on the query, key and value projections";
+  } else if (config.qk_norm) {
+    departure = "RMS norms on each head's queries and keys";
+  } else if (config.sliding_window > 0) {
+    departure = "sliding-window attention";
+  } else if (config.fused_projections) {
+    departure = "fused QKV and gate/up projections";
+  }
+  if (departure != nullptr) {
     return absl::UnimplementedError(absl::StrFormat(
         "the CUDA executor does not run %s yet (%s); serve it with the CPU executor",
-        config.architecture,
-        config.attention_bias ? "biases on the query, key and value projections"
-                              : "RMS norms on each head's queries and keys"));
+        config.architecture, departure));
   }
   return absl::OkStatus();
 }

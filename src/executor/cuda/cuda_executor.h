@@ -58,8 +58,9 @@ bool CudaDeviceAvailable();
 class CudaExecutor final : public Executor {
  public:
   // Uploads `weights` (which may be released afterwards) and sizes the KV cache. Runs Llama's
-  // layout only: a family with QKV biases or per-head Q/K norms (Qwen2, Qwen3) is UNIMPLEMENTED,
-  // naming its architecture, before any device is touched.
+  // layout only: a family with QKV biases, per-head Q/K norms, a sliding window or fused
+  // projections (Qwen2, Qwen3, Mistral with a window, Phi-3) is UNIMPLEMENTED, naming its
+  // architecture, before any device is touched.
   static absl::StatusOr<std::unique_ptr<CudaExecutor>> Create(const ModelWeights& weights,
                                                               const CudaExecutorOptions& options);
   // A model of this shape with random weights made on the device (benchmarks).
