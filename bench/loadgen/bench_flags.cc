@@ -76,6 +76,11 @@ ABSL_FLAG(int32_t, repeats, 3, "tune: how many times the best points are measure
 ABSL_FLAG(int32_t, finalists, 3, "tune: how many of the best points are repeated at the end");
 ABSL_FLAG(int32_t, eta, 2, "tune: each rung keeps the best 1/eta of its points");
 ABSL_FLAG(double, reload_timeout_s, 20, "tune: seconds a reload may take to show");
+ABSL_FLAG(bool, watch, false,
+          "tune: instead of searching once, keep the live server's knobs suited to its traffic, "
+          "read from its /metrics (--http-addr), moving them at most once per --watch-interval-s");
+ABSL_FLAG(double, watch_interval_s, 60, "tune --watch: seconds between two moves, at least");
+ABSL_FLAG(double, watch_for_s, 0, "tune --watch: stop after this many seconds (0: never)");
 ABSL_FLAG(std::string, out, "tuned.pbtxt",
           "tune: write the best config here (a whole server config convoyd loads as it is)");
 

@@ -57,6 +57,9 @@ ABSL_DECLARE_FLAG(int32_t, finalists);
 ABSL_DECLARE_FLAG(int32_t, eta);
 ABSL_DECLARE_FLAG(double, reload_timeout_s);
 ABSL_DECLARE_FLAG(std::string, out);
+ABSL_DECLARE_FLAG(bool, watch);
+ABSL_DECLARE_FLAG(double, watch_interval_s);
+ABSL_DECLARE_FLAG(double, watch_for_s);
 
 namespace convoy::bench {
 

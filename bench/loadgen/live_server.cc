@@ -45,6 +45,18 @@ absl::StatusOr<std::unique_ptr<LiveServer>> LiveServer::Create(LiveServerOptions
       new LiveServer(std::move(options), text.str(), std::move(base)));
 }
 
+absl::StatusOr<int> LiveServer::PointInForce(
+    const std::vector<std::vector<Override>>& space) const {
+  ASSIGN_OR_RETURN(
+      const convoy::v1::ServerInfo info,
+      FetchServerInfo(options_.target.channel.get(), absl::Seconds(10), options_.target.api_key));
+  for (size_t i = 0; i < space.size(); ++i) {
+    ASSIGN_OR_RETURN(const bool in_force, InForce(info.effective_config(), space[i]));
+    if (in_force) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 absl::StatusOr<std::string> LiveServer::ConfigText(const std::vector<Override>& point) const {
   convoy::v1::ServerConfig config = base_;
   for (const Override& o : point) RETURN_IF_ERROR(ApplyOverride(o, &config));

@@ -43,6 +43,10 @@ class LiveServer final : public TuneTarget {
   absl::Status Apply(const std::vector<Override>& point) override;
   RunResult Measure(double seconds) override;
 
+  // The index of the first point of `space` whose values are all in force on the server; -1 for
+  // none.
+  absl::StatusOr<int> PointInForce(const std::vector<std::vector<Override>>& space) const;
+
   // The base config with `point` applied, as written to the file (and to convoy tune's --out).
   absl::StatusOr<std::string> ConfigText(const std::vector<Override>& point) const;
 

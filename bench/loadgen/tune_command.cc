@@ -13,8 +13,10 @@
 #include "bench/loadgen/client.h"
 #include "bench/loadgen/config_override.h"
 #include "bench/loadgen/live_server.h"
+#include "bench/loadgen/metrics_sampler.h"
 #include "bench/loadgen/svg_plot.h"
 #include "bench/loadgen/tuner.h"
+#include "bench/loadgen/watch.h"
 #include "tools/cli_flags.h"
 
 namespace convoy::bench {
@@ -27,7 +29,9 @@ convoy::cli::CommandLine TuneCommandLine() {
       "                  (--workload FILE [--rate R | --concurrency N] | --trace FILE\n"
       "                   [--rate-scale X]) --ttft-p99 MS --itl-p99 MS\n"
       "                  --set KEY=V1,V2,... [--set ...] [--budget-s 600] [--min-run-s 5]\n"
-      "                  [--out tuned.pbtxt] [--json F --svg F --markdown F]\n\n"
+      "                  [--out tuned.pbtxt] [--json F --svg F --markdown F]\n"
+      "convoy-bench tune --watch --addr HOST:PORT --http-addr HOST:PORT --config FILE [--pid PID]\n"
+      "                  --ttft-p99 MS --itl-p99 MS --set KEY=V1,V2,... [--watch-interval-s 60]\n\n"
       "Finds the config of a running convoyd that serves the most requests per second within\n"
       "the SLOs for the given traffic, through live reloads: it rewrites --config (the file\n"
       "convoyd was started with) for each point of the --set space (the batcher's live knobs:\n"
@@ -37,11 +41,16 @@ convoy::cli::CommandLine TuneCommandLine() {
       "within --budget-s; then the best points are measured again (--repeats) and the winner's\n"
       "goodput is reported with its spread. A refused reload is reported and the search goes\n"
       "on. The server is left on the best config (a tested one), written to --out too; the\n"
-      "frontier goes to --json, --svg and --markdown.",
+      "frontier goes to --json, --svg and --markdown.\n"
+      "With --watch (and --http-addr) it searches nothing up front: it reads the server's own\n"
+      "/metrics every --watch-interval-s, and when the traffic (rate, prompt lengths) or the\n"
+      "SLO attainment calls for it, moves the knobs one step within the space, at most once\n"
+      "per interval, logging each move and why.",
       CommonFlagNames(),
       {"set"}};
   for (const char* f : {"addr", "http_addr", "config", "pid", "ttft_p99", "itl_p99", "budget_s",
-                        "min_run_s", "repeats", "finalists", "eta", "reload_timeout_s", "out"}) {
+                        "min_run_s", "repeats", "finalists", "eta", "reload_timeout_s", "out",
+                        "watch", "watch_interval_s", "watch_for_s"}) {
     spec.flags.push_back(f);
   }
   return spec;
@@ -68,6 +77,77 @@ std::string Dashed(const std::string& flag) {
   return absl::StrCat("--", absl::StrReplaceAll(flag, {{"_", "-"}}));
 }
 
+void Log(const std::string& line) {
+  std::printf("%s %s\n", absl::FormatTime("%H:%M:%S", absl::Now(), absl::LocalTimeZone()).c_str(),
+              line.c_str());
+  std::fflush(stdout);
+}
+
+absl::StatusOr<WatchCounters> Scrape(const ServerTarget& target, const SloTargets& slo) {
+  absl::StatusOr<std::string> text =
+      HttpGetText(target.metrics_address, "/metrics", target.api_key, absl::Seconds(10));
+  if (!text.ok()) return text.status();
+  return ReadWatchCounters(*text, slo);
+}
+
+// --watch: until --watch-for-s runs out (or forever), reads a window of the server's /metrics
+// every interval and lets the controller move the knobs.
+int Watch(LiveServer& server, const ServerTarget& target, const SloTargets& slo,
+          const std::vector<SweepAxis>& axes, const std::vector<std::vector<Override>>& space) {
+  absl::StatusOr<int> start = server.PointInForce(space);
+  if (!start.ok()) {
+    std::fprintf(stderr, "convoy-bench: %s\n", start.status().ToString().c_str());
+    return 1;
+  }
+  if (*start < 0) {
+    Log(absl::StrCat("the config in force is no point of the space; starting from ",
+                     OverrideLabel(space[0])));
+    if (absl::Status s = server.Apply(space[0]); !s.ok()) {
+      std::fprintf(stderr, "convoy-bench: %s\n", s.ToString().c_str());
+      return 1;
+    }
+    start = 0;
+  }
+  std::vector<int> sizes;
+  for (const SweepAxis& axis : axes) sizes.push_back(static_cast<int>(axis.values.size()));
+  WatchOptions options;
+  options.interval = absl::Seconds(absl::GetFlag(FLAGS_watch_interval_s));
+  WatchController controller(sizes, *start, absl::Now(), options);
+  Log(absl::StrCat("watching; in force: ", OverrideLabel(space[*start])));
+  const absl::Time end = absl::GetFlag(FLAGS_watch_for_s) > 0
+                             ? absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_watch_for_s))
+                             : absl::InfiniteFuture();
+  absl::StatusOr<WatchCounters> before = Scrape(target, slo);
+  absl::Time since = absl::Now();
+  while (absl::Now() < end) {
+    absl::SleepFor(std::min(options.interval, end - absl::Now()));
+    absl::StatusOr<WatchCounters> after = Scrape(target, slo);
+    const absl::Time now = absl::Now();
+    if (!after.ok() || !before.ok()) {
+      Log(absl::StrCat("cannot read /metrics: ", (after.ok() ? before : after).status().message()));
+      before = after;
+      since = now;
+      continue;
+    }
+    const WatchWindow window = Difference(*before, *after, absl::ToDoubleSeconds(now - since));
+    before = after;
+    since = now;
+    std::optional<WatchMove> move = controller.Observe(now, window);
+    if (!move.has_value()) continue;
+    Log(absl::StrCat("moving to ", OverrideLabel(space[move->point]), ": ", move->reason));
+    if (absl::Status s = server.Apply(space[move->point]); s.ok()) {
+      controller.Moved(move->point);
+    } else {
+      controller.Failed(move->point);
+      Log(absl::StrCat("the move failed, staying on ", OverrideLabel(space[controller.current()]),
+                       ": ", s.message()));
+    }
+    before = Scrape(target, slo);  // the next window starts under the new knobs
+    since = absl::Now();
+  }
+  return 0;
+}
+
 }  // namespace
 
 int TuneCommand(int argc, char** argv) {
@@ -76,7 +156,16 @@ int TuneCommand(int argc, char** argv) {
   if (int code = convoy::cli::Parse(argc, argv, spec, &parsed); code >= 0) return code;
   LiveServerOptions live;
   RunOptions& run = live.run_options;
-  if (std::string error = CommonOptions(run, live.target.protocol); !error.empty()) {
+  const bool watch = absl::GetFlag(FLAGS_watch);
+  if (watch) {
+    if (absl::GetFlag(FLAGS_http_addr).empty()) {
+      return convoy::cli::BadUsage(spec, "--watch reads the server's /metrics: give --http-addr");
+    }
+    if (!(absl::GetFlag(FLAGS_watch_interval_s) > 0) || absl::GetFlag(FLAGS_watch_for_s) < 0) {
+      return convoy::cli::BadUsage(
+          spec, "--watch-interval-s must be above 0 and --watch-for-s not negative");
+    }
+  } else if (std::string error = CommonOptions(run, live.target.protocol); !error.empty()) {
     return convoy::cli::BadUsage(spec, error);
   }
   for (const char* required : {"addr", "config"}) {
@@ -128,9 +217,13 @@ int TuneCommand(int argc, char** argv) {
                                  "give the space to search: --set KEY=V1,V2,... (one or more)");
   }
   std::optional<Trace> trace;
-  absl::StatusOr<v1::Workload> workload = WorkloadFromFlags(trace, run);
-  if (!workload.ok()) return convoy::cli::BadUsage(spec, std::string(workload.status().message()));
-  live.workload = *std::move(workload);
+  if (!watch) {
+    absl::StatusOr<v1::Workload> workload = WorkloadFromFlags(trace, run);
+    if (!workload.ok()) {
+      return convoy::cli::BadUsage(spec, std::string(workload.status().message()));
+    }
+    live.workload = *std::move(workload);
+  }
   live.config_path = absl::GetFlag(FLAGS_config);
   live.pid = absl::GetFlag(FLAGS_pid);
   live.reload_timeout = absl::Seconds(absl::GetFlag(FLAGS_reload_timeout_s));
@@ -158,6 +251,7 @@ int TuneCommand(int argc, char** argv) {
                  serving.ToString().c_str());
     return 1;
   }
+  if (watch) return Watch(**server, live.target, run.slo, axes, space);
   std::printf(
       "tune: %zu point(s), budget %g s, SLO: TTFT <= %g ms, mean ITL <= %g ms, traffic %s\n",
       space.size(), search.budget_s, run.slo.ttft_s * 1e3, run.slo.itl_s * 1e3,

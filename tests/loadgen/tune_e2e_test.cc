@@ -193,6 +193,27 @@ TEST_F(BenchE2eTest, TunesALiveServerAndWritesAConfigItLoads) {
   ASSERT_NE(fresh, nullptr) << written;
 }
 
+// --watch with no traffic: it finds the point in force, reads /metrics, and moves nothing (a
+// window without requests says nothing).
+TEST_F(BenchE2eTest, WatchStartsFromThePointInForceAndLeavesAQuietServerAlone) {
+  auto daemon = DaemonProcess::Start(model_dir_, Config("max_batch_size: 8"));
+  ASSERT_NE(daemon, nullptr);
+  const std::string config_before = ReadFile(daemon->config_path());
+  const ProcessResult watch = Execute(Bench(absl::StrCat(
+      "tune --watch --addr ", daemon->address(), " --http-addr 127.0.0.1:", daemon->http_port(),
+      " --config ", daemon->config_path(), " --pid ", daemon->pid(),
+      " --ttft-p99 500 --set max_batch_size=4,8 --watch-interval-s 1 --watch-for-s 3")));
+  ASSERT_EQ(watch.exit_code, 0) << watch.out;
+  EXPECT_THAT(watch.out, HasSubstr("watching; in force: max_batch_size=8"));
+  EXPECT_THAT(watch.out, Not(HasSubstr("moving to")));
+  EXPECT_EQ(ReadFile(daemon->config_path()), config_before);
+  const ProcessResult no_metrics = Execute(
+      Bench(absl::StrCat("tune --watch --addr ", daemon->address(), " --config ",
+                         daemon->config_path(), " --ttft-p99 500 --set max_batch_size=4,8")));
+  EXPECT_EQ(no_metrics.exit_code, 2);
+  EXPECT_THAT(no_metrics.out, HasSubstr("give --http-addr"));
+}
+
 TEST_F(BenchE2eTest, TuneRefusesBadUsageNamingIt) {
   const std::string tune = Bench(absl::StrCat("tune --addr 127.0.0.1:1 --workload ", workload_));
   ProcessResult r = Execute(tune + " --config /nonexistent.pbtxt --ttft-p99 100 --set batch=1");
