@@ -35,7 +35,7 @@ slo=(--ttft-ms "$ttft_ms" --itl-ms "$itl_ms")
 # shellcheck disable=SC2086
 "$build/src/tools/convoy-mkmodel" $model_args --seed 1 --out "$out/model" >"$out/model.txt"
 
-echo "sweep of ${#space[@]} axes at $rate req/s, ${duration} s per point ..." >&2
+echo "sweep at $rate req/s, ${duration} s per point ..." >&2
 start=$(date +%s.%N)
 "$bench" sweep --convoyd "$convoyd" --model "$out/model" --base-config "$base" \
   --workload "$workload" --rate "$rate" --duration-s "$duration" --drain-s 15 "${slo[@]}" \

@@ -92,27 +92,30 @@ class Search {
     return Elapsed() + seconds + Overhead() + reserve <= budget + kSlackS;
   }
 
-  // The whole space, or a seeded sample of it as large as the search budget can race at the
-  // shortest run length.
+  // How many points (at least 2) `seconds` can race, starting with runs of `run_s`, at the
+  // overhead known now.
+  size_t Affordable(double seconds, double run_s) const {
+    size_t m = space_.size();
+    const double per_run = run_s + Overhead();
+    while (m > 2 && static_cast<double>(m) * RacingRungs(m, options_.eta) * per_run > seconds) {
+      --m;
+    }
+    return m;
+  }
+
+  // The whole space in a seeded random order, cut to what the search budget can race at the
+  // shortest run length. (Random, so that a rung cut short later drops no part of the space
+  // more than another.)
   std::vector<int> Candidates() {
     std::vector<int> all(space_.size());
     std::iota(all.begin(), all.end(), 0);
-    size_t m = all.size();
-    const double per_run = options_.min_run_s + options_.expected_overhead_s;
-    while (m > 2 &&
-           static_cast<double>(m) * RacingRungs(m, options_.eta) * per_run > SearchBudget()) {
-      --m;
+    Rng rng(options_.seed);
+    for (size_t i = 0; i + 1 < all.size(); ++i) {
+      const size_t j = static_cast<size_t>(
+          rng.UniformInt(static_cast<int64_t>(i), static_cast<int64_t>(all.size() - 1)));
+      std::swap(all[i], all[j]);
     }
-    if (m < all.size()) {
-      Rng rng(options_.seed);
-      for (size_t i = 0; i < m; ++i) {
-        const size_t j = static_cast<size_t>(
-            rng.UniformInt(static_cast<int64_t>(i), static_cast<int64_t>(all.size() - 1)));
-        std::swap(all[i], all[j]);
-      }
-      all.resize(m);
-      std::sort(all.begin(), all.end());
-    }
+    all.resize(std::min(all.size(), Affordable(SearchBudget(), options_.min_run_s)));
     result_.candidates = static_cast<int>(all.size());
     return all;
   }
@@ -149,12 +152,22 @@ class Search {
           Overhead();
       run_s_ = std::max({run_s_, options_.min_run_s, FloorMillis(planned)});
       std::vector<std::pair<double, int>> scored;
-      for (int point : alive) {
+      for (size_t i = 0; i < alive.size(); ++i) {
+        const int point = alive[i];
         if (!Fits(run_s_, SearchBudget())) {
           result_.budget_ran_out = true;
           break;
         }
         const double goodput = Measure(point, rung, run_s_);
+        // The first run measured what a run costs beyond its seconds: the first rung keeps only
+        // as many points as the search budget can race at that cost.
+        if (runs_ == 1 && rung == 0) {
+          const size_t affordable = Affordable(left, run_s_);
+          if (affordable < alive.size()) {
+            alive.resize(std::max(affordable, i + 1));
+            result_.candidates = static_cast<int>(alive.size());
+          }
+        }
         PointSummary& summary = result_.points[point];
         if (!summary.applied) continue;
         summary.deepest_rung = rung;

@@ -24,7 +24,8 @@ using ::testing::HasSubstr;
 class FakeServer : public TuneTarget {
  public:
   absl::Time now = absl::FromUnixSeconds(1000);
-  std::string refuse;  // the label of a point whose reload is refused
+  double run_overhead_s = 1;  // warm-up and drain, beyond a run's seconds
+  std::string refuse;         // the label of a point whose reload is refused
   std::string in_force = "original";
   std::vector<std::string> measured;  // the config in force at each run
   std::vector<std::string> applied;
@@ -43,7 +44,7 @@ class FakeServer : public TuneTarget {
   }
 
   RunResult Measure(double seconds) override {
-    now += absl::Seconds(seconds + 1);
+    now += absl::Seconds(seconds + run_overhead_s);
     measured.push_back(in_force);
     const double wobble = 0.02 * (static_cast<double>(measured.size() * 7 % 5) - 2);
     const double goodput =
@@ -166,6 +167,25 @@ TEST(TunerTest, AGridTooLargeForTheBudgetIsSampledAndTheBudgetKept) {
   FakeServer again;
   const TuneResult repeated = RunTune(space, again, options);
   EXPECT_EQ(again.measured, server.measured);
+}
+
+// Runs cost far more than the search assumed before it ran one (a long drain under overload):
+// the first rung is cut to what the budget can race at the cost the first run showed.
+TEST(TunerTest, RunsDearerThanExpectedCutTheFirstRungAndTheBudgetIsKept) {
+  FakeServer server;
+  server.run_overhead_s = 15;
+  const auto space = Space({"4", "8", "16", "32"}, {"500", "1000", "2000", "4000"});
+  TuneOptions options;
+  options.budget_s = 400;
+  options.min_run_s = 3;
+  const absl::Time start = server.now;
+  const TuneResult result = RunTune(space, server, options);
+  EXPECT_LE(server.now - start, absl::Seconds(options.budget_s));
+  EXPECT_LT(result.candidates, 16);
+  EXPECT_GE(result.candidates, 2);
+  ASSERT_NE(result.best_point(), nullptr);
+  EXPECT_FALSE(result.best_point()->repeats.empty());
+  EXPECT_EQ(server.in_force, result.best_point()->label);
 }
 
 TEST(TunerTest, ASinglePointIsRepeatedAndNothingIsTriedWithoutAnything) {
