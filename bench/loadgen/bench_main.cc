@@ -8,7 +8,10 @@
 //   convoy-bench sweep --convoyd PATH --model DIR --base-config FILE --workload FILE
 //                      --set KEY=V1,V2 [--set ...] [--rate R1,R2,...] [...as run]
 //                      [--json F --csv F --svg F --markdown F]
-// --api-key KEY goes with every call (run and sweep). `sweep` starts convoyd once per combination
+//   convoy-bench tune --addr HOST:PORT --config FILE [--pid PID] (--workload FILE | --trace FILE)
+//                     --ttft-p99 MS --itl-p99 MS --set KEY=V1,V2 [--set ...] [--budget-s S]
+//                     [--watch] [--out F --json F --svg F --markdown F]   (tune_command.h)
+// --api-key KEY goes with every call. `sweep` starts convoyd once per combination
 // of the --set values (on free loopback ports), runs the workload against it at each rate, stops
 // it, and prints the frontier: per config its goodput and latencies, the best goodput marked.
 // --protocol picks the client: convoy's own InferStream (native, the default), KServe v2
