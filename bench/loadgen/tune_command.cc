@@ -198,7 +198,7 @@ int TuneCommand(int argc, char** argv) {
   if (run.rate_rps > 0 && run.concurrency > 0) {
     return convoy::cli::BadUsage(spec, "give --rate or --concurrency, not both");
   }
-  if (absl::GetFlag(FLAGS_pid) < 0) return convoy::cli::BadUsage(spec, "--pid must be above 0");
+  if (absl::GetFlag(FLAGS_pid) < 0) return convoy::cli::BadUsage(spec, "--pid must not be negative");
   if (!(absl::GetFlag(FLAGS_reload_timeout_s) > 0)) {
     return convoy::cli::BadUsage(spec, "--reload-timeout-s must be above 0");
   }
