@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # convoy-bench tune against an exhaustive sweep of the same space, for docs/perf/cpu.md: writes a
-# small random Llama model, then
+# model (a small random Llama unless MODEL names one), then
 #   1. sweeps the space (one fresh convoyd per point, DURATION_S of the mixed workload each) and
 #      times it;
 #   2. starts one convoyd and tunes it live over the same space within BUDGET_S (default: a
@@ -11,8 +11,9 @@
 # machine: background load moves every figure.
 #
 # Environment (all optional): BUILD_DIR (build), OUT_DIR (a new /tmp/convoy-tune-*), RATE (24
-# req/s), DURATION_S (10), BUDGET_S, MIN_RUN_S (3), TTFT_MS (500), ITL_MS (100), MODEL_ARGS
-# (convoy-mkmodel flags; default the tiny preset).
+# req/s), DURATION_S (10), BUDGET_S, MIN_RUN_S (3), TTFT_MS (500), ITL_MS (100), MODEL (a model
+# directory or .gguf file, e.g. models/SmolLM2-135M-Instruct.Q4_1.gguf; default: a random model
+# made with MODEL_ARGS, convoy-mkmodel's flags, by default the tiny preset).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
@@ -28,16 +29,22 @@ bench=$build/bench/loadgen/convoy-bench
 convoyd=$build/src/daemon/convoyd
 workload=bench/workloads/mixed.pbtxt
 base=configs/mixed.pbtxt
+# shellcheck disable=SC2054  # the commas separate one knob's values
 space=(--set max_batch_size=2,4,8,32 --set max_queue_delay_microseconds=0,5000,20000
   --set max_num_batched_tokens=256,2048)
 slo=(--ttft-ms "$ttft_ms" --itl-ms "$itl_ms")
 
-# shellcheck disable=SC2086
-"$build/src/tools/convoy-mkmodel" $model_args --seed 1 --out "$out/model" >"$out/model.txt"
+model=${MODEL:-$out/model}
+if [ -z "${MODEL:-}" ]; then
+  # shellcheck disable=SC2086
+  "$build/src/tools/convoy-mkmodel" $model_args --seed 1 --out "$model" >"$out/model.txt"
+else
+  echo "$MODEL" >"$out/model.txt"
+fi
 
 echo "sweep at $rate req/s, ${duration} s per point ..." >&2
 start=$(date +%s.%N)
-"$bench" sweep --convoyd "$convoyd" --model "$out/model" --base-config "$base" \
+"$bench" sweep --convoyd "$convoyd" --model "$model" --base-config "$base" \
   --workload "$workload" --rate "$rate" --duration-s "$duration" --drain-s 15 "${slo[@]}" \
   "${space[@]}" --work-dir "$out/sweep" --json "$out/sweep.json" --markdown "$out/sweep.md" \
   --noprogress >"$out/sweep.txt" 2>"$out/sweep.err" || true
@@ -46,7 +53,7 @@ budget=${BUDGET_S:-$(echo "$sweep_s / 4" | bc)}
 
 echo "tune within $budget s ..." >&2
 cp "$base" "$out/live.pbtxt"
-"$convoyd" --config "$out/live.pbtxt" --model "$out/model" --port 0 --port-file "$out/port" \
+"$convoyd" --config "$out/live.pbtxt" --model "$model" --port 0 --port-file "$out/port" \
   --http-port 0 --http-port-file "$out/http-port" --metrics-port 0 >"$out/convoyd.log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
@@ -72,7 +79,7 @@ fresh() {  # NAME BASE-CONFIG [--set ...]: goodput of three fresh runs, one per 
   local name=$1 config=$2
   shift 2
   for seed in 101 102 103; do
-    "$bench" sweep --convoyd "$convoyd" --model "$out/model" --base-config "$config" \
+    "$bench" sweep --convoyd "$convoyd" --model "$model" --base-config "$config" \
       --workload "$workload" --rate "$rate" --duration-s "$duration" --drain-s 15 "${slo[@]}" \
       --seed "$seed" "$@" --work-dir "$out/fresh-$name-$seed" --json "$out/fresh-$name-$seed.json" \
       --noprogress >/dev/null 2>&1 || true
@@ -89,7 +96,7 @@ tune_mean=$(mean "${tune_fresh[@]}")
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 echo "### convoy-bench tune against an exhaustive sweep (CPU)"
 echo
-echo "Machine: $cpu, $(nproc) cores. Model: random Llama, $(sed 's/^convoy-mkmodel: //' "$out/model.txt")."
+echo "Machine: $cpu, $(nproc) cores. Model: $(sed 's/^convoy-mkmodel: //' "$out/model.txt")."
 echo "Workload: $workload, Poisson at $rate req/s; base config $base. Goodput: completed requests/s"
 echo "with TTFT <= $ttft_ms ms and mean inter-token latency <= $itl_ms ms. Space: ${space[*]}."
 echo
