@@ -78,7 +78,20 @@ absl::Status LiveServer::WriteConfigFile(const std::string& text) {
 }
 
 absl::Status LiveServer::Apply(const std::vector<Override>& point) {
+  if (options_.interrupted && options_.interrupted()) {
+    return absl::CancelledError("convoy tune was interrupted");
+  }
   ASSIGN_OR_RETURN(const std::string text, ConfigText(point));
+  return Reload(text, [&point](const std::string& effective) { return InForce(effective, point); });
+}
+
+absl::Status LiveServer::Restore() {
+  return Reload(original_text_, [](const std::string&) -> absl::StatusOr<bool> { return true; });
+}
+
+absl::Status LiveServer::Reload(
+    const std::string& text,
+    const std::function<absl::StatusOr<bool>(const std::string&)>& in_force_check) {
   grpc::Channel* channel = options_.target.channel.get();
   const std::string& key = options_.target.api_key;
   ASSIGN_OR_RETURN(const convoy::v1::ServerInfo before,
@@ -86,7 +99,7 @@ absl::Status LiveServer::Apply(const std::vector<Override>& point) {
   const bool changed = text != file_text_;
   // Nothing to reload: the file already says so and the server runs it.
   if (!changed && options_.pid <= 0) {
-    ASSIGN_OR_RETURN(const bool in_force, InForce(before.effective_config(), point));
+    ASSIGN_OR_RETURN(const bool in_force, in_force_check(before.effective_config()));
     if (in_force) return absl::OkStatus();
   }
   const std::string previous = file_text_;
@@ -107,7 +120,7 @@ absl::Status LiveServer::Apply(const std::vector<Override>& point) {
           absl::StrCat("convoyd refused the reload: ", info->last_config_reload()));
     }
     if (info->config_reloads_applied() > before.config_reloads_applied()) {
-      ASSIGN_OR_RETURN(const bool in_force, InForce(info->effective_config(), point));
+      ASSIGN_OR_RETURN(const bool in_force, in_force_check(info->effective_config()));
       if (in_force) return absl::OkStatus();
     }
   }
@@ -119,6 +132,11 @@ absl::Status LiveServer::Apply(const std::vector<Override>& point) {
 }
 
 RunResult LiveServer::Measure(double seconds) {
+  if (options_.interrupted && options_.interrupted()) {
+    RunResult interrupted;
+    interrupted.error = "convoy tune was interrupted";
+    return interrupted;
+  }
   RunOptions options = options_.run_options;
   options.duration_s = seconds;
   v1::Workload workload = options_.workload;

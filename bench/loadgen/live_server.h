@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,8 @@ struct LiveServerOptions {
   v1::Workload workload;
   // Everything but the duration, which each Measure sets.
   RunOptions run_options;
+  // When set and true, Apply and Measure do nothing and fail (the run in progress ends first).
+  std::function<bool()> interrupted;
 };
 
 class LiveServer final : public TuneTarget {
@@ -42,6 +45,8 @@ class LiveServer final : public TuneTarget {
 
   absl::Status Apply(const std::vector<Override>& point) override;
   RunResult Measure(double seconds) override;
+  // Puts the config file back as it was when Create read it, and waits for its reload.
+  absl::Status Restore();
 
   // The index of the first point of `space` whose values are all in force on the server; -1 for
   // none.
@@ -52,12 +57,22 @@ class LiveServer final : public TuneTarget {
 
  private:
   LiveServer(LiveServerOptions options, std::string original, convoy::v1::ServerConfig base)
-      : options_(std::move(options)), file_text_(std::move(original)), base_(std::move(base)) {}
+      : options_(std::move(options)),
+        original_text_(original),
+        file_text_(std::move(original)),
+        base_(std::move(base)) {}
 
   // Writes `text` over the config file (a temporary file renamed over it).
   absl::Status WriteConfigFile(const std::string& text);
+  // Writes `text` (unless the file holds it and no pid is known), triggers and awaits the reload
+  // until `in_force_check` accepts the effective config. Puts the file back as it was when the
+  // reload is refused or does not show.
+  absl::Status Reload(
+      const std::string& text,
+      const std::function<absl::StatusOr<bool>(const std::string&)>& in_force_check);
 
   const LiveServerOptions options_;
+  const std::string original_text_;
   std::string file_text_;  // what the config file holds now
   const convoy::v1::ServerConfig base_;
   uint64_t runs_ = 0;

@@ -1,5 +1,7 @@
 #include "bench/loadgen/tune_command.h"
 
+#include <signal.h>
+
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -21,6 +23,21 @@
 
 namespace convoy::bench {
 namespace {
+
+// Set by the first SIGINT or SIGTERM (a second one ends the process at once).
+volatile sig_atomic_t interrupted = 0;
+
+void OnInterrupt(int /*signal_number*/) { interrupted = 1; }
+
+// From here on, SIGINT and SIGTERM end the search after the run in progress.
+void CatchInterrupts() {
+  struct sigaction action {};
+  action.sa_handler = OnInterrupt;
+  action.sa_flags = SA_RESETHAND;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
 
 convoy::cli::CommandLine TuneCommandLine() {
   convoy::cli::CommandLine spec = {
@@ -119,8 +136,9 @@ int Watch(LiveServer& server, const ServerTarget& target, const SloTargets& slo,
                              : absl::InfiniteFuture();
   absl::StatusOr<WatchCounters> before = Scrape(target, slo);
   absl::Time since = absl::Now();
-  while (absl::Now() < end) {
+  while (absl::Now() < end && !interrupted) {
     absl::SleepFor(std::min(options.interval, end - absl::Now()));
+    if (interrupted) break;
     absl::StatusOr<WatchCounters> after = Scrape(target, slo);
     const absl::Time now = absl::Now();
     if (!after.ok() || !before.ok()) {
@@ -198,7 +216,8 @@ int TuneCommand(int argc, char** argv) {
   if (run.rate_rps > 0 && run.concurrency > 0) {
     return convoy::cli::BadUsage(spec, "give --rate or --concurrency, not both");
   }
-  if (absl::GetFlag(FLAGS_pid) < 0) return convoy::cli::BadUsage(spec, "--pid must not be negative");
+  if (absl::GetFlag(FLAGS_pid) < 0)
+    return convoy::cli::BadUsage(spec, "--pid must not be negative");
   if (!(absl::GetFlag(FLAGS_reload_timeout_s) > 0)) {
     return convoy::cli::BadUsage(spec, "--reload-timeout-s must be above 0");
   }
@@ -227,6 +246,7 @@ int TuneCommand(int argc, char** argv) {
   live.config_path = absl::GetFlag(FLAGS_config);
   live.pid = absl::GetFlag(FLAGS_pid);
   live.reload_timeout = absl::Seconds(absl::GetFlag(FLAGS_reload_timeout_s));
+  live.interrupted = [] { return interrupted != 0; };
   live.target.http_address = absl::GetFlag(FLAGS_http_addr);
   live.target.metrics_address = live.target.http_address;
   live.target.api_key = absl::GetFlag(FLAGS_api_key);
@@ -251,6 +271,7 @@ int TuneCommand(int argc, char** argv) {
                  serving.ToString().c_str());
     return 1;
   }
+  CatchInterrupts();
   if (watch) return Watch(**server, live.target, run.slo, axes, space);
   std::printf(
       "tune: %zu point(s), budget %g s, SLO: TTFT <= %g ms, mean ITL <= %g ms, traffic %s\n",
@@ -259,6 +280,14 @@ int TuneCommand(int argc, char** argv) {
   std::fflush(stdout);
 
   const TuneResult result = Tune(space, **server, search, [] { return absl::Now(); });
+  if (interrupted) {
+    std::fprintf(stderr, "convoy-bench: interrupted; putting %s back as it was\n",
+                 live.config_path.c_str());
+    if (absl::Status s = (*server)->Restore(); !s.ok()) {
+      std::fprintf(stderr, "convoy-bench: %s\n", s.ToString().c_str());
+    }
+    return 130;
+  }
   std::printf("\n%s", FormatTuneTable(result).c_str());
   if (!result.final_apply_error.empty()) {
     std::fprintf(stderr, "convoy-bench: the best config could not be put back in force: %s\n",

@@ -193,6 +193,29 @@ TEST_F(BenchE2eTest, TunesALiveServerAndWritesAConfigItLoads) {
   ASSERT_NE(fresh, nullptr) << written;
 }
 
+// An interrupted search puts the config file (and so the server) back as it was.
+TEST_F(BenchE2eTest, AnInterruptedTunePutsTheConfigBack) {
+  auto daemon = DaemonProcess::Start(model_dir_, Config("max_batch_size: 8"));
+  ASSERT_NE(daemon, nullptr);
+  const std::string original = ReadFile(daemon->config_path());
+  // One SIGINT, as a terminal's Ctrl-C sends (timeout(1) would send two: to the process and to
+  // its group). Early or late, the file must end as it was.
+  const ProcessResult tune = Execute(absl::StrCat(
+      Bench(absl::StrCat("tune --addr ", daemon->address(), " --config ", daemon->config_path(),
+                         " --pid ", daemon->pid(), " --workload ", workload_,
+                         " --ttft-p99 5000 --set max_batch_size=2,4 --set "
+                         "max_queue_delay_microseconds=0,1000 --budget-s 60 --min-run-s 1")),
+      " & pid=$!; sleep 4; kill -INT $pid; wait $pid"));
+  EXPECT_EQ(tune.exit_code, 130) << tune.out;
+  EXPECT_EQ(ReadFile(daemon->config_path()), original) << tune.out;
+  auto stub = daemon->inference();
+  std::optional<v1::ServerInfo> info = WaitForServerInfo(*stub, [](const v1::ServerInfo& i) {
+    return i.effective_config().find("max_batch_size: 8\n") != std::string::npos;
+  });
+  ASSERT_TRUE(info);
+  EXPECT_THAT(info->effective_config(), HasSubstr("max_batch_size: 8\n")) << tune.out;
+}
+
 // --watch with no traffic: it finds the point in force, reads /metrics, and moves nothing (a
 // window without requests says nothing).
 TEST_F(BenchE2eTest, WatchStartsFromThePointInForceAndLeavesAQuietServerAlone) {
