@@ -106,7 +106,13 @@ std::vector<int> WatchController::Neighbours(int point) const {
 
 std::optional<WatchMove> WatchController::Observe(absl::Time now, const WatchWindow& window) {
   if (window.requests < options_.min_requests) return std::nullopt;
-  const Regime regime = RegimeOf(window);
+  Regime regime = RegimeOf(window);
+  // Hysteresis: a window one grid step from the regime in force (a factor of about 1.4, as a
+  // Poisson rate's noise over a short window gives) stays in it.
+  if (regime_.has_value() && std::abs(regime.first - regime_->first) <= 1 &&
+      std::abs(regime.second - regime_->second) <= 1) {
+    regime = *regime_;
+  }
   std::map<int, double>& seen = goodput_[regime];
   seen[current_] = window.goodput_rps;
   const bool shifted = regime_.has_value() && *regime_ != regime;

@@ -3,7 +3,8 @@
 // request rate, the mean prompt length, the share of requests within the SLOs, goodput) and may
 // move the knobs one step, within the operator's space:
 //   - the traffic falls into a regime (request rate and mean prompt length, each on a log2 grid of
-//     half steps); each regime keeps the goodput each point gave it;
+//     half steps; a window one step from the regime in force stays in it, so that the noise of a
+//     short window is no shift); each regime keeps the goodput each point gave it;
 //   - when the regime changes to one with a known best point, the knobs go there;
 //   - otherwise the knobs climb: the next point tried is an untried neighbour (one axis one value
 //     up or down) of the regime's best; with none left, the knobs go back to the best and stay.

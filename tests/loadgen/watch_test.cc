@@ -14,6 +14,7 @@ namespace convoy::bench {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Two axes of 4 and 3 values: point = 3 * a + b.
 constexpr int kAxisA = 4;
@@ -73,6 +74,26 @@ TEST(WatchTest, NeverMovesMoreOftenThanItsIntervalAndFindsEachTrafficsBest) {
   // Once both traffics are known, a shift goes straight back to the known best.
   EXPECT_THAT(reasons.back(), HasSubstr("the traffic shifted"));
   EXPECT_THAT(reasons.back(), HasSubstr("back to this traffic's best point"));
+}
+
+// A window's rate and prompt length wobble (Poisson noise over a short window): that is no shift
+// of the traffic, and the climb goes on where it was.
+TEST(WatchTest, NoiseWithinAGridStepIsNoShift) {
+  absl::Time now = absl::FromUnixSeconds(0);
+  WatchController controller({kAxisA, kAxisB}, 0, now, WatchOptions());
+  int in_force = 0;
+  for (int step = 0; step < 40; ++step) {
+    now += absl::Minutes(1);
+    WatchWindow w = Window(kChat, in_force, 60);
+    w.requests_per_s *= step % 2 == 0 ? 1.3 : 0.8;
+    w.mean_prompt_tokens *= step % 3 == 0 ? 1.3 : 0.85;
+    std::optional<WatchMove> move = controller.Observe(now, w);
+    if (!move.has_value()) continue;
+    EXPECT_THAT(move->reason, Not(HasSubstr("shifted"))) << "step " << step;
+    in_force = move->point;
+    controller.Moved(move->point);
+  }
+  EXPECT_EQ(in_force, kChat.best_point);
 }
 
 TEST(WatchTest, QuietWindowsAndRefusedPointsAreNotActedOn) {
