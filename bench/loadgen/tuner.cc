@@ -298,7 +298,7 @@ std::string FormatTuneTable(const TuneResult& result) {
   size_t width = 6;
   for (const PointSummary& p : result.points) width = std::max(width, p.label.size());
   std::string out =
-      absl::StrFormat("  %-*s %5s %11s | %7s %16s %7s %7s\n", static_cast<int>(width), "config",
+      absl::StrFormat("  %-*s %5s %12s | %7s %16s %7s %7s\n", static_cast<int>(width), "config",
                       "rung", "rung goodput", "repeats", "goodput mean+-sd", "min", "max");
   for (const PointSummary& p : result.points) {
     const char* mark = p.point == result.best ? "*" : " ";
@@ -312,11 +312,11 @@ std::string FormatTuneTable(const TuneResult& result) {
     const std::string rung_goodput = p.rung_goodput >= 0 ? absl::StrFormat("%.2f", p.rung_goodput)
                                                          : (p.deepest_rung >= 0 ? "failed" : "-");
     if (p.repeats.empty()) {
-      absl::StrAppendFormat(&out, "%s %-*s %5s %11s | %7d %16s %7s %7s\n", mark,
+      absl::StrAppendFormat(&out, "%s %-*s %5s %12s | %7d %16s %7s %7s\n", mark,
                             static_cast<int>(width), p.label, rung, rung_goodput, 0, "-", "-", "-");
       continue;
     }
-    absl::StrAppendFormat(&out, "%s %-*s %5s %11s | %7d %16s %7.2f %7.2f\n", mark,
+    absl::StrAppendFormat(&out, "%s %-*s %5s %12s | %7d %16s %7.2f %7.2f\n", mark,
                           static_cast<int>(width), p.label, rung, rung_goodput, p.repeats.size(),
                           absl::StrFormat("%.2f +- %.2f", p.mean, p.stddev),
                           *std::min_element(p.repeats.begin(), p.repeats.end()),
