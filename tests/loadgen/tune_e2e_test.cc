@@ -115,6 +115,16 @@ TEST_F(BenchE2eTest, ReportsMemoryErrorRateAndCostAndReplaysTheServersTrace) {
   EXPECT_EQ(replay_report["classes"].back()["completed"], 8);
   EXPECT_THAT(replay_report["arrival"].get<std::string>(), HasSubstr("x4"));
 
+  // The trace is traffic tune can search for, too.
+  const ProcessResult tune = Execute(Bench(absl::StrCat(
+      "tune --addr ", daemon->address(), " --config ", daemon->config_path(), " --pid ",
+      daemon->pid(), " --trace ", trace, " --rate-scale 4 --ttft-p99 5000",
+      " --set max_batch_size=4,8 --budget-s 20 --min-run-s 1 --repeats 1 --warmup 1 --out ", dir_,
+      "/from-trace.pbtxt")));
+  ASSERT_EQ(tune.exit_code, 0) << tune.out;
+  EXPECT_THAT(tune.out, HasSubstr("traffic trace "));
+  EXPECT_THAT(tune.out, HasSubstr("* best: max_batch_size="));
+
   // Bad traces and flags are named.
   std::ofstream(dir_ + "/bad.jsonl") << "{\"arrival_s\": 1}\n";
   const ProcessResult bad = Execute(
