@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# convoy-bench tune against an exhaustive sweep of the same space, for docs/perf/cpu.md: writes a
-# model (a small random Llama unless MODEL names one), then
+# convoy-bench tune against an exhaustive sweep of the same space, for docs/perf/cpu.md: on MODEL
+# (or a small random Llama it writes),
 #   1. sweeps the space (one fresh convoyd per point, DURATION_S of the mixed workload each) and
 #      times it;
 #   2. starts one convoyd and tunes it live over the same space within BUDGET_S (default: a
@@ -11,9 +11,10 @@
 # machine: background load moves every figure.
 #
 # Environment (all optional): BUILD_DIR (build), OUT_DIR (a new /tmp/convoy-tune-*), RATE (24
-# req/s), DURATION_S (10), BUDGET_S, MIN_RUN_S (3), TTFT_MS (500), ITL_MS (100), MODEL (a model
-# directory or .gguf file, e.g. models/SmolLM2-135M-Instruct.Q4_1.gguf; default: a random model
-# made with MODEL_ARGS, convoy-mkmodel's flags, by default the tiny preset).
+# req/s), DURATION_S (10), DRAIN_S (5: the most a run waits for requests in flight), BUDGET_S,
+# MIN_RUN_S (3), TTFT_MS (500), ITL_MS (100), MODEL (a model directory or .gguf file, e.g.
+# models/SmolLM2-135M-Instruct.Q4_1.gguf; default: a random model made with MODEL_ARGS,
+# convoy-mkmodel's flags, by default the tiny preset).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
@@ -21,6 +22,7 @@ out=${OUT_DIR:-$(mktemp -d /tmp/convoy-tune-XXXXXX)}
 rate=${RATE:-24}
 duration=${DURATION_S:-10}
 min_run=${MIN_RUN_S:-3}
+drain=${DRAIN_S:-5}
 ttft_ms=${TTFT_MS:-500}
 itl_ms=${ITL_MS:-100}
 model_args=${MODEL_ARGS:---preset tiny}
@@ -45,7 +47,7 @@ fi
 echo "sweep at $rate req/s, ${duration} s per point ..." >&2
 start=$(date +%s.%N)
 "$bench" sweep --convoyd "$convoyd" --model "$model" --base-config "$base" \
-  --workload "$workload" --rate "$rate" --duration-s "$duration" --drain-s 15 "${slo[@]}" \
+  --workload "$workload" --rate "$rate" --duration-s "$duration" --drain-s "$drain" "${slo[@]}" \
   "${space[@]}" --work-dir "$out/sweep" --json "$out/sweep.json" --markdown "$out/sweep.md" \
   --noprogress >"$out/sweep.txt" 2>"$out/sweep.err" || true
 sweep_s=$(echo "$(date +%s.%N) - $start" | bc)
@@ -62,7 +64,7 @@ start=$(date +%s.%N)
 "$bench" tune --addr "127.0.0.1:$(cat "$out/port")" --http-addr "127.0.0.1:$(cat "$out/http-port")" \
   --config "$out/live.pbtxt" --pid "$pid" --workload "$workload" --rate "$rate" \
   --ttft-p99 "$ttft_ms" --itl-p99 "$itl_ms" "${space[@]}" --budget-s "$budget" \
-  --min-run-s "$min_run" --drain-s 15 --out "$out/tuned.pbtxt" --json "$out/tune.json" \
+  --min-run-s "$min_run" --drain-s "$drain" --out "$out/tuned.pbtxt" --json "$out/tune.json" \
   --markdown "$out/tune.md" --svg "$out/tune.svg" --noprogress >"$out/tune.txt" 2>"$out/tune.err"
 tune_s=$(echo "$(date +%s.%N) - $start" | bc)
 kill "$pid"
@@ -80,7 +82,7 @@ fresh() {  # NAME BASE-CONFIG [--set ...]: goodput of three fresh runs, one per 
   shift 2
   for seed in 101 102 103; do
     "$bench" sweep --convoyd "$convoyd" --model "$model" --base-config "$config" \
-      --workload "$workload" --rate "$rate" --duration-s "$duration" --drain-s 15 "${slo[@]}" \
+      --workload "$workload" --rate "$rate" --duration-s "$duration" --drain-s "$drain" "${slo[@]}" \
       --seed "$seed" "$@" --work-dir "$out/fresh-$name-$seed" --json "$out/fresh-$name-$seed.json" \
       --noprogress >/dev/null 2>&1 || true
     jq -r '.runs[0].classes[-1].goodput_rps' "$out/fresh-$name-$seed.json"
