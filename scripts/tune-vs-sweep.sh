@@ -10,7 +10,7 @@
 # Everything printed on stdout is Markdown; the rest goes to OUT_DIR. Run it on an otherwise idle
 # machine: background load moves every figure.
 #
-# Environment (all optional): BUILD_DIR (build), OUT_DIR (a new /tmp/convoy-tune-*), RATE (24
+# Environment (all optional): BUILD_DIR (build), OUT_DIR (a new /tmp/convoy-tune-*), RATE (6
 # req/s), DURATION_S (10), DRAIN_S (5: the most a run waits for requests in flight), BUDGET_S,
 # MIN_RUN_S (3), TTFT_MS (500), ITL_MS (100), MODEL (a model directory or .gguf file, e.g.
 # models/SmolLM2-135M-Instruct.Q4_1.gguf; default: a random model made with MODEL_ARGS,
@@ -19,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
 out=${OUT_DIR:-$(mktemp -d /tmp/convoy-tune-XXXXXX)}
-rate=${RATE:-24}
+rate=${RATE:-6}
 duration=${DURATION_S:-10}
 min_run=${MIN_RUN_S:-3}
 drain=${DRAIN_S:-5}
