@@ -1,23 +1,32 @@
 // convoy-bench: a load generator for convoy's APIs.
-//   convoy-bench run --addr HOST:PORT --workload FILE [--duration-s S | --requests N]
+//   convoy-bench run --addr HOST:PORT (--workload FILE | --trace FILE [--rate-scale X])
+//                    [--duration-s S | --requests N]
 //                    [--rate R | --concurrency N] [--ttft-ms X --itl-ms Y]
 //                    [--protocol native|openai|kserve] [--http-addr HOST:PORT]
-//                    [--api-key KEY] [--json F --csv F --svg F]
+//                    [--api-key KEY] [--metrics-addr HOST:PORT] [--price-per-hour P]
+//                    [--json F --csv F --svg F]
 //   convoy-bench sweep --convoyd PATH --model DIR --base-config FILE --workload FILE
 //                      --set KEY=V1,V2 [--set ...] [--rate R1,R2,...] [...as run]
 //                      [--json F --csv F --svg F --markdown F]
-// --api-key KEY goes with every call (run and sweep). `sweep` starts convoyd once per combination
+//   convoy-bench tune --addr HOST:PORT --config FILE [--pid PID] (--workload FILE | --trace FILE)
+//                     --ttft-p99 MS --itl-p99 MS --set KEY=V1,V2 [--set ...] [--budget-s S]
+//                     [--watch] [--out F --json F --svg F --markdown F]   (tune_command.h)
+// --api-key KEY goes with every call. `sweep` starts convoyd once per combination
 // of the --set values (on free loopback ports), runs the workload against it at each rate, stops
 // it, and prints the frontier: per config its goodput and latencies, the best goodput marked.
 // --protocol picks the client: convoy's own InferStream (native, the default), KServe v2
 // ModelStreamInfer on the same gRPC port (kserve), or streamed OpenAI /v1/completions on the HTTP
-// port (openai). Bad usage: a message and exit code 2.
+// port (openai). --trace replays convoyd's own request trace (convoyd --request-trace) at its
+// recorded times, scaled by --rate-scale. Both report what was measured of the server: cold
+// start (sweep, which starts it), peak resident memory and KV use (from /metrics), error rate,
+// and with --price-per-hour the cost per 1,000 requests. Bad usage: a message and exit code 2.
 #include <stdlib.h>
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -29,87 +38,44 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "bench/loadgen/bench_flags.h"
 #include "bench/loadgen/client.h"
 #include "bench/loadgen/config_override.h"
 #include "bench/loadgen/daemon_process.h"
 #include "bench/loadgen/report.h"
 #include "bench/loadgen/runner.h"
 #include "bench/loadgen/svg_plot.h"
+#include "bench/loadgen/trace.h"
+#include "bench/loadgen/tune_command.h"
 #include "bench/loadgen/workload.h"
 #include "convoy/status_macros.h"
 #include "google/protobuf/text_format.h"
 #include "tools/cli_flags.h"
 
-ABSL_FLAG(std::string, addr, "", "run: the server's gRPC port, HOST:PORT");
-ABSL_FLAG(std::string, http_addr, "", "run: the server's HTTP port, HOST:PORT (--protocol openai)");
-ABSL_FLAG(std::string, protocol, "native",
-          "The API to send requests over: native (convoy.v1 InferStream), kserve (KServe v2 "
-          "ModelStreamInfer) or openai (streamed POST /v1/completions)");
-ABSL_FLAG(std::string, api_key, "",
-          "Send every call with this API key (gRPC `authorization: Bearer KEY` metadata, HTTP "
-          "`Authorization: Bearer KEY`), for a server with keys configured");
-ABSL_FLAG(std::string, workload, "", "Workload file (bench/workloads/*.pbtxt); required");
-ABSL_FLAG(double, duration_s, 0, "Seconds to send for (default: the workload's duration_s)");
-ABSL_FLAG(int64_t, requests, 0, "Send this many requests instead of for a duration");
-ABSL_FLAG(std::string, rate, "",
-          "Open loop at this many requests/s (sweep: a comma-separated list of rates, each run "
-          "per config)");
-ABSL_FLAG(int32_t, concurrency, 0, "Closed loop with this many requests in flight");
-ABSL_FLAG(double, ttft_ms, 0, "Goodput target: time to first token at most this (0: none)");
-ABSL_FLAG(double, itl_ms, 0,
-          "Goodput target: a request's mean inter-token latency at most this (0: none)");
-ABSL_FLAG(double, drain_s, 60,
-          "After sending stops, seconds the requests in flight may take before they are "
-          "cancelled");
-ABSL_FLAG(int32_t, warmup, 2, "Unmeasured requests sent one at a time first");
-ABSL_FLAG(uint64_t, seed, 0,
-          "The workload's seed instead of the file's (0: the file's): other prompts, lengths and "
-          "arrival gaps of the same distributions, e.g. for runs that must not hit one another's "
-          "prefix cache");
-ABSL_FLAG(std::string, json, "", "Write the results as JSON here");
-ABSL_FLAG(std::string, csv, "", "Write the results as CSV here (one line per run and class)");
-ABSL_FLAG(std::string, svg, "", "Write a plot of latency percentiles against throughput here");
-ABSL_FLAG(std::string, markdown, "", "Write the frontier as a Markdown table here");
-ABSL_FLAG(std::string, label, "", "run: the server config's name in the reports");
-ABSL_FLAG(bool, progress, true, "Show a progress line on stderr");
-ABSL_FLAG(std::string, convoyd, "", "sweep: the convoyd executable");
-ABSL_FLAG(std::string, model, "", "sweep: the model directory given to convoyd");
-ABSL_FLAG(std::string, base_config, "", "sweep: the server config the --set values override");
-ABSL_FLAG(double, startup_timeout_s, 300, "sweep: seconds convoyd may take to be SERVING");
-ABSL_FLAG(std::string, work_dir, "",
-          "sweep: where config files and daemon logs go (default: a new /tmp/convoy-bench-*)");
-
 namespace {
 
 namespace bench = convoy::bench;
 
-const std::vector<std::string> kCommonFlags = {
-    "workload", "duration_s", "requests", "rate",     "concurrency", "ttft_ms",
-    "itl_ms",   "drain_s",    "warmup",   "seed",     "json",        "csv",
-    "svg",      "markdown",   "progress", "protocol", "api_key"};
-
-// --workload's file, with --seed applied.
-absl::StatusOr<bench::v1::Workload> WorkloadFromFlags() {
-  absl::StatusOr<bench::v1::Workload> workload = bench::LoadWorkload(absl::GetFlag(FLAGS_workload));
-  if (workload.ok() && absl::GetFlag(FLAGS_seed) != 0)
-    workload->set_seed(absl::GetFlag(FLAGS_seed));
-  return workload;
-}
-
 convoy::cli::CommandLine RunCommandLine() {
   convoy::cli::CommandLine spec = {
       "convoy-bench run",
-      "convoy-bench run --addr HOST:PORT --workload FILE [--duration-s S | --requests N]\n"
+      "convoy-bench run --addr HOST:PORT (--workload FILE | --trace FILE [--rate-scale X])\n"
+      "                 [--duration-s S | --requests N]\n"
       "                 [--rate R | --concurrency N] [--ttft-ms X --itl-ms Y]\n"
       "                 [--protocol native|openai|kserve] [--http-addr HOST:PORT]\n"
+      "                 [--metrics-addr HOST:PORT] [--price-per-hour P]\n"
       "                 [--api-key KEY] [--json F --csv F --svg F]\n\n"
-      "Sends a workload to a running server and reports, per request class, TTFT, inter-token\n"
-      "and end-to-end latency (p50/p95/p99), requests/s, output tokens/s and goodput. The model\n"
-      "is read from --addr (gRPC) whatever the protocol; openai requests go to --http-addr.",
-      kCommonFlags,
+      "Sends a workload (or replays a request trace of convoyd --request-trace) to a running\n"
+      "server and reports, per request class, TTFT, inter-token and end-to-end latency\n"
+      "(p50/p95/p99), requests/s, output tokens/s, goodput and error rate; with the server's\n"
+      "/metrics (--metrics-addr, else --http-addr) its peak memory and KV use; with\n"
+      "--price-per-hour the cost per 1,000 requests. The model is read from --addr (gRPC)\n"
+      "whatever the protocol; openai requests go to --http-addr.",
+      bench::CommonFlagNames(),
       {}};
   spec.flags.push_back("addr");
   spec.flags.push_back("http_addr");
+  spec.flags.push_back("metrics_addr");
   spec.flags.push_back("label");
   return spec;
 }
@@ -126,7 +92,7 @@ convoy::cli::CommandLine SweepCommandLine() {
       "prefill_chunk_size, or scheduler.x / kv_cache.x), runs the workload against each, and\n"
       "prints the frontier: goodput and latencies per config, the best goodput marked. With\n"
       "--api-key, the base config must list that key (frontend.api_key).",
-      kCommonFlags,
+      bench::CommonFlagNames(),
       {"set"}};
   for (const char* f : {"convoyd", "model", "base_config", "startup_timeout_s", "work_dir"}) {
     spec.flags.push_back(f);
@@ -134,66 +100,22 @@ convoy::cli::CommandLine SweepCommandLine() {
   return spec;
 }
 
-absl::Status WriteFile(const std::string& path, const std::string& contents) {
-  std::ofstream out(path);
-  out << contents;
-  out.close();
-  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
-}
-
 absl::Status WriteOutputs(const std::vector<bench::RunResult>& runs, bool single,
                           const std::string& title) {
   if (const std::string path = absl::GetFlag(FLAGS_json); !path.empty()) {
     const nlohmann::json j = single ? bench::RunToJson(runs[0]) : bench::SweepToJson(runs);
-    RETURN_IF_ERROR(WriteFile(path, j.dump(2) + "\n"));
+    RETURN_IF_ERROR(bench::WriteFile(path, j.dump(2) + "\n"));
   }
   if (const std::string path = absl::GetFlag(FLAGS_csv); !path.empty()) {
-    RETURN_IF_ERROR(WriteFile(path, bench::FormatCsv(runs)));
+    RETURN_IF_ERROR(bench::WriteFile(path, bench::FormatCsv(runs)));
   }
   if (const std::string path = absl::GetFlag(FLAGS_svg); !path.empty()) {
-    RETURN_IF_ERROR(WriteFile(path, bench::LatencyThroughputSvg(runs, title)));
+    RETURN_IF_ERROR(bench::WriteFile(path, bench::LatencyThroughputSvg(runs, title)));
   }
   if (const std::string path = absl::GetFlag(FLAGS_markdown); !path.empty()) {
-    RETURN_IF_ERROR(WriteFile(path, bench::FormatFrontierMarkdown(runs)));
+    RETURN_IF_ERROR(bench::WriteFile(path, bench::FormatFrontierMarkdown(runs)));
   }
   return absl::OkStatus();
-}
-
-// Fills the options shared by run and sweep; returns an error message for bad usage.
-std::string CommonOptions(bench::RunOptions& options, bench::Protocol& protocol) {
-  absl::StatusOr<bench::Protocol> parsed = bench::ParseProtocol(absl::GetFlag(FLAGS_protocol));
-  if (!parsed.ok()) return std::string(parsed.status().message());
-  protocol = *parsed;
-  options.duration_s = absl::GetFlag(FLAGS_duration_s);
-  options.num_requests = absl::GetFlag(FLAGS_requests);
-  options.concurrency = absl::GetFlag(FLAGS_concurrency);
-  options.drain_timeout_s = absl::GetFlag(FLAGS_drain_s);
-  options.warmup_requests = absl::GetFlag(FLAGS_warmup);
-  options.slo.ttft_s = absl::GetFlag(FLAGS_ttft_ms) * 1e-3;
-  options.slo.itl_s = absl::GetFlag(FLAGS_itl_ms) * 1e-3;
-  options.progress = absl::GetFlag(FLAGS_progress);
-  if (options.duration_s < 0) return "--duration-s must not be negative";
-  if (options.num_requests < 0) return "--requests must not be negative";
-  if (options.duration_s > 0 && options.num_requests > 0) {
-    return "give --duration-s or --requests, not both";
-  }
-  if (options.concurrency < 0) return "--concurrency must not be negative";
-  if (options.drain_timeout_s < 0) return "--drain-s must not be negative";
-  if (options.slo.ttft_s < 0 || options.slo.itl_s < 0) return "SLO targets must not be negative";
-  if (absl::GetFlag(FLAGS_workload).empty()) return "--workload FILE is required";
-  return "";
-}
-
-// Parses --rate: empty, or comma-separated positive numbers.
-bool ParseRates(const std::string& text, std::vector<double>& rates) {
-  if (text.empty()) return true;
-  for (absl::string_view part : absl::StrSplit(text, ',')) {
-    double r = 0;
-    if (!absl::SimpleAtod(part, &r) || !(r > 0)) return false;
-    rates.push_back(r);
-  }
-  return true;
 }
 
 int RunCommand(int argc, char** argv) {
@@ -202,18 +124,21 @@ int RunCommand(int argc, char** argv) {
   if (int code = convoy::cli::Parse(argc, argv, spec, &parsed); code >= 0) return code;
   bench::RunOptions options;
   bench::ServerTarget target;
-  if (std::string error = CommonOptions(options, target.protocol); !error.empty()) {
+  if (std::string error = bench::CommonOptions(options, target.protocol); !error.empty()) {
     return convoy::cli::BadUsage(spec, error);
   }
   const std::string addr = absl::GetFlag(FLAGS_addr);
   if (addr.empty()) return convoy::cli::BadUsage(spec, "--addr HOST:PORT is required");
   target.http_address = absl::GetFlag(FLAGS_http_addr);
   target.api_key = absl::GetFlag(FLAGS_api_key);
+  target.metrics_address = absl::GetFlag(FLAGS_metrics_addr).empty()
+                               ? target.http_address
+                               : absl::GetFlag(FLAGS_metrics_addr);
   if (target.protocol == bench::Protocol::kOpenAi && target.http_address.empty()) {
     return convoy::cli::BadUsage(spec, "--protocol openai needs --http-addr HOST:PORT");
   }
   std::vector<double> rates;
-  if (!ParseRates(absl::GetFlag(FLAGS_rate), rates) || rates.size() > 1) {
+  if (!bench::ParseRates(absl::GetFlag(FLAGS_rate), rates) || rates.size() > 1) {
     return convoy::cli::BadUsage(spec, "--rate must be one number above 0");
   }
   if (!rates.empty()) options.rate_rps = rates[0];
@@ -221,7 +146,8 @@ int RunCommand(int argc, char** argv) {
     return convoy::cli::BadUsage(spec, "give --rate or --concurrency, not both");
   }
   options.config_label = absl::GetFlag(FLAGS_label).empty() ? addr : absl::GetFlag(FLAGS_label);
-  absl::StatusOr<bench::v1::Workload> workload = WorkloadFromFlags();
+  std::optional<bench::Trace> trace;
+  absl::StatusOr<bench::v1::Workload> workload = bench::WorkloadFromFlags(trace, options);
   if (!workload.ok()) return convoy::cli::BadUsage(spec, std::string(workload.status().message()));
 
   target.channel = bench::MakeChannel(addr);
@@ -238,7 +164,8 @@ int RunCommand(int argc, char** argv) {
   }
   const bench::ClassStats* all = result->all();
   std::printf("workload: %s (%s), protocol %s: %lld output tokens in %lld messages\n%s",
-              workload->name().c_str(), absl::GetFlag(FLAGS_workload).c_str(),
+              workload->name().c_str(),
+              (trace ? absl::GetFlag(FLAGS_trace) : absl::GetFlag(FLAGS_workload)).c_str(),
               result->protocol.c_str(), static_cast<long long>(all ? all->output_tokens : 0),
               static_cast<long long>(all ? all->output_messages : 0),
               bench::FormatClassTable(*result).c_str());
@@ -277,7 +204,8 @@ std::vector<bench::RunResult> RunOneConfig(const convoy::v1::ServerConfig& confi
   std::string text;
   google::protobuf::TextFormat::PrintToString(config, &text);
   const std::string config_path = dir + "/config.pbtxt";
-  if (absl::Status s = WriteFile(config_path, absl::StrCat("# ", label, "\n", text)); !s.ok()) {
+  if (absl::Status s = bench::WriteFile(config_path, absl::StrCat("# ", label, "\n", text));
+      !s.ok()) {
     return fail(s);
   }
   bench::DaemonSpec daemon_spec;
@@ -295,11 +223,10 @@ std::vector<bench::RunResult> RunOneConfig(const convoy::v1::ServerConfig& confi
   target.protocol = protocol;
   target.channel = bench::MakeChannel(*addr);
   target.api_key = api_key;
-  if (protocol == bench::Protocol::kOpenAi) {
-    absl::StatusOr<std::string> http_addr = (*daemon)->WaitForHttpAddress(startup);
-    if (!http_addr.ok()) return fail(http_addr.status());
-    target.http_address = *http_addr;
-  }
+  absl::StatusOr<std::string> http_addr = (*daemon)->WaitForHttpAddress(startup);
+  if (!http_addr.ok()) return fail(http_addr.status());
+  target.http_address = *http_addr;
+  target.metrics_address = *http_addr;
   bench::DaemonProcess* process = daemon->get();
   if (absl::Status s = bench::WaitUntilServing(target.channel.get(), startup, target.api_key,
                                                [process] { return process->CheckAlive(); });
@@ -312,6 +239,8 @@ std::vector<bench::RunResult> RunOneConfig(const convoy::v1::ServerConfig& confi
     bench::RunOptions options = base_options;
     options.rate_rps = rate;
     options.config_label = label;
+    // Only the first run follows the daemon's start.
+    if (results.empty()) options.server_started = (*daemon)->started_at();
     absl::StatusOr<bench::RunResult> result = bench::RunWorkload(target, workload, options);
     if (!result.ok()) {
       bench::RunResult r;
@@ -339,7 +268,7 @@ int SweepCommand(int argc, char** argv) {
   if (int code = convoy::cli::Parse(argc, argv, spec, &parsed); code >= 0) return code;
   bench::RunOptions options;
   bench::Protocol protocol = bench::Protocol::kNative;
-  if (std::string error = CommonOptions(options, protocol); !error.empty()) {
+  if (std::string error = bench::CommonOptions(options, protocol); !error.empty()) {
     return convoy::cli::BadUsage(spec, error);
   }
   for (const char* required : {"convoyd", "model", "base_config"}) {
@@ -349,7 +278,7 @@ int SweepCommand(int argc, char** argv) {
     }
   }
   std::vector<double> rates;
-  if (!ParseRates(absl::GetFlag(FLAGS_rate), rates)) {
+  if (!bench::ParseRates(absl::GetFlag(FLAGS_rate), rates)) {
     return convoy::cli::BadUsage(spec, "--rate must be a comma-separated list of numbers above 0");
   }
   if (!rates.empty() && options.concurrency > 0) {
@@ -361,7 +290,8 @@ int SweepCommand(int argc, char** argv) {
     if (!axis.ok()) return convoy::cli::BadUsage(spec, std::string(axis.status().message()));
     axes.push_back(*std::move(axis));
   }
-  absl::StatusOr<bench::v1::Workload> workload = WorkloadFromFlags();
+  std::optional<bench::Trace> trace;
+  absl::StatusOr<bench::v1::Workload> workload = bench::WorkloadFromFlags(trace, options);
   if (!workload.ok()) return convoy::cli::BadUsage(spec, std::string(workload.status().message()));
   const std::string base_path = absl::GetFlag(FLAGS_base_config);
   std::ifstream base_in(base_path);
@@ -430,7 +360,9 @@ int main(int argc, char** argv) {
       "usage: convoy-bench run --addr HOST:PORT --workload FILE [...]\n"
       "       convoy-bench sweep --convoyd PATH --model DIR --base-config FILE --workload FILE "
       "--set KEY=V1,V2 [...]\n"
-      "'convoy-bench run --help' and 'convoy-bench sweep --help' list the flags.\n";
+      "       convoy-bench tune --addr HOST:PORT --config FILE --workload FILE --ttft-p99 MS "
+      "--itl-p99 MS --set KEY=V1,V2 [...]\n"
+      "'convoy-bench COMMAND --help' lists the flags of run, sweep and tune.\n";
   if (argc < 2) {
     std::fprintf(stderr, "%s", usage.c_str());
     return convoy::cli::kBadUsage;
@@ -438,6 +370,7 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   if (command == "run") return RunCommand(argc - 1, argv + 1);
   if (command == "sweep") return SweepCommand(argc - 1, argv + 1);
+  if (command == "tune") return bench::TuneCommand(argc - 1, argv + 1);
   if (command == "--help" || command == "-h" || command == "help") {
     std::printf("%s", usage.c_str());
     return 0;

@@ -55,14 +55,17 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(const Daemon
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   pid_t pid = 0;
+  const absl::Time spawned = absl::Now();
   const int rc = posix_spawn(&pid, spec.convoyd.c_str(), &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     return absl::InternalError(
         absl::StrCat("cannot start ", spec.convoyd, ": ", std::strerror(rc)));
   }
-  return std::unique_ptr<DaemonProcess>(
+  std::unique_ptr<DaemonProcess> process(
       new DaemonProcess(pid, port_file, http_port_file, log_path));
+  process->started_at_ = spawned;
+  return process;
 }
 
 DaemonProcess::~DaemonProcess() {

@@ -46,6 +46,9 @@ class DaemonProcess {
   // The last `lines` lines of the log.
   std::string LogTail(int lines) const;
   const std::string& log_path() const { return log_path_; }
+  // When the process was spawned (its cold start runs from here).
+  absl::Time started_at() const { return started_at_; }
+  pid_t pid() const { return pid_; }
 
  private:
   DaemonProcess(pid_t pid, std::string port_file, std::string http_port_file, std::string log_path)
@@ -59,6 +62,7 @@ class DaemonProcess {
   absl::Status ExitStatus() const;
 
   pid_t pid_;
+  absl::Time started_at_ = absl::Now();
   bool exited_ = false;
   int wait_status_ = 0;
   std::string port_file_;

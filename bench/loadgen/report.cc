@@ -1,9 +1,12 @@
 #include "bench/loadgen/report.h"
 
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 
 namespace convoy::bench {
@@ -37,16 +40,60 @@ std::string CsvNumber(const LatencySummary& s, double value) {
   return absl::StrFormat("%.6g", value * 1e3);
 }
 
+// "cold start 3.2 s | peak RSS 812 MiB | peak KV 41% (310 blocks) | $0.0123 per 1,000 requests",
+// of what was measured; empty when nothing was.
+std::string ServerLine(const RunResult& run) {
+  std::vector<std::string> parts;
+  if (run.cold_start_s >= 0)
+    parts.push_back(absl::StrFormat("cold start %.2f s", run.cold_start_s));
+  if (run.memory.peak_resident_bytes >= 0) {
+    parts.push_back(absl::StrFormat("peak RSS %.0f MiB", run.memory.peak_resident_bytes / 1048576));
+  }
+  if (run.memory.peak_kv_usage >= 0) {
+    parts.push_back(absl::StrFormat("peak KV %.1f%% (%.0f blocks)", run.memory.peak_kv_usage * 100,
+                                    run.memory.peak_kv_blocks_used));
+  }
+  if (const double cost = CostPer1000Requests(run); !std::isnan(cost)) {
+    parts.push_back(
+        absl::StrFormat("%.4g per 1,000 requests at %g/hour", cost, run.price_per_hour));
+  }
+  if (parts.empty()) return "";
+  return absl::StrCat("server: ", absl::StrJoin(parts, " | "), "\n");
+}
+
+// A number, or null when it is NaN or negative (not measured).
+nlohmann::json Measured(double value) {
+  if (std::isnan(value) || value < 0) return nullptr;
+  return value;
+}
+
 }  // namespace
+
+double ErrorRate(const ClassStats& c) {
+  return c.sent > 0 ? static_cast<double>(c.failed) / static_cast<double>(c.sent) : 0;
+}
+
+double ColdStartSeconds(absl::Time started, absl::Time first_answer) {
+  if (first_answer == absl::InfiniteFuture()) return -1;
+  return absl::ToDoubleSeconds(first_answer - started);
+}
+
+double CostPer1000Requests(const RunResult& run) {
+  const ClassStats* all = run.all();
+  if (run.price_per_hour <= 0 || all == nullptr || all->completed == 0) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  return run.price_per_hour * (run.elapsed_s / 3600) / static_cast<double>(all->completed) * 1000;
+}
 
 std::string FormatClassTable(const RunResult& run) {
   std::string out = absl::StrFormat(
       "config: %s | %s | %.1f s | SLO: TTFT <= %s, mean ITL <= %s\n", run.config, run.arrival,
       run.elapsed_s, run.slo.ttft_s > 0 ? absl::StrFormat("%g ms", run.slo.ttft_s * 1e3) : "-",
       run.slo.itl_s > 0 ? absl::StrFormat("%g ms", run.slo.itl_s * 1e3) : "-");
-  absl::StrAppendFormat(&out, "%-12s %6s %5s | %-20s | %-20s | %-20s | %7s %9s %8s %5s\n", "class",
-                        "done", "fail", "TTFT ms p50/p95/p99", "ITL ms p50/p95/p99",
-                        "E2E ms p50/p95/p99", "req/s", "out tok/s", "goodput", "SLO%");
+  absl::StrAppendFormat(&out, "%-12s %6s %5s | %-20s | %-20s | %-20s | %7s %9s %8s %5s %5s\n",
+                        "class", "done", "fail", "TTFT ms p50/p95/p99", "ITL ms p50/p95/p99",
+                        "E2E ms p50/p95/p99", "req/s", "out tok/s", "goodput", "SLO%", "err%");
   for (const ClassStats& c : run.classes) {
     auto triple = [](const LatencySummary& s) {
       return absl::StrCat(Ms(s, s.p50), "/", Ms(s, s.p95), "/", Ms(s, s.p99));
@@ -54,11 +101,12 @@ std::string FormatClassTable(const RunResult& run) {
     const double attained =
         c.completed > 0 ? 100.0 * static_cast<double>(c.met_slo) / static_cast<double>(c.sent)
                         : 0.0;
-    absl::StrAppendFormat(&out, "%-12s %6d %5d | %-20s | %-20s | %-20s | %7.2f %9.1f %8.2f %5.1f\n",
-                          c.name, c.completed, c.failed, triple(c.ttft_s), triple(c.itl_s),
-                          triple(c.e2e_s), c.requests_per_s, c.output_tokens_per_s, c.goodput_rps,
-                          attained);
+    absl::StrAppendFormat(
+        &out, "%-12s %6d %5d | %-20s | %-20s | %-20s | %7.2f %9.1f %8.2f %5.1f %5.1f\n", c.name,
+        c.completed, c.failed, triple(c.ttft_s), triple(c.itl_s), triple(c.e2e_s), c.requests_per_s,
+        c.output_tokens_per_s, c.goodput_rps, attained, 100 * ErrorRate(c));
   }
+  absl::StrAppend(&out, ServerLine(run));
   if (!run.error.empty()) absl::StrAppend(&out, "error: ", run.error, "\n");
   return out;
 }
@@ -148,12 +196,20 @@ nlohmann::json RunToJson(const RunResult& run) {
                       {"elapsed_s", run.elapsed_s},
                       {"slo", {{"ttft_s", run.slo.ttft_s}, {"itl_s", run.slo.itl_s}}}};
   if (!run.error.empty()) j["error"] = run.error;
+  j["cold_start_s"] = Measured(run.cold_start_s);
+  j["server_memory"] = {{"samples", run.memory.samples},
+                        {"peak_resident_bytes", Measured(run.memory.peak_resident_bytes)},
+                        {"peak_kv_usage", Measured(run.memory.peak_kv_usage)},
+                        {"peak_kv_blocks_used", Measured(run.memory.peak_kv_blocks_used)}};
+  j["price_per_hour"] = run.price_per_hour;
+  j["cost_per_1000_requests"] = Measured(CostPer1000Requests(run));
   nlohmann::json classes = nlohmann::json::array();
   for (const ClassStats& c : run.classes) {
     classes.push_back({{"name", c.name},
                        {"sent", c.sent},
                        {"completed", c.completed},
                        {"failed", c.failed},
+                       {"error_rate", ErrorRate(c)},
                        {"refused", c.refused},
                        {"refusal_s", SummaryJson(c.refusal_s)},
                        {"cancelled", c.cancelled},

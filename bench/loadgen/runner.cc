@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "bench/loadgen/arrival.h"
 #include "bench/loadgen/client.h"
 #include "bench/loadgen/kserve_client.h"
+#include "bench/loadgen/metrics_sampler.h"
 #include "bench/loadgen/openai_client.h"
 #include "bench/loadgen/request_source.h"
 #include "bench/loadgen/workload.h"
@@ -26,6 +28,8 @@ namespace {
 // Seeds of the independent random streams derived from the workload's seed.
 constexpr uint64_t kArrivalStream = 0x61727269766c6c73ULL;
 constexpr uint64_t kWarmupStream = 0x7761726d75707321ULL;
+// How often the server's /metrics is read during a run.
+constexpr absl::Duration kMetricsInterval = absl::Seconds(1);
 
 // What the completion callbacks share with the sending thread.
 class Tally {
@@ -129,8 +133,9 @@ absl::StatusOr<std::unique_ptr<RequestClient>> MakeClient(const ServerTarget& ta
   return absl::InvalidArgumentError("unknown protocol");
 }
 
+// Sends `count` short requests one at a time; sets `first_answer` when the first one ends.
 absl::Status Warmup(const ServerTarget& target, const convoy::v1::ModelInfo& model,
-                    const v1::Workload& workload, int count) {
+                    const v1::Workload& workload, int count, absl::Time* first_answer) {
   if (count <= 0) return absl::OkStatus();
   RequestSource source(workload, model.vocab_size(), model.max_context_length(),
                        workload.seed() ^ kWarmupStream);
@@ -146,6 +151,7 @@ absl::Status Warmup(const ServerTarget& target, const convoy::v1::ModelInfo& mod
       client->WaitForIdle(absl::InfiniteFuture());
       return absl::DeadlineExceededError("a warm-up request took over 120 s");
     }
+    if (i == 0) *first_answer = absl::Now();
   }
   std::vector<RequestRecord> records = tally.Take();
   for (const RequestRecord& r : records) {
@@ -181,7 +187,12 @@ absl::StatusOr<RunResult> RunWorkload(const ServerTarget& target, const v1::Work
         absl::StrFormat("the server's model has vocab_size %d and max_context_length %d",
                         model.vocab_size(), model.max_context_length()));
   }
-  RETURN_IF_ERROR(Warmup(target, model, workload, options.warmup_requests));
+  absl::Time first_answer = absl::InfiniteFuture();
+  RETURN_IF_ERROR(Warmup(target, model, workload, options.warmup_requests, &first_answer));
+  std::optional<MetricsSampler> sampler;
+  if (!target.metrics_address.empty()) {
+    sampler.emplace(target.metrics_address, target.api_key, kMetricsInterval);
+  }
 
   const v1::Arrival arrival = EffectiveArrival(workload, options);
   RunResult result;
@@ -189,6 +200,7 @@ absl::StatusOr<RunResult> RunWorkload(const ServerTarget& target, const v1::Work
   result.protocol = ProtocolName(target.protocol);
   result.arrival = DescribeArrival(arrival);
   result.slo = options.slo;
+  result.price_per_hour = options.price_per_hour;
   if (arrival.has_open_loop()) {
     result.offered_rps = arrival.open_loop().rate_rps();
   } else {
@@ -216,12 +228,27 @@ absl::StatusOr<RunResult> RunWorkload(const ServerTarget& target, const v1::Work
   auto done = [&tally](RequestRecord record) { tally.Add(std::move(record)); };
 
   int64_t sent = 0;
+  std::optional<TraceReplay> replay;
+  if (options.trace != nullptr) {
+    replay.emplace(*options.trace, options.rate_scale, model.vocab_size(),
+                   model.max_context_length(), workload.seed() ^ kArrivalStream);
+    result.arrival = absl::StrFormat("trace %s x%g", options.trace->source, options.rate_scale);
+  }
   double next_arrival_s = arrival.has_open_loop() ? gaps.NextGapSeconds() : 0;
   while (sent < max_requests) {
     const double now = client.SecondsSinceOrigin();
     if (now >= send_end_s) break;
     progress.Maybe(now, send_end_s, sent, tally, sent - tally.finished(), false);
-    if (arrival.has_open_loop()) {
+    if (replay.has_value()) {
+      if (replay->done()) break;
+      if (now >= replay->next_arrival_s()) {
+        client.Start(replay->Next(), done);
+        ++sent;
+        continue;
+      }
+      absl::SleepFor(
+          absl::Seconds(std::min({replay->next_arrival_s(), send_end_s, now + 0.25}) - now));
+    } else if (arrival.has_open_loop()) {
       if (now >= next_arrival_s) {
         client.Start(source.Next(), done);
         ++sent;
@@ -255,9 +282,22 @@ absl::StatusOr<RunResult> RunWorkload(const ServerTarget& target, const v1::Work
     client.WaitForIdle(absl::InfiniteFuture());
   }
   progress.End();
+  if (sampler.has_value()) {
+    std::string error;
+    result.memory = sampler->Stop(&error);
+    if (result.memory.samples == 0) {
+      std::fprintf(stderr, "convoy-bench: the server's memory was not read: %s\n", error.c_str());
+    }
+  }
 
   std::vector<RequestRecord> records = tally.Take();
-  for (const RequestRecord& r : records) result.elapsed_s = std::max(result.elapsed_s, r.end_s);
+  for (const RequestRecord& r : records) {
+    result.elapsed_s = std::max(result.elapsed_s, r.end_s);
+    if (r.completed) first_answer = std::min(first_answer, origin_abs + absl::Seconds(r.end_s));
+  }
+  if (options.server_started.has_value()) {
+    result.cold_start_s = ColdStartSeconds(*options.server_started, first_answer);
+  }
   std::vector<std::string> names;
   for (const v1::RequestClass& c : workload.request_class()) names.push_back(c.name());
   result.classes = ComputeStats(records, names, result.elapsed_s, options.slo);

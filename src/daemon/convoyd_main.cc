@@ -1,6 +1,7 @@
 // convoyd: the convoy inference server.
 //   convoyd --config FILE [--model DIR] [--port N] [--port-file F] [--listen-address A]
 //           [--http-port N] [--http-port-file F] [--http-listen-address A] [--log-level info]
+//           [--request-trace FILE]
 // Command-line flags override the config file (at start and at every reload). The server listens
 // at once and reports NOT_SERVING on grpc.health.v1 (and 503 on the HTTP port's /ready) until the
 // model is loaded and warmed up. SIGTERM or SIGINT: drain and exit 0; a second signal exits at
@@ -35,6 +36,9 @@ ABSL_FLAG(std::string, http_listen_address, "127.0.0.1",
 ABSL_FLAG(std::string, http_port_file, "", "Write the bound HTTP port to this file once listening");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off");
 ABSL_FLAG(std::string, log_format, "text", "text, or json (one JSON object per line)");
+ABSL_FLAG(std::string, request_trace, "",
+          "Write a line per finished request to this file (JSON: arrival time, prompt and output "
+          "tokens, priority, outcome; never the prompt) for convoy-bench --trace to replay");
 ABSL_FLAG(int32_t, metrics_port, 8002,
           "Prometheus /metrics port (overrides metrics.port); 0 picks a free one");
 
@@ -43,14 +47,15 @@ namespace {
 const convoy::cli::CommandLine kCommandLine = {
     "convoyd",
     "convoyd --config FILE [--model DIR] [--port N] [--port-file F] [--listen-address A]\n"
-    "        [--http-port N] [--http-port-file F] [--http-listen-address A]\n\n"
+    "        [--http-port N] [--http-port-file F] [--http-listen-address A]\n"
+    "        [--request-trace FILE]\n\n"
     "Serves a model over gRPC (convoy.v1.Inference, KServe v2, grpc.health.v1.Health), with\n"
     "health (/health, /ready), the OpenAI API and /metrics on the HTTP port; on 127.0.0.1\n"
     "unless the config or the flags say otherwise.\n"
     "Flags override the config file. SIGTERM or SIGINT drains and exits 0; SIGHUP (or a change\n"
     "of the file) reloads the config's live settings.",
     {"config", "model", "port", "listen_address", "port_file", "log_level", "log_format",
-     "metrics_port", "http_port", "http_listen_address", "http_port_file"},
+     "metrics_port", "http_port", "http_listen_address", "http_port_file", "request_trace"},
     {}};
 
 // A port flag: absl's name of it, its value, and the config field it overrides.
@@ -142,6 +147,7 @@ int main(int argc, char** argv) {
   }
   options.port_file = absl::GetFlag(FLAGS_port_file);
   options.http_port_file = absl::GetFlag(FLAGS_http_port_file);
+  options.request_trace_path = absl::GetFlag(FLAGS_request_trace);
   convoy::LogEffectiveConfig(convoy::EffectiveConfigText(options.config));
   return convoy::RunDaemon(options);
 }

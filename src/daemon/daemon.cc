@@ -38,6 +38,7 @@
 #include "frontend/output_constraints.h"
 #include "http/http_server.h"
 #include "metrics/metrics.h"
+#include "metrics/request_trace.h"
 #include "model/model_tokenizer.h"
 #include "model/model_weights.h"
 #include "spdlog/spdlog.h"
@@ -437,6 +438,20 @@ int RunDaemon(const DaemonOptions& options) {
                  metrics->port());
   }
 
+  // Before the front ends: their sessions write to it until they end.
+  std::unique_ptr<RequestTrace> request_trace;
+  if (!options.request_trace_path.empty()) {
+    absl::StatusOr<std::unique_ptr<RequestTrace>> opened =
+        RequestTrace::Open(options.request_trace_path, absl::Now());
+    if (!opened.ok()) {
+      spdlog::error("{}", opened.status().ToString());
+      (*server)->Shutdown(absl::ZeroDuration());
+      return 1;
+    }
+    request_trace = *std::move(opened);
+    spdlog::info("request trace: {}", options.request_trace_path);
+  }
+
   // The OpenAI API's threads: made before the HTTP server, so that they end after it.
   OpenAiService openai(inference.hub(), OpenAiOptions());
 
@@ -504,6 +519,7 @@ int RunDaemon(const DaemonOptions& options) {
   serving.kv_block_size = engine->executor->kv_spec().block_size;
   serving.kv_dtype = KvDtypeName(engine->executor->kv_spec().dtype);
   serving.metrics = metrics.get();
+  serving.request_trace = request_trace.get();
   inference.Start(std::move(serving));
   if (!first_signal->HasBeenNotified()) {
     health.SetServing(true);

@@ -28,6 +28,8 @@ struct DaemonOptions {
   std::string port_file;
   // The same for the HTTP port.
   std::string http_port_file;
+  // When not empty, a line per finished request is written there (metrics/request_trace.h).
+  std::string request_trace_path;
 };
 
 // Runs until a signal ends it. Returns the process exit code: 0 after a clean drain, 1 when the

@@ -271,6 +271,7 @@ absl::Status GenerationSession::Submit(const v1::InferRequest& request, absl::Ti
   return_logprobs_ = request.return_logprobs();
   top_logprobs_ = request.top_logprobs() > 0;
   prompt_tokens_ = static_cast<int32_t>(engine_request.prompt_tokens.size());
+  priority_ = engine_request.priority;
   client_request_id_ = request.client_request_id();
   seed_ = engine_request.sampling.seed;
   stop_strings_ = std::move(prepared.stop_strings);
@@ -630,6 +631,8 @@ void GenerationSession::ReportDone(const Event& event, Outcome outcome,
   summary.client_request_id = client_request_id_;
   summary.seed = seed_;
   summary.outcome = outcome;
+  summary.arrival = arrival_;
+  summary.priority = priority_;
   summary.prompt_tokens = prompt_tokens_;
   summary.status = status;
   {
@@ -642,6 +645,7 @@ void GenerationSession::ReportDone(const Event& event, Outcome outcome,
   // /metrics first: whoever sees the request counted in GetServerInfo finds it there too.
   const ServingContext* serving = hub_->serving();
   if (serving->metrics != nullptr) serving->metrics->OnRequestDone(summary);
+  if (serving->request_trace != nullptr) serving->request_trace->Record(summary);
   if (outcome != Outcome::kRejected) {
     hub_->outcomes_[static_cast<int>(outcome)].fetch_add(1, std::memory_order_release);
   }

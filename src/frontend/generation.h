@@ -39,6 +39,7 @@
 #include "frontend/api_keys.h"
 #include "frontend/request_validation.h"
 #include "metrics/metrics.h"
+#include "metrics/request_trace.h"
 #include "text/detokenizer.h"
 
 namespace convoy {
@@ -52,6 +53,9 @@ struct ServingContext {
   std::string executor_name;  // "cpu" or "cuda"
   // Counts refusals and finished requests; null for none. Must outlive every session.
   Metrics* metrics = nullptr;
+  // Gets a line per finished request (--request-trace); null for none. Must outlive every
+  // session.
+  RequestTrace* request_trace = nullptr;
   int32_t kv_block_size = 0;
   std::string kv_dtype;  // "f32", "bf16", "int8", ...
 };
@@ -301,6 +305,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   bool return_logprobs_ = false;
   bool top_logprobs_ = false;
   int32_t prompt_tokens_ = 0;
+  int32_t priority_ = 0;
   uint64_t seed_ = 0;
   std::string client_request_id_;
   std::vector<std::string> stop_strings_;

@@ -1,6 +1,9 @@
 #include "metrics/metrics.h"
 
+#include <unistd.h>
+
 #include <exception>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +22,16 @@ using prometheus::BuildCounter;
 using prometheus::BuildGauge;
 using prometheus::BuildHistogram;
 using prometheus::Histogram;
+
+// The process's resident set in bytes (/proc/self/statm's second field, in pages); -1 where that
+// cannot be read.
+int64_t ResidentMemoryBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size_pages = 0;
+  int64_t resident_pages = 0;
+  if (!(statm >> size_pages >> resident_pages)) return -1;
+  return resident_pages * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+}
 
 // Request-level latencies (queue time, TTFT, end to end): 1 ms to over 10 minutes.
 const Histogram::BucketBoundaries& LatencyBuckets() {
@@ -179,6 +192,11 @@ Metrics::Metrics(std::shared_ptr<prometheus::Registry> registry) : registry_(std
                                 "sink), since start.")
                             .Register(r)
                             .Add({});
+  resident_memory_ = &BuildGauge()
+                          .Name("process_resident_memory_bytes")
+                          .Help("Resident memory size of the server process in bytes.")
+                          .Register(r)
+                          .Add({});
 
   // Histograms.
   queue_time_family_ = &BuildHistogram()
@@ -340,6 +358,9 @@ Metrics::~Metrics() = default;
 
 std::string Metrics::Serialize() const {
   log_lines_dropped_->Set(static_cast<double>(DroppedLogLines()));
+  if (const int64_t resident = ResidentMemoryBytes(); resident >= 0) {
+    resident_memory_->Set(static_cast<double>(resident));
+  }
   return prometheus::TextSerializer().Serialize(registry_->Collect());
 }
 

@@ -128,6 +128,7 @@ class Metrics : public SchedulerObserver {
   prometheus::Gauge* kv_blocks_free_ = nullptr;
   prometheus::Gauge* prefix_cache_blocks_ = nullptr;
   prometheus::Gauge* log_lines_dropped_ = nullptr;  // set at each scrape
+  prometheus::Gauge* resident_memory_ = nullptr;    // set at each scrape
 
   prometheus::Histogram* ttft_ = nullptr;
   prometheus::Histogram* inter_token_ = nullptr;

@@ -21,6 +21,11 @@ struct RequestSummary {
   // The seed of its random draws (its own, or the one drawn for it); unset when none was set.
   std::optional<uint64_t> seed;
   Outcome outcome = Outcome::kCompleteLength;
+  // When it reached the front end.
+  absl::Time arrival = absl::UnixEpoch();
+  // The priority level it asked for, as its API key capped it (1 highest; 0: the server's default
+  // level, or unknown when it was refused before its request was read).
+  int32_t priority = 0;
   // For kRejected, why (when the caller knows).
   std::optional<RejectReason> reject_reason;
   int64_t prompt_tokens = 0;

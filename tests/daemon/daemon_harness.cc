@@ -85,16 +85,18 @@ std::string DefaultTestConfig(const std::string& frontend_fields,
 
 std::unique_ptr<DaemonProcess> DaemonProcess::Start(
     const std::string& model_dir, const std::string& config_text,
-    std::shared_ptr<grpc::ChannelCredentials> credentials) {
+    std::shared_ptr<grpc::ChannelCredentials> credentials,
+    const std::vector<std::string>& extra_args) {
   std::unique_ptr<DaemonProcess> daemon =
-      StartListening(model_dir, config_text, std::move(credentials));
+      StartListening(model_dir, config_text, std::move(credentials), extra_args);
   if (daemon == nullptr || !daemon->WaitUntilServing()) return nullptr;
   return daemon;
 }
 
 std::unique_ptr<DaemonProcess> DaemonProcess::StartListening(
     const std::string& model_dir, const std::string& config_text,
-    std::shared_ptr<grpc::ChannelCredentials> credentials) {
+    std::shared_ptr<grpc::ChannelCredentials> credentials,
+    const std::vector<std::string>& extra_args) {
   static std::atomic<int> counter{0};
   const std::string dir =
       absl::StrCat(::testing::TempDir(), "/convoyd_", ::getpid(), "_", counter.fetch_add(1));
@@ -129,6 +131,7 @@ std::unique_ptr<DaemonProcess> DaemonProcess::StartListening(
                                    http_port_path,
                                    "--http-listen-address",
                                    "127.0.0.1"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);

@@ -46,15 +46,18 @@ class DaemonProcess {
   // Starts convoyd on `model_dir` with `config_text` (protobuf text) and waits until it is
   // SERVING. Null (with a test failure naming the reason and the daemon's log) when it does not
   // come up within kLiveness.
-  // `credentials`: the channel's (TLS); null for plain text.
+  // `credentials`: the channel's (TLS); null for plain text. `extra_args` go to convoyd's
+  // command line after the test's own.
   static std::unique_ptr<DaemonProcess> Start(
       const std::string& model_dir, const std::string& config_text,
-      std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
+      std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr,
+      const std::vector<std::string>& extra_args = {});
   // Starts convoyd and waits only until its gRPC and HTTP ports listen (the model may still be
   // loading). Null (with a test failure) when they do not within kLiveness.
   static std::unique_ptr<DaemonProcess> StartListening(
       const std::string& model_dir, const std::string& config_text,
-      std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
+      std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr,
+      const std::vector<std::string>& extra_args = {});
   // Waits until the daemon is SERVING; false (with a test failure) when not within kLiveness.
   bool WaitUntilServing();
   // Kills the daemon if it is still running; removes its directory unless the test failed.

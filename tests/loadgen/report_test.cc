@@ -17,6 +17,7 @@ namespace {
 
 using ::convoy::testing::StatusIs;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 RunResult MakeRun(const std::string& config, double goodput, double tokens_per_s, double ttft_p50) {
   RunResult r;
@@ -78,6 +79,51 @@ TEST(ReportTest, ClassTableHasEveryClass) {
   EXPECT_THAT(table, HasSubstr("\nchat "));
   EXPECT_THAT(table, HasSubstr("\nall "));
   EXPECT_THAT(table, HasSubstr("100.0/200.0/300.0"));  // TTFT p50/p95/p99 in ms
+}
+
+// Seed 002's figures: error rate, cold start, memory and cost per 1,000 requests, in the table and
+// the JSON; what was not measured is left out of the table and null in the JSON.
+TEST(ReportTest, ErrorRateColdStartMemoryAndCost) {
+  RunResult r = MakeRun("base", 1, 10, 0.1);
+  r.classes[0].sent = 20;
+  r.classes[0].failed = 5;
+  r.classes[0].completed = 15;
+  r.elapsed_s = 36;
+  EXPECT_DOUBLE_EQ(ErrorRate(r.classes[0]), 0.25);
+  EXPECT_DOUBLE_EQ(ErrorRate(ClassStats()), 0);
+
+  const std::string bare = FormatClassTable(r);
+  EXPECT_THAT(bare, HasSubstr(" 25.0\n"));  // err%
+  EXPECT_THAT(bare, Not(HasSubstr("server:")));
+  nlohmann::json j = RunToJson(r);
+  EXPECT_TRUE(j["cold_start_s"].is_null());
+  EXPECT_TRUE(j["cost_per_1000_requests"].is_null());
+  EXPECT_TRUE(j["server_memory"]["peak_resident_bytes"].is_null());
+  EXPECT_DOUBLE_EQ(j["classes"][0]["error_rate"].get<double>(), 0.25);
+
+  // 36 s of a machine at 2.5 per hour is 0.025; over 15 requests, 1,000 cost 1.6667.
+  r.price_per_hour = 2.5;
+  EXPECT_NEAR(CostPer1000Requests(r), 0.025 / 15 * 1000, 1e-12);
+  r.cold_start_s = ColdStartSeconds(absl::FromUnixSeconds(100), absl::FromUnixMillis(103250));
+  EXPECT_DOUBLE_EQ(r.cold_start_s, 3.25);
+  r.memory.Add({.resident_bytes = 512 * 1048576.0, .kv_usage = 0.25, .kv_blocks_used = 256});
+  r.memory.Add({.resident_bytes = 500 * 1048576.0, .kv_usage = 0.5, .kv_blocks_used = 512});
+  const std::string table = FormatClassTable(r);
+  EXPECT_THAT(table, HasSubstr("cold start 3.25 s"));
+  EXPECT_THAT(table, HasSubstr("peak RSS 512 MiB"));
+  EXPECT_THAT(table, HasSubstr("peak KV 50.0% (512 blocks)"));
+  EXPECT_THAT(table, HasSubstr("1.667 per 1,000 requests at 2.5/hour"));
+  j = RunToJson(r);
+  EXPECT_DOUBLE_EQ(j["cold_start_s"].get<double>(), 3.25);
+  EXPECT_EQ(j["server_memory"]["samples"], 2);
+  EXPECT_DOUBLE_EQ(j["server_memory"]["peak_resident_bytes"].get<double>(), 512 * 1048576.0);
+  EXPECT_DOUBLE_EQ(j["server_memory"]["peak_kv_usage"].get<double>(), 0.5);
+  EXPECT_NEAR(j["cost_per_1000_requests"].get<double>(), 0.025 / 15 * 1000, 1e-12);
+
+  // Nothing answered: no cold start; nothing completed: no cost.
+  EXPECT_EQ(ColdStartSeconds(absl::Now(), absl::InfiniteFuture()), -1);
+  r.classes[0].completed = 0;
+  EXPECT_TRUE(std::isnan(CostPer1000Requests(r)));
 }
 
 TEST(SvgTest, OneSeriesPerConfig) {

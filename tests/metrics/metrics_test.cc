@@ -308,5 +308,17 @@ TEST(MetricsOptionsTest, WithoutHttpTheRegistryStillCounts) {
   EXPECT_EQ(samples.at(R"(convoy_request_success_total{finished_reason="length"})"), 1);
 }
 
+// The process's resident memory is read at each scrape: this test process has touched far more
+// than a page.
+TEST(MetricsOptionsTest, ReportsTheResidentMemoryOfTheProcess) {
+  MetricsOptions options;
+  options.serve_http = false;
+  absl::StatusOr<std::unique_ptr<Metrics>> metrics = Metrics::Create(options);
+  ASSERT_OK(metrics);
+  const Samples samples = ParseExposition((*metrics)->Serialize());
+  ASSERT_EQ(samples.count("process_resident_memory_bytes"), 1);
+  EXPECT_GT(samples.at("process_resident_memory_bytes"), 4096);
+}
+
 }  // namespace
 }  // namespace convoy

@@ -1,0 +1,152 @@
+// convoy tune --watch's controller under a fake clock and a fake server whose goodput depends on
+// the traffic: it never moves more often than its interval, climbs to the best point of each
+// traffic, and goes back to a traffic's best when that traffic returns.
+#include "bench/loadgen/watch.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace convoy::bench {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Two axes of 4 and 3 values: point = 3 * a + b.
+constexpr int kAxisA = 4;
+constexpr int kAxisB = 3;
+
+struct Traffic {
+  double requests_per_s;
+  double prompt_tokens;
+  int best_point;
+};
+const Traffic kChat = {20, 64, 3 * 1 + 0};
+const Traffic kLongPrompts = {4, 2048, 3 * 3 + 2};
+
+// Goodput falls off with the distance (in steps) from the traffic's best point.
+WatchWindow Window(const Traffic& traffic, int point, double seconds) {
+  const int da = std::abs(point / kAxisB - traffic.best_point / kAxisB);
+  const int db = std::abs(point % kAxisB - traffic.best_point % kAxisB);
+  WatchWindow w;
+  w.seconds = seconds;
+  w.requests_per_s = traffic.requests_per_s;
+  w.requests = traffic.requests_per_s * seconds;
+  w.mean_prompt_tokens = traffic.prompt_tokens;
+  w.attainment = 1.0 / (1 + da + db);
+  w.goodput_rps = w.requests_per_s * w.attainment;
+  return w;
+}
+
+TEST(WatchTest, NeverMovesMoreOftenThanItsIntervalAndFindsEachTrafficsBest) {
+  const absl::Duration interval = absl::Minutes(1);
+  absl::Time now = absl::FromUnixSeconds(0);
+  WatchOptions options;
+  options.interval = interval;
+  WatchController controller({kAxisA, kAxisB}, /*start=*/0, now, options);
+  std::vector<absl::Time> moves;
+  std::vector<std::string> reasons;
+  int in_force = 0;
+  // Windows of 10 s for four hours; the traffic switches every 20 minutes.
+  for (int step = 1; step <= 4 * 360; ++step) {
+    now += absl::Seconds(10);
+    const Traffic& traffic = (step / 120) % 2 == 0 ? kChat : kLongPrompts;
+    std::optional<WatchMove> move = controller.Observe(now, Window(traffic, in_force, 10));
+    if (move.has_value()) {
+      moves.push_back(now);
+      reasons.push_back(move->reason);
+      in_force = move->point;
+      controller.Moved(move->point);
+    }
+    // By the end of each 20-minute phase the traffic's best point is in force.
+    if (step % 120 == 119) {
+      EXPECT_EQ(in_force, traffic.best_point) << "at step " << step;
+    }
+  }
+  ASSERT_GT(moves.size(), 4u);
+  for (size_t i = 1; i < moves.size(); ++i) {
+    EXPECT_GE(moves[i] - moves[i - 1], interval) << "move " << i;
+  }
+  // Once both traffics are known, a shift goes straight back to the known best.
+  EXPECT_THAT(reasons.back(), HasSubstr("the traffic shifted"));
+  EXPECT_THAT(reasons.back(), HasSubstr("back to this traffic's best point"));
+}
+
+// A window's rate and prompt length wobble (Poisson noise over a short window): that is no shift
+// of the traffic, and the climb goes on where it was.
+TEST(WatchTest, NoiseWithinAGridStepIsNoShift) {
+  absl::Time now = absl::FromUnixSeconds(0);
+  WatchController controller({kAxisA, kAxisB}, 0, now, WatchOptions());
+  int in_force = 0;
+  for (int step = 0; step < 40; ++step) {
+    now += absl::Minutes(1);
+    WatchWindow w = Window(kChat, in_force, 60);
+    w.requests_per_s *= step % 2 == 0 ? 1.3 : 0.8;
+    w.mean_prompt_tokens *= step % 3 == 0 ? 1.3 : 0.85;
+    std::optional<WatchMove> move = controller.Observe(now, w);
+    if (!move.has_value()) continue;
+    EXPECT_THAT(move->reason, Not(HasSubstr("shifted"))) << "step " << step;
+    in_force = move->point;
+    controller.Moved(move->point);
+  }
+  EXPECT_EQ(in_force, kChat.best_point);
+}
+
+TEST(WatchTest, QuietWindowsAndRefusedPointsAreNotActedOn) {
+  absl::Time now = absl::FromUnixSeconds(0);
+  WatchController controller({kAxisA, kAxisB}, 0, now, WatchOptions());
+  now += absl::Minutes(5);
+  WatchWindow quiet = Window(kChat, 0, 60);
+  quiet.requests = 3;
+  EXPECT_FALSE(controller.Observe(now, quiet).has_value());
+  std::optional<WatchMove> move = controller.Observe(now, Window(kChat, 0, 60));
+  ASSERT_TRUE(move.has_value());
+  controller.Failed(move->point);
+  now += absl::Minutes(5);
+  std::optional<WatchMove> next = controller.Observe(now, Window(kChat, 0, 60));
+  ASSERT_TRUE(next.has_value());
+  EXPECT_NE(next->point, move->point) << "a refused point is not tried again";
+}
+
+TEST(WatchTest, CountersMakeAWindow) {
+  const std::string before = R"(convoy_e2e_request_latency_seconds_count 100
+convoy_prompt_tokens_total 6400
+convoy_time_to_first_token_seconds_bucket{le="0.25"} 80
+convoy_time_to_first_token_seconds_bucket{le="0.5"} 90
+convoy_time_to_first_token_seconds_bucket{le="+Inf"} 100
+convoy_time_to_first_token_seconds_count 100
+convoy_inter_token_latency_seconds_bucket{le="0.1"} 1000
+convoy_inter_token_latency_seconds_count 1000
+)";
+  const std::string after = R"(convoy_e2e_request_latency_seconds_count 300
+convoy_prompt_tokens_total 26400
+convoy_time_to_first_token_seconds_bucket{le="0.25"} 200
+convoy_time_to_first_token_seconds_bucket{le="0.5"} 250
+convoy_time_to_first_token_seconds_bucket{le="+Inf"} 300
+convoy_time_to_first_token_seconds_count 300
+convoy_inter_token_latency_seconds_bucket{le="0.1"} 2800
+convoy_inter_token_latency_seconds_count 3000
+)";
+  SloTargets slo;
+  slo.ttft_s = 0.6;  // rounds down to the 0.5 bucket
+  slo.itl_s = 0.1;
+  absl::StatusOr<WatchCounters> a = ReadWatchCounters(before, slo);
+  absl::StatusOr<WatchCounters> b = ReadWatchCounters(after, slo);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  const WatchWindow w = Difference(*a, *b, 20);
+  EXPECT_EQ(w.requests, 200);
+  EXPECT_EQ(w.requests_per_s, 10);
+  EXPECT_EQ(w.mean_prompt_tokens, 100);
+  // 160 of 200 first tokens within 0.5 s; 1800 of 2000 gaps within 0.1 s.
+  EXPECT_DOUBLE_EQ(w.attainment, 0.8 * 0.9);
+  EXPECT_DOUBLE_EQ(w.goodput_rps, 10 * 0.72);
+  EXPECT_FALSE(ReadWatchCounters("other 1\n", slo).ok());
+}
+
+}  // namespace
+}  // namespace convoy::bench
