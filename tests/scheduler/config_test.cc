@@ -15,9 +15,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string ConfigPath(const std::string& name) {
-  return TestSourceDir() + "/configs/" + name;
-}
+std::string ConfigPath(const std::string& name) { return TestSourceDir() + "/configs/" + name; }
 
 class ShippedConfigTest : public ::testing::TestWithParam<std::string> {};
 

@@ -61,8 +61,7 @@ class ShippedConfigLimitsTest : public ::testing::TestWithParam<std::tuple<std::
 
 TEST_P(ShippedConfigLimitsTest, RunsWithinTheExecutorsLimitsOrIsRefusedNamingTheField) {
   const auto& [name, computes_padding] = GetParam();
-  absl::StatusOr<v1::ServerConfig> config =
-      LoadServerConfig(TestSourceDir() + "/configs/" + name);
+  absl::StatusOr<v1::ServerConfig> config = LoadServerConfig(TestSourceDir() + "/configs/" + name);
   ASSERT_OK(config);
   EngineLoopOptions options;
   options.scheduler = SchedulerOptionsFromConfig(*config);
