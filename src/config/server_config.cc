@@ -116,6 +116,11 @@ absl::Status CheckMaxima(const v1::ServerConfig& config, const Locator& at) {
                          kMaxSlowClientMicros));
   RETURN_IF_ERROR(
       AtMost(at, {"executor", "cpu_threads"}, config.executor().cpu_threads(), kMaxCpuThreads));
+  // A fake step of a minute already stalls every request; more is a typo.
+  RETURN_IF_ERROR(AtMost(at, {"executor", "fake_step_microseconds"},
+                         config.executor().fake_step_microseconds(), 60'000'000));
+  RETURN_IF_ERROR(AtMost(at, {"executor", "fake_microseconds_per_token"},
+                         config.executor().fake_microseconds_per_token(), 1'000'000));
   return absl::OkStatus();
 }
 
@@ -253,6 +258,10 @@ absl::Status Validate(const v1::ServerConfig& config, const Locator& at) {
     return at.Error({"executor", "gpu_memory_fraction"}, -1,
                     absl::StrCat("gpu_memory_fraction ", fraction, " is outside (0, 1]"));
   }
+  if (config.executor().fake_step_microseconds() == 0) {
+    return at.Error({"executor", "fake_step_microseconds"}, -1,
+                    "fake_step_microseconds must be positive");
+  }
   return absl::OkStatus();
 }
 
@@ -351,6 +360,8 @@ void FillServerConfigDefaults(v1::ServerConfig* config) {
   if (!e->has_gpu_memory_fraction()) e->set_gpu_memory_fraction(0.9);
   if (!e->has_skip_padding()) e->set_skip_padding(true);
   if (!e->has_batch_invariant()) e->set_batch_invariant(true);
+  if (!e->has_fake_step_microseconds()) e->set_fake_step_microseconds(2000);
+  if (!e->has_fake_microseconds_per_token()) e->set_fake_microseconds_per_token(0);
   if (e->cpu_weights() == v1::ExecutorConfig::WEIGHTS_UNSPECIFIED) {
     e->set_cpu_weights(v1::ExecutorConfig::WEIGHTS_AUTO);
   }

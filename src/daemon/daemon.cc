@@ -307,9 +307,13 @@ struct Engine {
 absl::StatusOr<Engine> LoadEngine(const v1::ServerConfig& config, Metrics* metrics) {
   const absl::Time start = absl::Now();
   ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> weights, ModelWeights::Load(config.model().dir()));
-  ASSIGN_OR_RETURN(BuiltExecutor built, CreateExecutor(*weights, config));
   Engine engine;
   ASSIGN_OR_RETURN(engine.tokenizer, LoadModelTokenizer(*weights));
+  ASSIGN_OR_RETURN(
+      BuiltExecutor built,
+      CreateExecutor(*weights, config,
+                     weights->config().EndOfGenerationIds(
+                         engine.tokenizer ? engine.tokenizer->eos_id() : std::nullopt)));
   ASSIGN_OR_RETURN(std::optional<std::string> template_source,
                    LoadModelChatTemplateSource(*weights));
   if (!template_source) {

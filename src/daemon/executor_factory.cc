@@ -10,6 +10,7 @@
 #include "executor/cpu/cpu_executor.h"
 #include "executor/cpu/gemv_bf16.h"
 #include "executor/cpu/linear.h"
+#include "executor/fake/fake_device_executor.h"
 #include "spdlog/spdlog.h"
 #ifdef CONVOY_HAVE_CUDA_EXECUTOR
 #include "executor/cuda/cuda_executor.h"
@@ -30,8 +31,23 @@ bool UseCuda([[maybe_unused]] v1::ExecutorConfig::Device device) {
 }  // namespace
 
 absl::StatusOr<BuiltExecutor> CreateExecutor(const ModelWeights& weights,
-                                             const v1::ServerConfig& config) {
+                                             const v1::ServerConfig& config,
+                                             const std::vector<int32_t>& end_of_generation_ids) {
   const v1::ExecutorConfig::Device device = config.executor().device();
+  if (device == v1::ExecutorConfig::FAKE) {
+    FakeDeviceOptions options;
+    options.step_time = absl::Microseconds(config.executor().fake_step_microseconds());
+    options.time_per_token = absl::Microseconds(config.executor().fake_microseconds_per_token());
+    options.block_size = static_cast<int32_t>(config.kv_cache().block_size());
+    options.kv_cache_bytes = static_cast<int64_t>(config.kv_cache().memory_budget_bytes());
+    options.never_sample = end_of_generation_ids;
+    BuiltExecutor built;
+    ASSIGN_OR_RETURN(built.executor, FakeDeviceExecutor::Create(weights.config(), options));
+    built.name = "fake";
+    built.weights =
+        absl::StrFormat("none (fake device, %s a step)", absl::FormatDuration(options.step_time));
+    return built;
+  }
 #ifndef CONVOY_HAVE_CUDA_EXECUTOR
   if (device == v1::ExecutorConfig::CUDA) {
     return absl::FailedPreconditionError(

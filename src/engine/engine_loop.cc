@@ -1,6 +1,7 @@
 #include "engine/engine_loop.h"
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -31,6 +32,8 @@ EngineLoop::EngineLoop(Executor* executor, const EngineLoopOptions& options,
                        std::unique_ptr<Scheduler> scheduler)
     : executor_(executor),
       clock_(options.clock != nullptr ? options.clock : RealClock::Get()),
+      observer_(options.observer),
+      emit_during_next_step_(options.emit_during_next_step),
       scheduler_(std::move(scheduler)),
       inbox_per_level_(scheduler_->options().priority_levels, 0),
       waiting_per_level_(scheduler_->options().priority_levels, 0),
@@ -179,7 +182,30 @@ void EngineLoop::PublishWaiting() {
   }
 }
 
+namespace {
+
+// Durations between laps on the monotonic clock (the loop's Clock may be a test's fake).
+class Stopwatch {
+ public:
+  Stopwatch() : last_(std::chrono::steady_clock::now()) {}
+  absl::Duration Lap() {
+    const auto now = std::chrono::steady_clock::now();
+    const absl::Duration lap = absl::FromChrono(now - last_);
+    last_ = now;
+    return lap;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_;
+};
+
+}  // namespace
+
 void EngineLoop::Run() {
+  IsolatedStep step(executor_);
+  // Events of the last step, held to go out while the next step runs (emit_during_next_step).
+  const bool overlap = emit_during_next_step_ && executor_->steps_asynchronously();
+  std::vector<Event> unsent;
   std::optional<absl::Time> wake_at;
   bool idle = false;          // the last Schedule had nothing to run
   bool stop_noticed = false;  // a drain sleeps until deadlines like any other pass
@@ -210,6 +236,7 @@ void EngineLoop::Run() {
       stop_noticed = stopping_;
     }
 
+    Stopwatch stopwatch;  // from the end of the wait
     // Between steps: the last step's result is in, the next is not planned yet.
     ApplyPendingOptions();
     absl::Time now = clock_->Now();
@@ -241,6 +268,8 @@ void EngineLoop::Run() {
     }
 
     ScheduleDecision decision = scheduler_->Schedule(now);
+    StepPhases phases;
+    bool launched = false;
     if (decision.plan) {
       {
         // Those the plan admitted no longer wait: the queue bound counts them out during the
@@ -249,9 +278,26 @@ void EngineLoop::Run() {
         PublishWaiting();
       }
       mask_prefetcher_.Prefetch(*decision.plan);
-      absl::StatusOr<StepResult> result = RunStepIsolatingRows(*executor_, *decision.plan);
+      phases.plan = stopwatch.Lap();
+      absl::Status started = step.Launch(std::move(*decision.plan));
+      phases.launch = stopwatch.Lap();
+      if (started.ok()) {
+        launched = true;
+      } else {
+        scheduler_->OnStepFailed(started, clock_->Now());
+      }
+    }
+    if (overlap) {  // the previous step's events, while this one runs
+      Dispatch(std::move(unsent));
+      unsent.clear();
+      phases.emit = stopwatch.Lap();
+    }
+    if (launched) {
+      absl::StatusOr<StepResult> result = step.Collect();
+      phases.wait = stopwatch.Lap();
       now = clock_->Now();
       if (result.ok()) {
+        phases.executor = result->times;
         scheduler_->OnStepResult(*result, now).IgnoreError();  // failures end as events
       } else {
         scheduler_->OnStepFailed(result.status(), now);
@@ -270,13 +316,27 @@ void EngineLoop::Run() {
       snapshot_.num_running = scheduler_->num_running();
       snapshot_.num_waiting = scheduler_->num_waiting();
     }
-    Dispatch(std::move(events));
+    if (launched) phases.apply = stopwatch.Lap();
+    if (overlap && launched) {
+      unsent = std::move(events);  // out during the next step, or at the next pass's start
+    } else {
+      Dispatch(std::move(events));
+      if (launched) phases.emit = stopwatch.Lap();
+    }
+    if (decision.plan.has_value()) {
+      phases.engine_thread =
+          phases.plan + phases.emit + phases.apply +
+          (executor_->steps_asynchronously() ? phases.launch : absl::ZeroDuration());
+      if (observer_ != nullptr) observer_->OnStepPhases(phases);
+      absl::MutexLock lock(&mu_);
+      snapshot_.step_phases.Add(phases);
+    }
     idle = !decision.plan.has_value();
     wake_at = decision.wake_at;
 
     {
       absl::MutexLock lock(&mu_);
-      if (stopping_ && scheduler_->empty() && inbox_.empty()) {
+      if (stopping_ && scheduler_->empty() && inbox_.empty() && unsent.empty()) {
         exited_ = true;
         break;
       }

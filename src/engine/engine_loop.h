@@ -3,6 +3,16 @@
 // the loop thread. When there is nothing to run, the loop sleeps exactly until the scheduler's next
 // deadline (a queue timeout or the queue delay) or until a new request or cancellation arrives.
 // This is what the gRPC front end calls.
+//
+// One pass of the loop, for an executor that runs steps on a thread of its own:
+//
+//   take the inbox and cancellations -> Scheduler::Schedule -> Executor::Launch(step N)
+//   emit step N-1's events to the front ends        (while step N runs)
+//   Executor::Collect -> Scheduler::OnStepResult -> step N's events held for the next pass
+//
+// For an executor whose Launch runs the whole step, step N's events go out right after it.
+// Who owns what: the scheduler owns every sequence's state and is touched only between Collect
+// and the next Launch; a launched plan belongs to the executor until Collect returns.
 #ifndef CONVOY_ENGINE_ENGINE_LOOP_H_
 #define CONVOY_ENGINE_ENGINE_LOOP_H_
 
@@ -34,6 +44,10 @@ struct EngineLoopOptions {
   Clock* clock = nullptr;
   // May be null; called on the loop thread.
   SchedulerObserver* observer = nullptr;
+  // For an executor that runs steps on a thread of its own (Executor::steps_asynchronously): hand
+  // a step's events to the front ends while the next step runs, rather than between the two. Off
+  // only to measure what the overlap saves (bench/scheduler/engine_bench.cc).
+  bool emit_during_next_step = true;
 };
 
 // The loop's state as of its last pass.
@@ -43,6 +57,8 @@ struct EngineLoopSnapshot {
   int32_t kv_blocks_free = 0;
   int32_t num_running = 0;
   int64_t num_waiting = 0;
+  // Where the steps' time went since the start (StepPhases summed).
+  StepPhaseTotals step_phases;
 };
 
 // What the front end asks of the engine: EngineLoop below, or in tests a fake that scripts the
@@ -124,6 +140,8 @@ class EngineLoop final : public RequestEngine {
   // Constant after construction.
   Executor* const executor_;
   Clock* const clock_;
+  SchedulerObserver* const observer_;
+  const bool emit_during_next_step_;
   std::unique_ptr<Scheduler> scheduler_;  // only the loop thread touches it
 
   // Only the loop thread.

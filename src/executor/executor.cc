@@ -74,39 +74,73 @@ absl::Status ValidateStepPlan(const StepPlan& plan, const ModelConfig& model,
   return absl::OkStatus();
 }
 
+absl::Status Executor::Launch(StepPlan plan) {
+  if (launched_) return absl::FailedPreconditionError("a step is launched and not collected");
+  launched_ = Step(plan);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepResult> Executor::Collect() {
+  if (!launched_) return absl::FailedPreconditionError("no step is launched");
+  absl::StatusOr<StepResult> result = std::move(*launched_);
+  launched_.reset();
+  return result;
+}
+
 absl::StatusOr<StepResult> RunStepIsolatingRows(Executor& executor, const StepPlan& plan) {
-  std::vector<absl::Status> checks;
-  checks.reserve(plan.rows.size());
+  IsolatedStep step(&executor);
+  RETURN_IF_ERROR(step.Launch(plan));
+  return step.Collect();
+}
+
+absl::Status IsolatedStep::Launch(StepPlan plan) {
+  seq_ids_.clear();
+  checks_.clear();
+  seq_ids_.reserve(plan.rows.size());
+  checks_.reserve(plan.rows.size());
   bool all_good = true;
   for (const StepRow& row : plan.rows) {
-    checks.push_back(executor.CheckRow(row));
-    all_good = all_good && checks.back().ok();
+    seq_ids_.push_back(row.seq_id);
+    checks_.push_back(executor_->CheckRow(row));
+    all_good = all_good && checks_.back().ok();
   }
-  if (all_good) return executor.Step(plan);
+  if (!all_good) {
+    size_t kept = 0;
+    for (size_t r = 0; r < plan.rows.size(); ++r) {
+      if (!checks_[r].ok()) continue;
+      if (kept != r) plan.rows[kept] = std::move(plan.rows[r]);
+      ++kept;
+    }
+    plan.rows.resize(kept);
+  }
+  any_launched_ = !plan.rows.empty();
+  if (!any_launched_) return absl::OkStatus();  // nothing runs; Collect reports every row
+  return executor_->Launch(std::move(plan));
+}
 
-  StepPlan good;
-  for (size_t r = 0; r < plan.rows.size(); ++r) {
-    if (checks[r].ok()) good.rows.push_back(plan.rows[r]);
-  }
-  StepResult result;  // stays empty when no row is good: nothing runs
-  if (!good.rows.empty()) {
-    ASSIGN_OR_RETURN(result, executor.Step(good));
-    if (result.rows.size() != good.rows.size()) {
+absl::StatusOr<StepResult> IsolatedStep::Collect() {
+  StepResult result;  // stays empty when no row was good: nothing ran
+  size_t num_good = 0;
+  for (const absl::Status& check : checks_) num_good += check.ok() ? 1 : 0;
+  if (any_launched_) {
+    ASSIGN_OR_RETURN(result, executor_->Collect());
+    if (result.rows.size() != num_good) {
       return absl::InternalError(absl::StrFormat("the executor returned %d rows for a step of %d",
-                                                 result.rows.size(), good.rows.size()));
+                                                 result.rows.size(), num_good));
     }
   }
+  if (num_good == checks_.size()) return result;
   std::vector<RowResult> good_rows;
   good_rows.swap(result.rows);
-  result.rows.reserve(plan.rows.size());
+  result.rows.reserve(checks_.size());
   size_t next_good = 0;
-  for (size_t r = 0; r < plan.rows.size(); ++r) {
-    if (checks[r].ok()) {
+  for (size_t r = 0; r < checks_.size(); ++r) {
+    if (checks_[r].ok()) {
       result.rows.push_back(std::move(good_rows[next_good++]));
     } else {
       RowResult failed;
-      failed.seq_id = plan.rows[r].seq_id;
-      failed.status = checks[r];
+      failed.seq_id = seq_ids_[r];
+      failed.status = checks_[r];
       result.rows.push_back(std::move(failed));
     }
   }

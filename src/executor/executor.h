@@ -1,10 +1,21 @@
 // The executor runs one forward step of the model over a batch of sequences. Implementations: the
-// CPU executor (cpu/) and the CUDA executor. A StepPlan is plain data; the executor owns the KV
-// cache memory and reads and writes it only through each row's block table.
+// CPU executor (cpu/), the CUDA executor, and the fake device (fake_device_executor.h) that runs
+// no model. A StepPlan is plain data; the executor owns the KV cache memory and reads and writes it
+// only through each row's block table.
+//
+// The step's life, as the engine drives it (engine/engine_loop.h):
+//
+//   Launch(plan)   the executor owns the plan from here; the step may run on a thread or stream
+//                  of its own while the engine emits the previous step's events
+//   Collect()      waits for that step and returns its result; then the next Launch
+//
+// An executor whose step runs on the caller's thread (the CPU executor, the CUDA executor for
+// now) implements Step alone: Launch runs it and Collect hands back what it returned.
 #ifndef CONVOY_EXECUTOR_EXECUTOR_H_
 #define CONVOY_EXECUTOR_EXECUTOR_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -27,6 +38,16 @@ class Executor {
   // Runs one forward step. Rows are padded to the longest row and masked (causal plus padding).
   // INVALID_ARGUMENT names the row and field of a malformed plan; nothing is written then.
   virtual absl::StatusOr<StepResult> Step(const StepPlan& plan) = 0;
+  // Starts a step; its result, or its error, comes from the next Collect. One step at a time:
+  // FAILED_PRECONDITION while one is launched and not collected (nothing starts then). By
+  // default it runs Step on the caller's thread.
+  virtual absl::Status Launch(StepPlan plan);
+  // Waits for the launched step and returns what Step would have. FAILED_PRECONDITION when no
+  // step is launched.
+  virtual absl::StatusOr<StepResult> Collect();
+  // Whether Launch returns while the step runs (on a thread or device stream of the executor's
+  // own), so that the engine has something to do before Collect. False for the default Launch.
+  virtual bool steps_asynchronously() const { return false; }
   virtual const ModelConfig& model_config() const = 0;
   virtual const KvCacheSpec& kv_spec() const = 0;
   // What one step may hold (step/step.h); the engine keeps every plan within it.
@@ -37,6 +58,10 @@ class Executor {
   virtual absl::Status CheckRow(const StepRow& row) const {
     return ValidateStepRow(row, model_config(), kv_spec());
   }
+
+ private:
+  // The default Launch's result, until Collect takes it.
+  std::optional<absl::StatusOr<StepResult>> launched_;
 };
 
 // Runs a step so that one malformed row cannot fail the rows beside it: each row is checked first
@@ -44,6 +69,24 @@ class Executor {
 // in its order, a row left out carrying its error in RowResult::status. An error returned is the
 // step's own (the executor failed with the good rows): it concerns every row.
 absl::StatusOr<StepResult> RunStepIsolatingRows(Executor& executor, const StepPlan& plan);
+
+// The same in two halves, for a step that runs while its caller goes on: Launch checks the rows
+// and launches the good ones; Collect waits for them and returns the result of every row of the
+// plan, as RunStepIsolatingRows does. One step at a time.
+class IsolatedStep {
+ public:
+  explicit IsolatedStep(Executor* executor) : executor_(executor) {}
+  // An error here is the step's own (nothing was launched); Collect must not be called then.
+  absl::Status Launch(StepPlan plan);
+  absl::StatusOr<StepResult> Collect();
+
+ private:
+  Executor* const executor_;
+  // The launched plan's rows: their ids, and the error of each row left out (OK: launched).
+  std::vector<int64_t> seq_ids_;
+  std::vector<absl::Status> checks_;
+  bool any_launched_ = false;
+};
 
 // Checks a plan against the model and cache before anything runs: every row, and no sequence
 // twice. Shared by the executors.

@@ -358,6 +358,23 @@ absl::Status InferenceService::FillServerInfo(const grpc::CallbackServerContext&
   response->set_requests_rejected(rejected);
   response->set_preemptions(stats.preemptions);
   response->set_largest_step_rows_since_reload(stats.largest_step_rows_since_reconfigure);
+  const StepPhaseTotals& totals = snapshot.step_phases;
+  if (totals.steps > 0) {
+    v1::StepPhaseMeans* means = response->mutable_step_phase_means();
+    const auto mean_us = [&totals](absl::Duration sum) {
+      return absl::ToDoubleMicroseconds(sum) / static_cast<double>(totals.steps);
+    };
+    means->set_steps(totals.steps);
+    means->set_plan_us(mean_us(totals.sum.plan));
+    means->set_launch_us(mean_us(totals.sum.launch));
+    means->set_emit_us(mean_us(totals.sum.emit));
+    means->set_wait_us(mean_us(totals.sum.wait));
+    means->set_apply_us(mean_us(totals.sum.apply));
+    means->set_engine_thread_us(mean_us(totals.sum.engine_thread));
+    means->set_executor_prepare_us(mean_us(totals.sum.executor.prepare));
+    means->set_executor_forward_us(mean_us(totals.sum.executor.forward));
+    means->set_executor_sample_us(mean_us(totals.sum.executor.sample));
+  }
   return absl::OkStatus();
 }
 

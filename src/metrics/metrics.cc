@@ -57,6 +57,15 @@ const Histogram::BucketBoundaries& InterTokenBuckets() {
   return *buckets;
 }
 
+// One phase of a step: from a microsecond (handing a step to a device) to seconds (a long CPU
+// prefill).
+const Histogram::BucketBoundaries& StepPhaseBuckets() {
+  static const auto* const buckets = new Histogram::BucketBoundaries{
+      1e-6, 2.5e-6, 5e-6,   1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3,
+      5e-3, 1e-2,   2.5e-2, 5e-2, 0.1,    0.25, 0.5,  1.0,    2.5,  5.0,  10.0};
+  return *buckets;
+}
+
 // Tokens per request: 1, 2, 5, 10, ... 200000.
 const Histogram::BucketBoundaries& TokenCountBuckets() {
   static const auto* const buckets = [] {
@@ -243,6 +252,18 @@ Metrics::Metrics(std::shared_ptr<prometheus::Registry> registry) : registry_(std
                       .Help("Tokens computed per engine step, padding excluded.")
                       .Register(r)
                       .Add({}, PowersOfTwo(65536));
+  auto& phases = BuildHistogram()
+                     .Name("convoy_engine_step_phase_seconds")
+                     .Help(
+                         "Time per engine step in each phase: plan, launch, emit, wait and apply "
+                         "on the engine thread; engine_thread, their sum less waiting (and less "
+                         "launch when the step runs on the engine thread); the executor's own "
+                         "prepare, forward and sample.")
+                     .Register(r);
+  for (const char* phase : {"plan", "launch", "emit", "wait", "apply", "engine_thread", "prepare",
+                            "forward", "sample"}) {
+    step_phase_.push_back(&phases.Add({{"phase", phase}}, StepPhaseBuckets()));
+  }
 
   slow_clients_ = &BuildCounter()
                        .Name("convoy_slow_clients_total")
@@ -452,6 +473,19 @@ void Metrics::OnQueueTime(int32_t priority_level, absl::Duration queue_time) {
 void Metrics::OnFirstToken(absl::Duration time_to_first_token) {
   ttft_->Observe(Seconds(time_to_first_token));
   generation_tokens_->Increment();
+}
+
+void Metrics::OnStepPhases(const StepPhases& p) {
+  const absl::Duration each[] = {p.plan,
+                                 p.launch,
+                                 p.emit,
+                                 p.wait,
+                                 p.apply,
+                                 p.engine_thread,
+                                 p.executor.prepare,
+                                 p.executor.forward,
+                                 p.executor.sample};
+  for (size_t i = 0; i < step_phase_.size(); ++i) step_phase_[i]->Observe(Seconds(each[i]));
 }
 
 void Metrics::OnInterTokenTime(absl::Duration time_between_tokens) {

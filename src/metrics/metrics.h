@@ -88,6 +88,7 @@ class Metrics : public SchedulerObserver {
   void OnQueueTime(int32_t priority_level, absl::Duration queue_time) override;
   void OnFirstToken(absl::Duration time_to_first_token) override;
   void OnInterTokenTime(absl::Duration time_between_tokens) override;
+  void OnStepPhases(const StepPhases& phases) override;
 
   // The front end, once per request at its final event. Counts its outcome (as the client saw
   // it), fills the end-to-end latency and the per-request token histograms; for kRejected only
@@ -138,6 +139,8 @@ class Metrics : public SchedulerObserver {
   prometheus::Histogram* request_generation_tokens_ = nullptr;
   prometheus::Histogram* step_sequences_ = nullptr;
   prometheus::Histogram* step_tokens_ = nullptr;
+  // convoy_engine_step_phase_seconds, in OnStepPhases' order.
+  std::vector<prometheus::Histogram*> step_phase_;
 
   std::array<prometheus::Counter*, kNumOutcomes> requests_by_outcome_{};
   std::array<prometheus::Counter*, kNumRejectReasons> rejected_by_reason_{};

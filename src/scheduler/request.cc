@@ -36,4 +36,17 @@ const char* RejectReasonName(RejectReason reason) {
   return "unknown";
 }
 
+void StepPhaseTotals::Add(const StepPhases& phases) {
+  ++steps;
+  sum.plan += phases.plan;
+  sum.launch += phases.launch;
+  sum.emit += phases.emit;
+  sum.wait += phases.wait;
+  sum.apply += phases.apply;
+  sum.engine_thread += phases.engine_thread;
+  sum.executor.prepare += phases.executor.prepare;
+  sum.executor.forward += phases.executor.forward;
+  sum.executor.sample += phases.executor.sample;
+}
+
 }  // namespace convoy

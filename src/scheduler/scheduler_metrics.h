@@ -1,6 +1,7 @@
-// Metrics hooks of the scheduler: counters kept by the scheduler (SchedulerStats) and an observer
-// called as things happen, to feed histograms and gauges (Prometheus lives elsewhere). Observer
-// methods run on the thread that calls the scheduler and must not call back into it.
+// Metrics hooks of the scheduler and of the engine loop that drives it: counters kept by the
+// scheduler (SchedulerStats) and an observer called as things happen, to feed histograms and gauges
+// (Prometheus lives elsewhere). Observer methods run on the thread that calls the scheduler and
+// must not call back into it.
 #ifndef CONVOY_SCHEDULER_SCHEDULER_METRICS_H_
 #define CONVOY_SCHEDULER_SCHEDULER_METRICS_H_
 
@@ -10,6 +11,7 @@
 
 #include "absl/time/time.h"
 #include "scheduler/request.h"
+#include "step/step.h"
 
 namespace convoy {
 
@@ -40,6 +42,36 @@ struct StepStats {
   int64_t prefix_cache_hits = 0;
   int64_t prefix_cache_evictions = 0;
   std::vector<int64_t> queue_depth;  // waiting requests per level, index 0 is level 1
+};
+
+// Where one step's time went, as the engine loop measures it on its thread (engine_loop.cc), and as
+// the executor accounts for its own part.
+struct StepPhases {
+  // Timeouts expired, requests admitted, the step planned (Scheduler::Schedule), masks handed to
+  // be computed.
+  absl::Duration plan;
+  // Rows checked and the step handed to the executor. For an executor that runs the step on the
+  // engine thread (Executor::Launch's default), the whole step.
+  absl::Duration launch;
+  // The previous step's events handed to the front ends while this step ran, for an executor that
+  // runs steps on a thread of its own; otherwise this step's events, after it.
+  absl::Duration emit;
+  // Waiting in Executor::Collect for the step's result.
+  absl::Duration wait;
+  // The result applied: tokens appended, stop rules, events made, the snapshot refreshed.
+  absl::Duration apply;
+  // The engine thread's own work for the step: plan, emit and apply, and launch when the step
+  // runs elsewhere. What an asynchronous step leaves on the critical path is plan, launch and
+  // apply.
+  absl::Duration engine_thread;
+  ExecutorTimes executor;
+};
+
+// Sums of StepPhases over steps, for means.
+struct StepPhaseTotals {
+  int64_t steps = 0;
+  StepPhases sum;
+  void Add(const StepPhases& phases);
 };
 
 struct SchedulerStats {
@@ -76,6 +108,8 @@ class SchedulerObserver {
   // Between two consecutive tokens of one request.
   virtual void OnInterTokenTime(absl::Duration /*time_between_tokens*/) {}
   virtual void OnFinished(Outcome /*outcome*/) {}
+  // After each step that ran, from the engine loop.
+  virtual void OnStepPhases(const StepPhases& /*phases*/) {}
 };
 
 }  // namespace convoy

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "convoy/sampling_params.h"
 #include "kv/block_allocator.h"
 #include "step/token_constraint.h"
@@ -65,6 +66,14 @@ struct RowResult {
   std::vector<float> logits;
 };
 
+// Where an executor's time went in one step, for the step-phase metrics (engine/step_phases.h).
+// Zero where the executor does not say.
+struct ExecutorTimes {
+  absl::Duration prepare;  // checking the plan and laying out its inputs
+  absl::Duration forward;  // the layers and the logits (a device's whole run of the step)
+  absl::Duration sample;   // choosing each sampling row's token
+};
+
 struct StepResult {
   std::vector<RowResult> rows;  // in the plan's order
   int32_t padded_length = 0;    // the longest row: every row is padded to it
@@ -73,6 +82,7 @@ struct StepResult {
   // Token slots the dense layers computed: real plus padded, or only real when the executor
   // skips padding.
   int64_t computed_tokens = 0;
+  ExecutorTimes times;
 };
 
 // What an executor can run in one step. The engine reconciles these with the scheduler's options

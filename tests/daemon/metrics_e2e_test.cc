@@ -83,6 +83,47 @@ TEST(DaemonMetricsTest, ServedAndRefusedRequestsMoveTheMetrics) {
   EXPECT_GT(Sample(a, "convoy_kv_cache_blocks_free"), 0) << a;
 }
 
+// convoyd on the fake device (executor.device: FAKE): requests are served through the whole path,
+// and where the steps' time went shows in /metrics and in GetServerInfo, each step at least the
+// fake's step time as the device measured it.
+TEST(DaemonMetricsTest, TheFakeDeviceServesAndTheStepPhasesAreMeasured) {
+  std::string config = DefaultTestConfig();
+  const std::string cpu = "executor { device: CPU cpu_threads: 1 }";
+  ASSERT_NE(config.find(cpu), std::string::npos);
+  config.replace(config.find(cpu), cpu.size(),
+                 "executor { device: FAKE fake_step_microseconds: 1500 }");
+  auto daemon = DaemonProcess::Start(WriteTestModel("metrics_fake", TinyModelConfig()), config);
+  ASSERT_NE(daemon, nullptr);
+  const int port = MetricsPort(*daemon);
+  ASSERT_GT(port, 0) << daemon->Log();
+  auto stub = daemon->inference();
+  v1::InferResponse response;
+  ASSERT_TRUE(CallInfer(*stub, MakeRequest({3, 4, 5, 6}, 7), &response).ok());
+  EXPECT_EQ(response.token_ids_size(), 7);
+
+  const std::optional<v1::ServerInfo> info = GetServerInfo(*stub);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->executor(), "fake");
+  const v1::StepPhaseMeans& means = info->step_phase_means();
+  EXPECT_EQ(means.steps(), info->steps());
+  EXPECT_GE(means.steps(), 7);  // the warm-up's steps and ours
+  EXPECT_GE(means.executor_prepare_us() + means.executor_forward_us() + means.executor_sample_us(),
+            1500);
+  EXPECT_GT(means.wait_us(), 0);
+  EXPECT_GT(means.engine_thread_us(), 0);
+
+  auto metrics = HttpGet(port, "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  for (const char* phase : {"plan", "launch", "emit", "wait", "apply", "engine_thread", "prepare",
+                            "forward", "sample"}) {
+    EXPECT_EQ(Sample(metrics->body,
+                     absl::StrCat("convoy_engine_step_phase_seconds_count{phase=\"", phase, "\"}")),
+              static_cast<double>(means.steps()))
+        << phase << "\n"
+        << metrics->body;
+  }
+}
+
 // GetServerInfo's counters and /metrics count the same requests: here refusals by the front end
 // (bad requests) and by the scheduler (a queue of one, full while one request runs and one waits).
 TEST(DaemonMetricsTest, ServerInfoAndMetricsAgreeOnRejections) {

@@ -87,7 +87,7 @@ struct CpuExecutor::Impl {
   std::vector<float> x, h, qkv, attn, proj, gate_up, act, cos_sin, local_cos_sin, logits;
   std::vector<int32_t> slot_row, slot_pos;
 
-  absl::StatusOr<StepResult> Run(const StepPlan& plan);
+  absl::StatusOr<StepResult> Run(const StepPlan& plan, absl::Time start);
 
   // Whether `pred` holds for every linear layer of the model.
   template <typename Pred>
@@ -303,17 +303,18 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
 }
 
 absl::StatusOr<StepResult> CpuExecutor::Step(const StepPlan& plan) {
+  const absl::Time start = absl::Now();
   RETURN_IF_ERROR(ValidateStepPlan(plan, impl_->config, impl_->kv_spec));
   // OpenMP's thread count is per calling thread, and steps may run on another thread than Create.
   omp_set_num_threads(impl_->num_threads);
   try {
-    return impl_->Run(plan);
+    return impl_->Run(plan, start);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrFormat("CPU executor step failed: %s", e.what()));
   }
 }
 
-absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
+absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan, absl::Time start) {
   const ModelConfig& c = config;
   const int32_t num_rows = static_cast<int32_t>(plan.rows.size());
   int32_t padded = 0;
@@ -375,6 +376,8 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
     }
   }
 
+  const absl::Time laid_out = absl::Now();
+  result.times.prepare = laid_out - start;
   float* hs = Scratch(&h, m * hidden);
   float* qkvs = Scratch(&qkv, m * qkv_width);
   float* attns = Scratch(&attn, m * q_size);
@@ -495,6 +498,8 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
     }
   }
 
+  const absl::Time forwarded = absl::Now();
+  result.times.forward = forwarded - laid_out;
   result.rows.resize(num_rows);
   // Rows sample on their own (each SampleToken reads its logits and writes its RowResult), so
   // they share the threads: on one thread a decode step of 16 rows over a 49,152-token vocabulary
@@ -522,6 +527,7 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan) {
       out.top_logprobs = std::move(s.top_logprobs);
     }
   }
+  result.times.sample = absl::Now() - forwarded;
   return result;
 }
 

@@ -63,7 +63,27 @@ struct CudaExecutor::Impl {
   absl::StatusOr<cudaGraphExec_t> GraphFor(int64_t batch);
   absl::Status RunDecodeGraph(int64_t batch, const cuda::StepLayout& layout);
   absl::StatusOr<StepResult> Step(const StepPlan& plan);
+  // The step's inputs packed and copied, its kernels and the copy of its samples queued on
+  // `stream`; Collect waits for them. The staging buffers stay the launched step's until then.
+  absl::Status Launch(const StepPlan& plan);
+  absl::StatusOr<StepResult> Collect();
   absl::Status CheckCapacity(const StepPlan& plan) const;
+
+  // What Collect needs of the launched step.
+  struct InFlight {
+    struct Row {
+      int64_t seq_id = 0;
+      int64_t num_tokens = 0;
+      int32_t num_top_logprobs = 0;
+    };
+    bool empty = true;
+    cuda::PackedStep packed;
+    std::vector<Row> rows;
+    ExecutorTimes times;
+    absl::Time launched_at;
+  };
+  bool launched = false;
+  InFlight in_flight;
 
   CudaExecutorOptions options;
   std::unique_ptr<cuda::DeviceModel> model;
@@ -409,10 +429,22 @@ absl::Status CudaExecutor::Impl::CheckCapacity(const StepPlan& plan) const {
 }
 
 absl::StatusOr<StepResult> CudaExecutor::Impl::Step(const StepPlan& plan) {
+  RETURN_IF_ERROR(Launch(plan));
+  return Collect();
+}
+
+absl::Status CudaExecutor::Impl::Launch(const StepPlan& plan) {
+  if (launched) return absl::FailedPreconditionError("a step is launched and not collected");
+  const absl::Time start = absl::Now();
   RETURN_IF_ERROR(ValidateStepPlan(plan, model->config(), spec));
   RETURN_IF_ERROR(CheckCapacity(plan));
-  StepResult result;
-  if (plan.rows.empty()) return result;
+  InFlight step;
+  step.empty = plan.rows.empty();
+  if (step.empty) {
+    in_flight = std::move(step);
+    launched = true;
+    return absl::OkStatus();
+  }
 
   // Decode steps (one sampled token per row, no logits back) replay a graph.
   int64_t graph_batch = 0;
@@ -429,52 +461,76 @@ absl::StatusOr<StepResult> CudaExecutor::Impl::Step(const StepPlan& plan) {
       }
     }
   }
-  ASSIGN_OR_RETURN(
-      const cuda::PackedStep packed,
-      cuda::PackStep(plan, spec.block_size, scratch_block, graph_batch,
-                     options.prefill_kernel_min_tokens, staging.get(), inputs_capacity));
+  ASSIGN_OR_RETURN(step.packed, cuda::PackStep(plan, spec.block_size, scratch_block, graph_batch,
+                                               options.prefill_kernel_min_tokens, staging.get(),
+                                               inputs_capacity));
+  step.rows.reserve(plan.rows.size());
+  for (const StepRow& row : plan.rows) {
+    step.rows.push_back(
+        {row.seq_id, static_cast<int64_t>(row.token_ids.size()), row.sampling.num_top_logprobs});
+  }
+  const absl::Time packed = absl::Now();
+  step.times.prepare = packed - start;
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(inputs.get(), staging.get(),
-                                       packed.layout.Bytes(packed.num_block_ids),
+                                       step.packed.layout.Bytes(step.packed.num_block_ids),
                                        cudaMemcpyHostToDevice, stream));
   if (graph_batch > 0) {
-    RETURN_IF_ERROR(RunDecodeGraph(graph_batch, packed.layout));
+    RETURN_IF_ERROR(RunDecodeGraph(graph_batch, step.packed.layout));
   } else {
-    RETURN_IF_ERROR(Forward(packed.layout));
+    RETURN_IF_ERROR(Forward(step.packed.layout));
   }
-  const int64_t num_samples = packed.layout.num_samples;
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sample_staging.get(), samples.get(),
-                                       num_samples * sizeof(kernels::SampleOutput),
-                                       cudaMemcpyDeviceToHost, stream));
+  // The sampled tokens come back on the stream, behind the step; Collect waits for them.
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(sample_staging.get(), samples.get(),
+                      step.packed.layout.num_samples * sizeof(kernels::SampleOutput),
+                      cudaMemcpyDeviceToHost, stream));
+  step.launched_at = packed;
+  in_flight = std::move(step);
+  launched = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepResult> CudaExecutor::Impl::Collect() {
+  if (!launched) return absl::FailedPreconditionError("no step is launched");
+  launched = false;
+  const InFlight step = std::move(in_flight);
+  StepResult result;
+  if (step.empty) return result;
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  const absl::Time done = absl::Now();
+  // Launch to the tokens on the host: the device's step as the host sees it.
+  result.times.prepare = step.times.prepare;
+  result.times.forward = done - step.launched_at;
 
   const int64_t vocab = model->config().vocab_size;
   const auto* outputs = sample_staging.as<kernels::SampleOutput>();
-  result.rows.resize(plan.rows.size());
-  for (size_t r = 0; r < plan.rows.size(); ++r) {
-    const StepRow& row = plan.rows[r];
+  result.rows.resize(step.rows.size());
+  for (size_t r = 0; r < step.rows.size(); ++r) {
+    const InFlight::Row& row = step.rows[r];
     RowResult& out = result.rows[r];
     out.seq_id = row.seq_id;
-    if (packed.sample_index[r] >= 0) {
-      const kernels::SampleOutput& s = outputs[packed.sample_index[r]];
+    if (step.packed.sample_index[r] >= 0) {
+      const kernels::SampleOutput& s = outputs[step.packed.sample_index[r]];
       out.token = s.token;
       out.logprob = s.logprob;
-      for (int i = 0; i < row.sampling.num_top_logprobs; ++i) {
+      for (int i = 0; i < row.num_top_logprobs; ++i) {
         out.top_logprobs.push_back({s.top_tokens[i], s.top_logprobs[i]});
       }
     }
-    if (packed.first_logits_row[r] >= 0) {
-      const int64_t n = static_cast<int64_t>(row.token_ids.size());
+    if (step.packed.first_logits_row[r] >= 0) {
+      const int64_t n = row.num_tokens;
       out.logits.resize(n * vocab);
       CUDA_RETURN_IF_ERROR(cudaMemcpy(out.logits.data(),
-                                      logits.as<float>() + packed.first_logits_row[r] * vocab,
+                                      logits.as<float>() + step.packed.first_logits_row[r] * vocab,
                                       n * vocab * sizeof(float), cudaMemcpyDeviceToHost));
     }
   }
-  result.padded_length = packed.padded_length;
-  result.real_tokens = packed.real_tokens;
-  result.computed_tokens = packed.layout.num_tokens;  // graph padding rows included
+  result.times.sample = absl::Now() - done;  // the host's share: results laid out
+  result.padded_length = step.packed.padded_length;
+  result.real_tokens = step.packed.real_tokens;
+  result.computed_tokens = step.packed.layout.num_tokens;  // graph padding rows included
   result.padded_tokens =
-      static_cast<int64_t>(plan.rows.size()) * packed.padded_length - packed.real_tokens;
+      static_cast<int64_t>(step.rows.size()) * step.packed.padded_length - step.packed.real_tokens;
   return result;
 }
 
@@ -534,6 +590,8 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::CreateRandom(
 }
 
 absl::StatusOr<StepResult> CudaExecutor::Step(const StepPlan& plan) { return impl_->Step(plan); }
+absl::Status CudaExecutor::Launch(StepPlan plan) { return impl_->Launch(plan); }
+absl::StatusOr<StepResult> CudaExecutor::Collect() { return impl_->Collect(); }
 const ModelConfig& CudaExecutor::model_config() const { return impl_->model->config(); }
 const KvCacheSpec& CudaExecutor::kv_spec() const { return impl_->spec; }
 ExecutorLimits CudaExecutor::limits() const {
