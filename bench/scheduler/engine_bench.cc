@@ -6,8 +6,9 @@
 // runs (the overlap). It prints, per run:
 //   - the inter-token latency p50 and p99 that the callbacks saw, and the p50 as a ratio of the
 //     device's step as the device measured it in the same run;
-//   - the engine thread's own time per step (plan + launch + emit + apply; p50 and p99), and the
-//     part of it left between two steps on the critical path (plan + launch + apply).
+//   - the engine thread's own time per step (plan + launch + emit + plan_ahead + apply; p50 and
+//     p99), and the part of it left between two steps on the critical path (plan + launch +
+//     apply).
 // The callbacks do `--emit-us` of work per event (a front end's serializing and writing).
 //
 //   engine_bench [--step-us 2000] [--rows 64,256] [--seconds 4] [--emit-us 1]
@@ -79,7 +80,11 @@ struct RunResult {
   int64_t steps = 0;
 };
 
-RunResult RunOnce(const Flags& flags, int rows, bool overlap) {
+// How the loop drives the device: the synchronous order, events out during the next step, and
+// that with the next step planned while one runs.
+enum class Mode { kSync, kOverlap, kPlanAhead };
+
+RunResult RunOnce(const Flags& flags, int rows, Mode mode) {
   ModelConfig model;  // a Llama-sized vocabulary and context; no weights
   model.vocab_size = 32000;
   model.hidden_size = 2048;
@@ -104,7 +109,8 @@ RunResult RunOnce(const Flags& flags, int rows, bool overlap) {
   options.scheduler.prefill_chunk_size = 2048;
   options.scheduler.block_size = 16;
   options.observer = &phases;
-  options.emit_during_next_step = overlap;
+  options.emit_during_next_step = mode != Mode::kSync;
+  options.plan_ahead = mode == Mode::kPlanAhead;
   auto loop = EngineLoop::Create(device->get(), options);
   if (!loop.ok()) {
     std::fprintf(stderr, "engine_bench: %s\n", loop.status().ToString().c_str());
@@ -214,15 +220,19 @@ int main(int argc, char** argv) {
       "apply / emit p50 (us) |\n"
       "|---|---|---|---|---|---|---|---|---|---|\n");
   for (int rows : flags.rows) {
-    for (bool overlap : {false, true}) {
-      const convoy::RunResult r = convoy::RunOnce(flags, rows, overlap);
+    for (convoy::Mode mode :
+         {convoy::Mode::kSync, convoy::Mode::kOverlap, convoy::Mode::kPlanAhead}) {
+      const convoy::RunResult r = convoy::RunOnce(flags, rows, mode);
       std::printf(
           "| %d | %s | %lld | %.0f | %.0f | %.0f | %.3f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f "
           "/ %.0f / %.0f |\n",
-          rows, overlap ? "during the next step" : "between steps", static_cast<long long>(r.steps),
-          r.device_mean, r.itl_p50, r.itl_p99, r.device_mean > 0 ? r.itl_p50 / r.device_mean : 0.0,
-          r.engine_p50, r.engine_p99, r.critical_p50, r.critical_p99, r.plan_p50, r.launch_p50,
-          r.apply_p50, r.emit_p50);
+          rows,
+          mode == convoy::Mode::kSync      ? "between steps"
+          : mode == convoy::Mode::kOverlap ? "during the next step"
+                                           : "during the next step, planned ahead",
+          static_cast<long long>(r.steps), r.device_mean, r.itl_p50, r.itl_p99,
+          r.device_mean > 0 ? r.itl_p50 / r.device_mean : 0.0, r.engine_p50, r.engine_p99,
+          r.critical_p50, r.critical_p99, r.plan_p50, r.launch_p50, r.apply_p50, r.emit_p50);
       std::fflush(stdout);
     }
   }

@@ -34,6 +34,7 @@ EngineLoop::EngineLoop(Executor* executor, const EngineLoopOptions& options,
       clock_(options.clock != nullptr ? options.clock : RealClock::Get()),
       observer_(options.observer),
       emit_during_next_step_(options.emit_during_next_step),
+      plan_ahead_(options.plan_ahead),
       scheduler_(std::move(scheduler)),
       inbox_per_level_(scheduler_->options().priority_levels, 0),
       waiting_per_level_(scheduler_->options().priority_levels, 0),
@@ -205,7 +206,10 @@ void EngineLoop::Run() {
   IsolatedStep step(executor_);
   // Events of the last step, held to go out while the next step runs (emit_during_next_step).
   const bool overlap = emit_during_next_step_ && executor_->steps_asynchronously();
+  const bool plan_ahead = plan_ahead_ && executor_->steps_asynchronously();
   std::vector<Event> unsent;
+  // The step planned while the last one ran (Scheduler::ScheduleAhead), launched next.
+  std::optional<StepPlan> ahead;
   std::optional<absl::Time> wake_at;
   bool idle = false;          // the last Schedule had nothing to run
   bool stop_noticed = false;  // a drain sleeps until deadlines like any other pass
@@ -237,8 +241,9 @@ void EngineLoop::Run() {
     }
 
     Stopwatch stopwatch;  // from the end of the wait
-    // Between steps: the last step's result is in, the next is not planned yet.
-    ApplyPendingOptions();
+    // Between steps: the last step's result is in, the next is not launched yet. New knobs wait
+    // while a step is planned ahead under the old ones (none is planned while knobs wait).
+    if (!ahead) ApplyPendingOptions();
     absl::Time now = clock_->Now();
     for (auto& [request, callback] : inbox) {
       const RequestId id = request.id;
@@ -267,7 +272,13 @@ void EngineLoop::Run() {
       for (RequestId id : held) scheduler_->Cancel(id, now).IgnoreError();
     }
 
-    ScheduleDecision decision = scheduler_->Schedule(now);
+    ScheduleDecision decision;
+    if (ahead) {
+      StepPlan committed = scheduler_->CommitAhead(*std::move(ahead));
+      ahead.reset();
+      if (!committed.rows.empty()) decision.plan = std::move(committed);
+    }
+    if (!decision.plan) decision = scheduler_->Schedule(now);
     StepPhases phases;
     bool launched = false;
     if (decision.plan) {
@@ -291,6 +302,16 @@ void EngineLoop::Run() {
       Dispatch(std::move(unsent));
       unsent.clear();
       phases.emit = stopwatch.Lap();
+    }
+    if (launched && plan_ahead) {  // and the next step, unless new knobs wait
+      bool knobs_waiting;
+      {
+        absl::MutexLock lock(&mu_);
+        knobs_waiting = pending_options_.has_value();
+      }
+      if (!knobs_waiting) ahead = scheduler_->ScheduleAhead(clock_->Now());
+      if (ahead) mask_prefetcher_.Prefetch(*ahead);
+      phases.plan_ahead = stopwatch.Lap();
     }
     if (launched) {
       absl::StatusOr<StepResult> result = step.Collect();
@@ -325,7 +346,7 @@ void EngineLoop::Run() {
     }
     if (decision.plan.has_value()) {
       phases.engine_thread =
-          phases.plan + phases.emit + phases.apply +
+          phases.plan + phases.emit + phases.plan_ahead + phases.apply +
           (executor_->steps_asynchronously() ? phases.launch : absl::ZeroDuration());
       if (observer_ != nullptr) observer_->OnStepPhases(phases);
       absl::MutexLock lock(&mu_);
@@ -336,7 +357,7 @@ void EngineLoop::Run() {
 
     {
       absl::MutexLock lock(&mu_);
-      if (stopping_ && scheduler_->empty() && inbox_.empty() && unsent.empty()) {
+      if (stopping_ && scheduler_->empty() && inbox_.empty() && unsent.empty() && !ahead) {
         exited_ = true;
         break;
       }

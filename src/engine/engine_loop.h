@@ -6,8 +6,9 @@
 //
 // One pass of the loop, for an executor that runs steps on a thread of its own:
 //
-//   take the inbox and cancellations -> Scheduler::Schedule -> Executor::Launch(step N)
+//   take the inbox and cancellations -> Scheduler::CommitAhead (or Schedule) -> Launch(step N)
 //   emit step N-1's events to the front ends        (while step N runs)
+//   Scheduler::ScheduleAhead: plan step N+1         (while step N runs)
 //   Executor::Collect -> Scheduler::OnStepResult -> step N's events held for the next pass
 //
 // For an executor whose Launch runs the whole step, step N's events go out right after it.
@@ -48,6 +49,10 @@ struct EngineLoopOptions {
   // a step's events to the front ends while the next step runs, rather than between the two. Off
   // only to measure what the overlap saves (bench/scheduler/engine_bench.cc).
   bool emit_during_next_step = true;
+  // For such an executor too: plan the next step while one runs (Scheduler::ScheduleAhead), so
+  // that only applying a result and launching the next step stand between two steps. Off only to
+  // measure what it saves.
+  bool plan_ahead = true;
 };
 
 // The loop's state as of its last pass.
@@ -142,6 +147,7 @@ class EngineLoop final : public RequestEngine {
   Clock* const clock_;
   SchedulerObserver* const observer_;
   const bool emit_during_next_step_;
+  const bool plan_ahead_;
   std::unique_ptr<Scheduler> scheduler_;  // only the loop thread touches it
 
   // Only the loop thread.

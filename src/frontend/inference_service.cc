@@ -368,6 +368,7 @@ absl::Status InferenceService::FillServerInfo(const grpc::CallbackServerContext&
     means->set_plan_us(mean_us(totals.sum.plan));
     means->set_launch_us(mean_us(totals.sum.launch));
     means->set_emit_us(mean_us(totals.sum.emit));
+    means->set_plan_ahead_us(mean_us(totals.sum.plan_ahead));
     means->set_wait_us(mean_us(totals.sum.wait));
     means->set_apply_us(mean_us(totals.sum.apply));
     means->set_engine_thread_us(mean_us(totals.sum.engine_thread));

@@ -252,16 +252,17 @@ Metrics::Metrics(std::shared_ptr<prometheus::Registry> registry) : registry_(std
                       .Help("Tokens computed per engine step, padding excluded.")
                       .Register(r)
                       .Add({}, PowersOfTwo(65536));
-  auto& phases = BuildHistogram()
-                     .Name("convoy_engine_step_phase_seconds")
-                     .Help(
-                         "Time per engine step in each phase: plan, launch, emit, wait and apply "
-                         "on the engine thread; engine_thread, their sum less waiting (and less "
-                         "launch when the step runs on the engine thread); the executor's own "
-                         "prepare, forward and sample.")
-                     .Register(r);
-  for (const char* phase : {"plan", "launch", "emit", "wait", "apply", "engine_thread", "prepare",
-                            "forward", "sample"}) {
+  auto& phases =
+      BuildHistogram()
+          .Name("convoy_engine_step_phase_seconds")
+          .Help(
+              "Time per engine step in each phase: plan, launch, emit, plan_ahead, wait "
+              "and apply on the engine thread; engine_thread, their sum less waiting (and less "
+              "launch when the step runs on the engine thread); the executor's own "
+              "prepare, forward and sample.")
+          .Register(r);
+  for (const char* phase : {"plan", "launch", "emit", "plan_ahead", "wait", "apply",
+                            "engine_thread", "prepare", "forward", "sample"}) {
     step_phase_.push_back(&phases.Add({{"phase", phase}}, StepPhaseBuckets()));
   }
 
@@ -479,6 +480,7 @@ void Metrics::OnStepPhases(const StepPhases& p) {
   const absl::Duration each[] = {p.plan,
                                  p.launch,
                                  p.emit,
+                                 p.plan_ahead,
                                  p.wait,
                                  p.apply,
                                  p.engine_thread,

@@ -41,6 +41,7 @@ void StepPhaseTotals::Add(const StepPhases& phases) {
   sum.plan += phases.plan;
   sum.launch += phases.launch;
   sum.emit += phases.emit;
+  sum.plan_ahead += phases.plan_ahead;
   sum.wait += phases.wait;
   sum.apply += phases.apply;
   sum.engine_thread += phases.engine_thread;

@@ -36,7 +36,9 @@ Scheduler::Scheduler(const SchedulerOptions& options, SchedulerObserver* observe
 }
 
 absl::Status Scheduler::Reconfigure(const SchedulerOptions& options) {
-  if (in_flight_) return absl::FailedPreconditionError("a step is in flight");
+  if (in_flight_ || ahead_) {
+    return absl::FailedPreconditionError("a step is in flight or planned ahead");
+  }
   RETURN_IF_ERROR(options_.CheckFixedKnobsKept(options));
   RETURN_IF_ERROR(options.Validate());
   options_ = options;
@@ -255,23 +257,36 @@ void Scheduler::PublishComputedBlocks(Sequence* seq) {
   }
 }
 
-void Scheduler::AddRow(Sequence* seq, int32_t num_tokens, Draft* draft) {
-  const int64_t end = seq->num_computed + num_tokens;
+void Scheduler::AddRow(Sequence* seq, int32_t num_tokens, Draft* draft, int64_t offset) {
+  const int64_t start = seq->num_computed + offset;
+  const int64_t end = start + num_tokens;
+  const int64_t known = static_cast<int64_t>(seq->tokens.size());
+  const bool pending = start >= known;  // the token the step in flight samples
   StepRow row;
   row.seq_id = seq->request.id;
-  row.token_ids.assign(seq->tokens.begin() + seq->num_computed, seq->tokens.begin() + end);
-  row.start_pos = static_cast<int32_t>(seq->num_computed);
+  if (pending) {
+    row.token_ids.assign(1, kPendingToken);
+  } else {
+    row.token_ids.assign(seq->tokens.begin() + start, seq->tokens.begin() + end);
+  }
+  row.start_pos = static_cast<int32_t>(start);
   const auto& blocks = seq->blocks.blocks();
   row.block_table.assign(blocks.begin(), blocks.begin() + CeilDiv(end, options_.block_size));
-  row.sample = end == static_cast<int64_t>(seq->tokens.size());
+  row.sample = end >= known;
   row.sampling = seq->request.sampling;
-  row.sample_index = seq->num_generated();
+  row.sample_index = seq->num_generated() + (pending ? 1 : 0);
   if (row.sample) row.allowed_tokens = seq->request.constraint;
   draft->plan.rows.push_back(std::move(row));
   draft->rows.emplace_back(seq, num_tokens);
+  draft->records.push_back({seq->request.id, num_tokens, end >= known, pending || seq->decoding()});
   draft->padded_length = std::max(draft->padded_length, num_tokens);
   draft->real_tokens += num_tokens;
-  seq->in_flight = true;
+  if (draft->ahead) {
+    seq->ahead = true;
+  } else {
+    seq->in_flight = true;
+    seq->in_flight_tokens = num_tokens;
+  }
 }
 
 void Scheduler::Preempt(Sequence* seq) {
@@ -413,7 +428,7 @@ void Scheduler::FillGauges(StepStats* stats) {
 
 ScheduleDecision Scheduler::Schedule(absl::Time now) {
   ScheduleDecision decision;
-  if (in_flight_) return decision;
+  if (in_flight_ || ahead_) return decision;
   // Whatever the pass decides, the queue's service rate sees who started and who still waits.
   absl::Cleanup observe_service = [this, now] {
     service_rate_.Observe(now, started_this_pass_, num_waiting() > 0);
@@ -462,26 +477,31 @@ ScheduleDecision Scheduler::Schedule(absl::Time now) {
   }
 
   in_flight_ = true;
-  in_flight_rows_.clear();
+  in_flight_rows_ = std::move(draft.records);
+  CountStep(in_flight_rows_, draft.cache_queries, draft.cache_hits);
+  decision.plan = std::move(draft.plan);
+  return decision;
+}
+
+void Scheduler::CountStep(const std::vector<RowRecord>& records, int64_t cache_queries,
+                          int64_t cache_hits) {
   StepStats step;
-  step.num_rows = static_cast<int32_t>(draft.rows.size());
-  for (const auto& [seq, num_tokens] : draft.rows) {
-    const bool sample = seq->num_computed + num_tokens == static_cast<int64_t>(seq->tokens.size());
-    in_flight_rows_.push_back({seq->request.id, num_tokens, sample});
-    if (seq->decoding()) {
+  step.num_rows = static_cast<int32_t>(records.size());
+  for (const RowRecord& record : records) {
+    if (record.decode) {
       ++step.num_decode_rows;
     } else {
       ++step.num_prefill_rows;
     }
+    step.padded_length = std::max(step.padded_length, record.num_tokens);
+    step.real_tokens += record.num_tokens;
   }
-  step.padded_length = draft.padded_length;
-  step.real_tokens = draft.real_tokens;
-  step.padded_tokens = int64_t{step.num_rows} * draft.padded_length - draft.real_tokens;
+  step.padded_tokens = int64_t{step.num_rows} * step.padded_length - step.real_tokens;
   FillGauges(&step);
-  step.prefix_cache_queries = draft.cache_queries;
-  step.prefix_cache_hits = draft.cache_hits;
-  stats_.prefix_cache_queries += draft.cache_queries;
-  stats_.prefix_cache_hits += draft.cache_hits;
+  step.prefix_cache_queries = cache_queries;
+  step.prefix_cache_hits = cache_hits;
+  stats_.prefix_cache_queries += cache_queries;
+  stats_.prefix_cache_hits += cache_hits;
   ++stats_.steps;
   stats_.largest_step_rows_since_reconfigure =
       std::max(stats_.largest_step_rows_since_reconfigure, step.num_rows);
@@ -489,8 +509,109 @@ ScheduleDecision Scheduler::Schedule(absl::Time now) {
   stats_.real_tokens += step.real_tokens;
   stats_.padded_tokens += step.padded_tokens;
   if (observer_ != nullptr) observer_->OnStepPlanned(step);
-  decision.plan = std::move(draft.plan);
-  return decision;
+}
+
+std::optional<StepPlan> Scheduler::ScheduleAhead(absl::Time now) {
+  if (!in_flight_ || ahead_ || options_.mode != BatchingMode::kContinuous) return std::nullopt;
+  // The first position of `seq` that the step in flight does not cover, and whether that step
+  // samples the token there.
+  auto after_flight = [](const Sequence& seq) {
+    return seq.num_computed + (seq.in_flight ? seq.in_flight_tokens : 0);
+  };
+  auto decodes_ahead = [&](const Sequence& seq) {
+    const int64_t known = static_cast<int64_t>(seq.tokens.size());
+    if (!seq.in_flight || after_flight(seq) != known) return false;
+    // The step in flight brings it to its length: it ends there.
+    if (seq.num_generated() + 1 >= seq.max_tokens) return false;
+    return options_.max_model_len == 0 || known + 1 < options_.max_model_len;
+  };
+  int64_t need = 0;  // blocks for every decode row, checked before anything changes
+  for (const Sequence* seq : running_) {
+    // A constraint's next mask needs the token in flight.
+    if (seq->request.constraint != nullptr) return std::nullopt;
+    if (decodes_ahead(*seq)) {
+      need += seq->blocks.BlocksNeeded(static_cast<int64_t>(seq->tokens.size()) + 1);
+    } else if (!seq->in_flight && seq->decoding()) {
+      need += seq->blocks.BlocksNeeded(static_cast<int64_t>(seq->tokens.size()));
+    }
+  }
+  if (need > allocator_.num_free()) return std::nullopt;  // only a preemption would do
+
+  absl::Cleanup observe_service = [this, now] {
+    service_rate_.Observe(now, started_this_pass_, num_waiting() > 0);
+    started_this_pass_ = 0;
+  };
+  ExpireTimeouts(now);
+  Draft draft;
+  draft.ahead = true;
+  std::vector<std::pair<Sequence*, int64_t>> prefills;  // sequence, offset past num_computed
+  for (Sequence* seq : running_) {
+    const int64_t known = static_cast<int64_t>(seq->tokens.size());
+    if (decodes_ahead(*seq)) {
+      if (seq->blocks.Reserve(known + 1, &allocator_).ok()) {
+        AddRow(seq, 1, &draft, known - seq->num_computed);
+      }
+    } else if (!seq->in_flight && seq->decoding()) {
+      if (seq->blocks.Reserve(known, &allocator_).ok()) AddRow(seq, 1, &draft);
+    } else if (after_flight(*seq) < known && !seq->decoding()) {
+      prefills.emplace_back(seq, after_flight(*seq) - seq->num_computed);
+    }
+  }
+  std::sort(prefills.begin(), prefills.end(), [&](const auto& a, const auto& b) {
+    return std::make_tuple(EffectiveLevel(*a.first, now), a.first->admit_order) <
+           std::make_tuple(EffectiveLevel(*b.first, now), b.first->admit_order);
+  });
+  for (const auto& [seq, offset] : prefills) {
+    // ChunkThatFits counts the tokens in flight as if they came from the cache.
+    const int32_t chunk = ChunkThatFits(*seq, draft, offset);
+    if (chunk == 0) break;
+    AddRow(seq, chunk, &draft, offset);
+  }
+  Admit(now, options_.max_batch_size, /*joining=*/true, &draft);
+  if (draft.rows.empty()) return std::nullopt;
+  ahead_ = true;
+  ahead_rows_ = std::move(draft.records);
+  ahead_cache_queries_ = draft.cache_queries;
+  ahead_cache_hits_ = draft.cache_hits;
+  return std::move(draft.plan);
+}
+
+StepPlan Scheduler::CommitAhead(StepPlan plan) {
+  ahead_ = false;
+  std::vector<RowRecord> kept_rows;
+  kept_rows.reserve(ahead_rows_.size());
+  size_t kept = 0;
+  for (size_t i = 0; i < plan.rows.size() && i < ahead_rows_.size(); ++i) {
+    StepRow& row = plan.rows[i];
+    const RowRecord& record = ahead_rows_[i];
+    auto it = sequences_.find(record.id);
+    Sequence* seq = it == sequences_.end() ? nullptr : it->second.get();
+    if (seq != nullptr) seq->ahead = false;
+    // Ended since (a stop, a failure, a cancellation), or its step in flight did not leave it
+    // where the row starts: the row is left out, and the blocks reserved for it went (or go)
+    // with the sequence.
+    if (seq == nullptr || seq->state != SequenceState::kRunning || seq->cancel_requested ||
+        seq->in_flight || seq->num_computed != row.start_pos) {
+      continue;
+    }
+    if (row.token_ids[0] == kPendingToken) {
+      if (row.start_pos >= static_cast<int64_t>(seq->tokens.size())) continue;
+      row.token_ids[0] = seq->tokens[row.start_pos];
+      row.sample_index = seq->num_generated();
+    }
+    seq->in_flight = true;
+    seq->in_flight_tokens = record.num_tokens;
+    if (kept != i) plan.rows[kept] = std::move(row);
+    ++kept;
+    kept_rows.push_back(record);
+  }
+  plan.rows.resize(kept);
+  ahead_rows_.clear();
+  if (kept == 0) return plan;
+  in_flight_ = true;
+  in_flight_rows_ = std::move(kept_rows);
+  CountStep(in_flight_rows_, ahead_cache_queries_, ahead_cache_hits_);
+  return plan;
 }
 
 absl::Status Scheduler::OnStepResult(const StepResult& result, absl::Time now) {
@@ -518,6 +639,7 @@ absl::Status Scheduler::OnStepResult(const StepResult& result, absl::Time now) {
     if (it == sequences_.end()) continue;
     Sequence* seq = it->second.get();
     seq->in_flight = false;
+    seq->in_flight_tokens = 0;
     if (seq->cancel_requested) {
       Finish(seq, Outcome::kCancelled, absl::CancelledError("cancelled"), now);
       continue;
@@ -573,6 +695,7 @@ void Scheduler::OnStepFailed(const absl::Status& status, absl::Time now) {
     if (it == sequences_.end()) continue;
     Sequence* seq = it->second.get();
     seq->in_flight = false;
+    seq->in_flight_tokens = 0;
     if (seq->cancel_requested) {
       Finish(seq, Outcome::kCancelled, absl::CancelledError("cancelled"), now);
     } else {

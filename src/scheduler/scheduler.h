@@ -7,6 +7,13 @@
 //   OnStepResult(r, now) (or OnStepFailed) after the executor ran that plan
 //   TakeEvents()         -> token events and final outcomes, in order
 //
+// With an executor that runs steps asynchronously, the next step can be planned while one is in
+// flight (the engine loop does so, engine_loop.h):
+//
+//   Schedule -> step N launched -> ScheduleAhead(now): step N+1, its decode rows' tokens pending
+//   OnStepResult(N) -> CommitAhead(plan N+1): pending tokens filled from N, the rows of sequences
+//                      that N ended left out -> step N+1 launched -> ScheduleAhead ...
+//
 // Rules (each checked by tests/scheduler):
 // - Admission: a bounded queue per priority level (RESOURCE_EXHAUSTED when full), shared fairly
 //   between the clients of the level (client_share.h), preempted sequences first; a queue timeout
@@ -89,8 +96,26 @@ class Scheduler {
   absl::Status Cancel(RequestId id, absl::Time now);
 
   // Times out expired requests and plans the next step.
-  // REQUIRES: no step in flight.
+  // REQUIRES: no step in flight and none planned ahead.
   ScheduleDecision Schedule(absl::Time now);
+
+  // Plans the step after the one in flight, before its result: a sequence whose in-flight row
+  // samples gets a decode row at the position of that sample, its token kPendingToken; a prompt
+  // goes on after its in-flight chunk; waiting requests may be admitted. The step's blocks are
+  // reserved now. Nullopt (nothing changed) when that cannot be done without the result: static
+  // batching, a running request with a constraint (its next mask needs its last token), KV blocks
+  // that only a preemption would free, nothing to plan. A sequence that the in-flight step brings
+  // to its max_tokens gets no row.
+  // REQUIRES: a step in flight, none planned ahead.
+  std::optional<StepPlan> ScheduleAhead(absl::Time now);
+  // After OnStepResult (or OnStepFailed) of the step that was in flight: the step planned ahead,
+  // made runnable. Pending tokens become the tokens sampled; rows of sequences that have ended
+  // since (a stop, a failure, a cancellation) are left out. The result is the step in flight
+  // from here (then OnStepResult as usual); with no row left, nothing is in flight and Schedule
+  // plans as usual.
+  // REQUIRES: no step in flight, `plan` the one ScheduleAhead returned.
+  StepPlan CommitAhead(StepPlan plan);
+  bool step_planned_ahead() const { return ahead_; }
 
   // Applies the in-flight step's result: tokens appended, stop rules applied. A row whose
   // RowResult::status is not OK (left out of the step) ends its request as failed with it.
@@ -137,10 +162,13 @@ class Scheduler {
     RequestId id;
     int32_t num_tokens;
     bool sample;
+    bool decode;
   };
   // The step being planned.
   struct Draft {
+    bool ahead = false;  // planned while a step is in flight (ScheduleAhead)
     StepPlan plan;
+    std::vector<RowRecord> records;                   // per row of `plan`
     std::vector<std::pair<Sequence*, int32_t>> rows;  // sequence, tokens this step
     int32_t padded_length = 0;
     int64_t real_tokens = 0;
@@ -171,7 +199,12 @@ class Scheduler {
   bool UsesPrefixCache(const Sequence& seq) const {
     return options_.enable_prefix_caching && seq.request.use_prefix_cache;
   }
-  void AddRow(Sequence* seq, int32_t num_tokens, Draft* draft);
+  // `offset`: tokens past num_computed where the row starts (a row planned ahead of the step in
+  // flight); a row that starts at tokens.size() takes the token that step samples
+  // (kPendingToken).
+  void AddRow(Sequence* seq, int32_t num_tokens, Draft* draft, int64_t offset = 0);
+  // A step about to run: its counters, gauges and the observer's call.
+  void CountStep(const std::vector<RowRecord>& records, int64_t cache_queries, int64_t cache_hits);
   // The gauges of `stats` (running, KV blocks, queue depths) and the evictions since the last
   // report.
   void FillGauges(StepStats* stats);
@@ -203,6 +236,12 @@ class Scheduler {
 
   bool in_flight_ = false;
   std::vector<RowRecord> in_flight_rows_;
+  // The step planned ahead (ScheduleAhead) until CommitAhead: its rows, as in_flight_rows_, and
+  // its admissions' prefix cache lookups and hits, in tokens.
+  bool ahead_ = false;
+  std::vector<RowRecord> ahead_rows_;
+  int64_t ahead_cache_queries_ = 0;
+  int64_t ahead_cache_hits_ = 0;
 
   // Continuous or static: who joins the running batch and when results go out.
   std::unique_ptr<BatchPolicy> policy_;

@@ -47,8 +47,8 @@ struct StepStats {
 // Where one step's time went, as the engine loop measures it on its thread (engine_loop.cc), and as
 // the executor accounts for its own part.
 struct StepPhases {
-  // Timeouts expired, requests admitted, the step planned (Scheduler::Schedule), masks handed to
-  // be computed.
+  // Timeouts expired, requests admitted, the step planned (Scheduler::Schedule) or the one planned
+  // ahead made runnable (Scheduler::CommitAhead), masks handed to be computed.
   absl::Duration plan;
   // Rows checked and the step handed to the executor. For an executor that runs the step on the
   // engine thread (Executor::Launch's default), the whole step.
@@ -56,13 +56,15 @@ struct StepPhases {
   // The previous step's events handed to the front ends while this step ran, for an executor that
   // runs steps on a thread of its own; otherwise this step's events, after it.
   absl::Duration emit;
+  // The next step planned while this one ran (Scheduler::ScheduleAhead); off the critical path.
+  absl::Duration plan_ahead;
   // Waiting in Executor::Collect for the step's result.
   absl::Duration wait;
   // The result applied: tokens appended, stop rules, events made, the snapshot refreshed.
   absl::Duration apply;
-  // The engine thread's own work for the step: plan, emit and apply, and launch when the step
-  // runs elsewhere. What an asynchronous step leaves on the critical path is plan, launch and
-  // apply.
+  // The engine thread's own work for the step: plan, emit, plan_ahead and apply, and launch when
+  // the step runs elsewhere. What an asynchronous step leaves on the critical path is plan (the
+  // commit of a step planned ahead), launch and apply.
   absl::Duration engine_thread;
   ExecutorTimes executor;
 };

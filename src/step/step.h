@@ -20,6 +20,11 @@ namespace convoy {
 // allows 20 too). An executor may state fewer (ExecutorLimits::max_top_logprobs).
 inline constexpr int32_t kMaxTopLogprobs = 20;
 
+// A decode row's token in a step planned ahead of the step in flight: the token that step samples
+// for the sequence. The scheduler fills it in before the step is launched (Scheduler::CommitAhead);
+// no executor sees it.
+inline constexpr int32_t kPendingToken = -1;
+
 // One sequence's part of a step: a chunk of its prompt (prefill) or its newest token (decode).
 struct StepRow {
   int64_t seq_id = 0;

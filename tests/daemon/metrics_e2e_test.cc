@@ -114,8 +114,8 @@ TEST(DaemonMetricsTest, TheFakeDeviceServesAndTheStepPhasesAreMeasured) {
 
   auto metrics = HttpGet(port, "/metrics");
   ASSERT_TRUE(metrics.ok()) << metrics.status();
-  for (const char* phase : {"plan", "launch", "emit", "wait", "apply", "engine_thread", "prepare",
-                            "forward", "sample"}) {
+  for (const char* phase : {"plan", "launch", "emit", "plan_ahead", "wait", "apply",
+                            "engine_thread", "prepare", "forward", "sample"}) {
     EXPECT_EQ(Sample(metrics->body,
                      absl::StrCat("convoy_engine_step_phase_seconds_count{phase=\"", phase, "\"}")),
               static_cast<double>(means.steps()))

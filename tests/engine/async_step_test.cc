@@ -216,8 +216,10 @@ class PhaseObserver : public SchedulerObserver {
   std::vector<StepPhases> phases_ ABSL_GUARDED_BY(mu_);
 };
 
-EngineLoopOptions Options(bool overlap, SchedulerObserver* observer = nullptr) {
+EngineLoopOptions Options(bool overlap, SchedulerObserver* observer = nullptr,
+                          bool plan_ahead = true) {
   EngineLoopOptions options;
+  options.plan_ahead = plan_ahead;
   options.scheduler.max_batch_size = 32;
   options.scheduler.max_num_batched_tokens = 1024;
   options.scheduler.block_size = 4;
@@ -238,12 +240,13 @@ Request MakeRequest(RequestId id, int prompt_length, int max_tokens) {
 
 // Many requests from two threads: each gets exactly the fake's tokens for its prompt, whatever
 // shared its steps, then exactly one final; with the overlap, a token goes out while the next step
-// runs whenever the request has one more token to come.
-void ServeMany(bool overlap) {
+// runs whenever the request has one more token to come. Planning ahead, a decode row's token is the
+// one the step before sampled: a wrong fill-in changes every later token of the fake's chain.
+void ServeMany(bool overlap, bool plan_ahead) {
   auto device = MakeDevice(absl::Microseconds(300));
   ASSERT_NE(device, nullptr);
   PhaseObserver observer;
-  auto loop = EngineLoop::Create(device.get(), Options(overlap, &observer));
+  auto loop = EngineLoop::Create(device.get(), Options(overlap, &observer, plan_ahead));
   ASSERT_OK(loop);
   Collector collector(device.get());
   std::map<RequestId, Request> sent;
@@ -281,13 +284,21 @@ void ServeMany(bool overlap) {
     // The device's step, as it measured it, is at least its step time; the engine's own work
     // is everything but the wait.
     EXPECT_GE(p.executor.prepare + p.executor.forward + p.executor.sample, absl::Microseconds(300));
-    EXPECT_EQ(p.engine_thread, p.plan + p.launch + p.emit + p.apply);
+    EXPECT_EQ(p.engine_thread, p.plan + p.launch + p.emit + p.plan_ahead + p.apply);
   }
 }
 
-TEST(AsyncEngineTest, ServesEveryRequestExactlyWithTheOverlap) { ServeMany(/*overlap=*/true); }
+TEST(AsyncEngineTest, ServesEveryRequestExactlyPlanningAhead) {
+  ServeMany(/*overlap=*/true, /*plan_ahead=*/true);
+}
 
-TEST(AsyncEngineTest, ServesEveryRequestExactlyWithoutTheOverlap) { ServeMany(/*overlap=*/false); }
+TEST(AsyncEngineTest, ServesEveryRequestExactlyWithTheOverlapAlone) {
+  ServeMany(/*overlap=*/true, /*plan_ahead=*/false);
+}
+
+TEST(AsyncEngineTest, ServesEveryRequestExactlyWithoutTheOverlap) {
+  ServeMany(/*overlap=*/false, /*plan_ahead=*/false);
+}
 
 // A cancellation that arrives between a step's launch and its collection (from a token's
 // callback, which with the overlap runs while the next step is in flight) ends the request at the
@@ -338,6 +349,34 @@ TEST(AsyncEngineTest, ACancellationBetweenLaunchAndCollectEndsTheRequestOneStepL
   EXPECT_LE(tokens_of_1, 2);
   const EngineLoopSnapshot snapshot = (*loop)->snapshot();
   EXPECT_EQ(snapshot.kv_blocks_free, snapshot.kv_blocks_total);
+}
+
+// New knobs while steps are planned ahead: the reload waits for the step planned under the old
+// ones, applies, and every request still gets exactly its tokens.
+TEST(AsyncEngineTest, AReloadAppliesBetweenStepsPlannedAhead) {
+  auto device = MakeDevice(absl::Microseconds(300));
+  ASSERT_NE(device, nullptr);
+  auto loop = EngineLoop::Create(device.get(), Options(/*overlap=*/true));
+  ASSERT_OK(loop);
+  Collector collector(device.get());
+  std::map<RequestId, Request> sent;
+  for (RequestId id = 1; id <= 24; ++id) {
+    sent[id] = MakeRequest(id, 3 + id % 5, 60);
+    ASSERT_OK((*loop)->Submit(sent[id], collector.Callback()));
+  }
+  for (int32_t batch : {4, 16, 2, 32}) {
+    SchedulerOptions knobs = (*loop)->options();
+    knobs.max_batch_size = batch;
+    ASSERT_OK((*loop)->Reconfigure(knobs));
+    EXPECT_EQ((*loop)->options().max_batch_size, batch);
+  }
+  ASSERT_TRUE(collector.WaitForFinals(24));
+  (*loop)->Shutdown();
+  for (const auto& [id, final_event] : collector.finals()) {
+    EXPECT_EQ(final_event.outcome, Outcome::kCompleteLength) << id;
+    EXPECT_EQ(collector.tokens()[id], ExpectedTokens(*device, sent[id].prompt_tokens, 60)) << id;
+  }
+  EXPECT_EQ(collector.after_final(), 0);
 }
 
 // A stop token ends its request at once: no token past it, although the next step was planned

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "fake_executor.h"
@@ -69,12 +70,51 @@ class Harness {
     return status;
   }
 
-  // Plans and runs one step; false when there was nothing to run (see `decision`).
+  // Plans and runs one step; false when there was nothing to run (see `decision`). With
+  // `plan_ahead`, as the engine loop drives an asynchronous executor: the step planned ahead during
+  // the last one is committed and run, and the next one is planned ahead while this one "runs"
+  // (what the test does between two Step calls happens with a step planned ahead).
   bool Step() {
+    if (plan_ahead) return StepPlanningAhead();
     decision = scheduler->Schedule(clock.Now());
     Collect();
     if (!decision.plan) return false;
     absl::StatusOr<StepResult> result = RunStepIsolatingRows(executor, *decision.plan);
+    if (result.ok()) {
+      EXPECT_OK(scheduler->OnStepResult(*result, clock.Now()));
+    } else {
+      scheduler->OnStepFailed(result.status(), clock.Now());
+    }
+    Collect();
+    EXPECT_OK(scheduler->CheckInvariants());
+    return true;
+  }
+
+  bool StepPlanningAhead() {
+    std::optional<StepPlan> plan;
+    if (ahead) {
+      StepPlan committed = scheduler->CommitAhead(*std::move(ahead));
+      ahead.reset();
+      Collect();
+      if (!committed.rows.empty()) plan = std::move(committed);
+    }
+    if (!plan) {
+      decision = scheduler->Schedule(clock.Now());
+      Collect();
+      if (!decision.plan) return false;
+      plan = *decision.plan;
+    }
+    IsolatedStep step(&executor);
+    absl::Status launched = step.Launch(*plan);
+    if (!launched.ok()) {
+      scheduler->OnStepFailed(launched, clock.Now());
+      Collect();
+      return true;
+    }
+    ahead = scheduler->ScheduleAhead(clock.Now());
+    if (ahead) ++steps_planned_ahead;
+    Collect();
+    absl::StatusOr<StepResult> result = step.Collect();
     if (result.ok()) {
       EXPECT_OK(scheduler->OnStepResult(*result, clock.Now()));
     } else {
@@ -111,6 +151,9 @@ class Harness {
   FakeExecutor executor;
   std::unique_ptr<Scheduler> scheduler;
   ScheduleDecision decision;
+  bool plan_ahead = false;
+  std::optional<StepPlan> ahead;  // planned during the last step (plan_ahead)
+  int64_t steps_planned_ahead = 0;
   std::map<RequestId, std::vector<int32_t>> tokens;
   std::map<RequestId, std::vector<Event>> finals;
   std::vector<Event> events;

@@ -19,6 +19,7 @@ struct Scenario {
   int32_t prefill_chunk_size;
   absl::Duration max_queue_delay;
   std::vector<int32_t> preferred;
+  bool plan_ahead = false;  // the next step planned while one runs (Scheduler::ScheduleAhead)
 };
 
 class RandomTest : public ::testing::TestWithParam<Scenario> {};
@@ -39,6 +40,7 @@ TEST_P(RandomTest, EveryRequestEndsExactlyOnceAndAllBlocksAreFree) {
   options.block_size = 4;
   options.num_blocks = 48;
   Harness h(options);
+  h.plan_ahead = scenario.plan_ahead;
 
   std::mt19937 rng(1234);
   auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
@@ -103,6 +105,11 @@ TEST_P(RandomTest, EveryRequestEndsExactlyOnceAndAllBlocksAreFree) {
   EXPECT_EQ(h.scheduler->allocator().num_free(), options.num_blocks);
   EXPECT_OK(h.scheduler->allocator().CheckInvariants());
   EXPECT_OK(h.scheduler->CheckInvariants());
+  if (scenario.plan_ahead && scenario.mode == BatchingMode::kContinuous) {
+    EXPECT_GT(h.steps_planned_ahead, steps / 2);
+  } else {
+    EXPECT_EQ(h.steps_planned_ahead, 0);  // static batching never plans ahead
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -116,7 +123,31 @@ INSTANTIATE_TEST_SUITE_P(
                  32,
                  absl::Milliseconds(2),
                  {4, 8}},
-        Scenario{"static", BatchingMode::kStatic, 8, 256, 64, absl::Milliseconds(1), {4}}),
+        Scenario{"static", BatchingMode::kStatic, 8, 256, 64, absl::Milliseconds(1), {4}},
+        Scenario{"continuous_ahead",
+                 BatchingMode::kContinuous,
+                 8,
+                 64,
+                 16,
+                 absl::ZeroDuration(),
+                 {},
+                 /*plan_ahead=*/true},
+        Scenario{"continuous_delay_ahead",
+                 BatchingMode::kContinuous,
+                 16,
+                 128,
+                 32,
+                 absl::Milliseconds(2),
+                 {4, 8},
+                 /*plan_ahead=*/true},
+        Scenario{"static_ahead",
+                 BatchingMode::kStatic,
+                 8,
+                 256,
+                 64,
+                 absl::Milliseconds(1),
+                 {4},
+                 /*plan_ahead=*/true}),
     [](const ::testing::TestParamInfo<Scenario>& info) { return std::string(info.param.name); });
 
 }  // namespace
