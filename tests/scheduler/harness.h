@@ -79,14 +79,7 @@ class Harness {
     decision = scheduler->Schedule(clock.Now());
     Collect();
     if (!decision.plan) return false;
-    absl::StatusOr<StepResult> result = RunStepIsolatingRows(executor, *decision.plan);
-    if (result.ok()) {
-      EXPECT_OK(scheduler->OnStepResult(*result, clock.Now()));
-    } else {
-      scheduler->OnStepFailed(result.status(), clock.Now());
-    }
-    Collect();
-    EXPECT_OK(scheduler->CheckInvariants());
+    Apply(RunStepIsolatingRows(executor, *decision.plan));
     return true;
   }
 
@@ -114,14 +107,7 @@ class Harness {
     ahead = scheduler->ScheduleAhead(clock.Now());
     if (ahead) ++steps_planned_ahead;
     Collect();
-    absl::StatusOr<StepResult> result = step.Collect();
-    if (result.ok()) {
-      EXPECT_OK(scheduler->OnStepResult(*result, clock.Now()));
-    } else {
-      scheduler->OnStepFailed(result.status(), clock.Now());
-    }
-    Collect();
-    EXPECT_OK(scheduler->CheckInvariants());
+    Apply(step.Collect());
     return true;
   }
 
@@ -159,6 +145,17 @@ class Harness {
   std::vector<Event> events;
 
  private:
+  // The step's result (or failure) handed to the scheduler, its events collected.
+  void Apply(const absl::StatusOr<StepResult>& result) {
+    if (result.ok()) {
+      EXPECT_OK(scheduler->OnStepResult(*result, clock.Now()));
+    } else {
+      scheduler->OnStepFailed(result.status(), clock.Now());
+    }
+    Collect();
+    EXPECT_OK(scheduler->CheckInvariants());
+  }
+
   void Collect() {
     for (Event& event : scheduler->TakeEvents()) {
       if (event.kind == Event::Kind::kToken) {
