@@ -210,6 +210,8 @@ void EngineLoop::Run() {
   std::vector<Event> unsent;
   // The step planned while the last one ran (Scheduler::ScheduleAhead), launched next.
   std::optional<StepPlan> ahead;
+  // The step launched, unchanged until collected; then its storage goes back to the scheduler.
+  StepPlan running;
   std::optional<absl::Time> wake_at;
   bool idle = false;          // the last Schedule had nothing to run
   bool stop_noticed = false;  // a drain sleeps until deadlines like any other pass
@@ -289,8 +291,9 @@ void EngineLoop::Run() {
         PublishWaiting();
       }
       mask_prefetcher_.Prefetch(*decision.plan);
+      running = *std::move(decision.plan);
       phases.plan = stopwatch.Lap();
-      absl::Status started = step.Launch(std::move(*decision.plan));
+      absl::Status started = step.Launch(running);
       phases.launch = stopwatch.Lap();
       if (started.ok()) {
         launched = true;
@@ -324,6 +327,7 @@ void EngineLoop::Run() {
         scheduler_->OnStepFailed(result.status(), now);
       }
     }
+    if (decision.plan.has_value()) scheduler_->RecyclePlan(std::move(running));
     std::vector<Event> events = scheduler_->TakeEvents();
     {
       // Refreshed before the events go out: whoever sees a request's final event also sees its

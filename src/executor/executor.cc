@@ -74,7 +74,7 @@ absl::Status ValidateStepPlan(const StepPlan& plan, const ModelConfig& model,
   return absl::OkStatus();
 }
 
-absl::Status Executor::Launch(StepPlan plan) {
+absl::Status Executor::Launch(const StepPlan& plan) {
   if (launched_) return absl::FailedPreconditionError("a step is launched and not collected");
   launched_ = Step(plan);
   return absl::OkStatus();
@@ -93,7 +93,7 @@ absl::StatusOr<StepResult> RunStepIsolatingRows(Executor& executor, const StepPl
   return step.Collect();
 }
 
-absl::Status IsolatedStep::Launch(StepPlan plan) {
+absl::Status IsolatedStep::Launch(const StepPlan& plan) {
   seq_ids_.clear();
   checks_.clear();
   seq_ids_.reserve(plan.rows.size());
@@ -104,18 +104,18 @@ absl::Status IsolatedStep::Launch(StepPlan plan) {
     checks_.push_back(executor_->CheckRow(row));
     all_good = all_good && checks_.back().ok();
   }
-  if (!all_good) {
-    size_t kept = 0;
-    for (size_t r = 0; r < plan.rows.size(); ++r) {
-      if (!checks_[r].ok()) continue;
-      if (kept != r) plan.rows[kept] = std::move(plan.rows[r]);
-      ++kept;
-    }
-    plan.rows.resize(kept);
+  if (all_good) {
+    any_launched_ = !plan.rows.empty();
+    if (!any_launched_) return absl::OkStatus();
+    return executor_->Launch(plan);
   }
-  any_launched_ = !plan.rows.empty();
+  good_.rows.clear();
+  for (size_t r = 0; r < plan.rows.size(); ++r) {
+    if (checks_[r].ok()) good_.rows.push_back(plan.rows[r]);
+  }
+  any_launched_ = !good_.rows.empty();
   if (!any_launched_) return absl::OkStatus();  // nothing runs; Collect reports every row
-  return executor_->Launch(std::move(plan));
+  return executor_->Launch(good_);
 }
 
 absl::StatusOr<StepResult> IsolatedStep::Collect() {

@@ -5,8 +5,9 @@
 //
 // The step's life, as the engine drives it (engine/engine_loop.h):
 //
-//   Launch(plan)   the executor owns the plan from here; the step may run on a thread or stream
-//                  of its own while the engine emits the previous step's events
+//   Launch(plan)   the step may run on a thread or stream of the executor's own while the engine
+//                  emits the previous step's events; the caller keeps `plan` unchanged until
+//                  Collect returns, and may then reuse its storage for a later step
 //   Collect()      waits for that step and returns its result; then the next Launch
 //
 // An executor whose step runs on the caller's thread (the CPU executor, the CUDA executor for
@@ -38,10 +39,11 @@ class Executor {
   // Runs one forward step. Rows are padded to the longest row and masked (causal plus padding).
   // INVALID_ARGUMENT names the row and field of a malformed plan; nothing is written then.
   virtual absl::StatusOr<StepResult> Step(const StepPlan& plan) = 0;
-  // Starts a step; its result, or its error, comes from the next Collect. One step at a time:
-  // FAILED_PRECONDITION while one is launched and not collected (nothing starts then). By
-  // default it runs Step on the caller's thread.
-  virtual absl::Status Launch(StepPlan plan);
+  // Starts a step; its result, or its error, comes from the next Collect. `plan` must stay
+  // unchanged until Collect returns. One step at a time: FAILED_PRECONDITION while one is
+  // launched and not collected (nothing starts then). By default it runs Step on the caller's
+  // thread.
+  virtual absl::Status Launch(const StepPlan& plan);
   // Waits for the launched step and returns what Step would have. FAILED_PRECONDITION when no
   // step is launched.
   virtual absl::StatusOr<StepResult> Collect();
@@ -77,7 +79,8 @@ class IsolatedStep {
  public:
   explicit IsolatedStep(Executor* executor) : executor_(executor) {}
   // An error here is the step's own (nothing was launched); Collect must not be called then.
-  absl::Status Launch(StepPlan plan);
+  // `plan` must stay unchanged until Collect returns.
+  absl::Status Launch(const StepPlan& plan);
   absl::StatusOr<StepResult> Collect();
 
  private:
@@ -86,6 +89,8 @@ class IsolatedStep {
   std::vector<int64_t> seq_ids_;
   std::vector<absl::Status> checks_;
   bool any_launched_ = false;
+  // The rows that passed, when some did not (the executor reads them until Collect).
+  StepPlan good_;
 };
 
 // Checks a plan against the model and cache before anything runs: every row, and no sequence

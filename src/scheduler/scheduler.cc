@@ -263,6 +263,10 @@ void Scheduler::AddRow(Sequence* seq, int32_t num_tokens, Draft* draft, int64_t 
   const int64_t known = static_cast<int64_t>(seq->tokens.size());
   const bool pending = start >= known;  // the token the step in flight samples
   StepRow row;
+  if (!spare_rows_.empty()) {  // its lists keep their capacity
+    row = std::move(spare_rows_.back());
+    spare_rows_.pop_back();
+  }
   row.seq_id = seq->request.id;
   if (pending) {
     row.token_ids.assign(1, kPendingToken);
@@ -275,7 +279,8 @@ void Scheduler::AddRow(Sequence* seq, int32_t num_tokens, Draft* draft, int64_t 
   row.sample = end >= known;
   row.sampling = seq->request.sampling;
   row.sample_index = seq->num_generated() + (pending ? 1 : 0);
-  if (row.sample) row.allowed_tokens = seq->request.constraint;
+  row.return_logits = false;
+  row.allowed_tokens = row.sample ? seq->request.constraint : nullptr;
   draft->plan.rows.push_back(std::move(row));
   draft->rows.emplace_back(seq, num_tokens);
   draft->records.push_back({seq->request.id, num_tokens, end >= known, pending || seq->decoding()});
@@ -436,7 +441,7 @@ ScheduleDecision Scheduler::Schedule(absl::Time now) {
   };
   ExpireTimeouts(now);
 
-  Draft draft;
+  Draft draft = NewDraft();
   std::optional<absl::Time> fire_at;
   const bool batch_running = policy_->BatchRunning(!running_.empty());
   if (batch_running) {
@@ -481,6 +486,27 @@ ScheduleDecision Scheduler::Schedule(absl::Time now) {
   CountStep(in_flight_rows_, draft.cache_queries, draft.cache_hits);
   decision.plan = std::move(draft.plan);
   return decision;
+}
+
+Scheduler::Draft Scheduler::NewDraft() {
+  Draft draft;
+  if (!spare_row_vectors_.empty()) {
+    draft.plan.rows = std::move(spare_row_vectors_.back());
+    spare_row_vectors_.pop_back();
+  }
+  draft.records.reserve(running_.size() + 16);
+  return draft;
+}
+
+void Scheduler::RecyclePlan(StepPlan plan) {
+  // Bounded by what a step can hold, so a burst of large steps does not keep memory forever.
+  const size_t limit = 2 * static_cast<size_t>(std::max(options_.max_batch_size, 1));
+  for (StepRow& row : plan.rows) {
+    if (spare_rows_.size() >= limit) break;
+    spare_rows_.push_back(std::move(row));
+  }
+  plan.rows.clear();
+  if (spare_row_vectors_.size() < 2) spare_row_vectors_.push_back(std::move(plan.rows));
 }
 
 void Scheduler::CountStep(const std::vector<RowRecord>& records, int64_t cache_queries,
@@ -542,7 +568,7 @@ std::optional<StepPlan> Scheduler::ScheduleAhead(absl::Time now) {
     started_this_pass_ = 0;
   };
   ExpireTimeouts(now);
-  Draft draft;
+  Draft draft = NewDraft();
   draft.ahead = true;
   std::vector<std::pair<Sequence*, int64_t>> prefills;  // sequence, offset past num_computed
   for (Sequence* seq : running_) {
@@ -633,6 +659,7 @@ absl::Status Scheduler::OnStepResult(const StepResult& result, absl::Time now) {
     return mismatch;
   }
   in_flight_ = false;
+  events_.reserve(events_.size() + in_flight_rows_.size());
   for (size_t i = 0; i < in_flight_rows_.size(); ++i) {
     const RowRecord& record = in_flight_rows_[i];
     auto it = sequences_.find(record.id);

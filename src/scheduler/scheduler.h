@@ -116,6 +116,10 @@ class Scheduler {
   // REQUIRES: no step in flight, `plan` the one ScheduleAhead returned.
   StepPlan CommitAhead(StepPlan plan);
   bool step_planned_ahead() const { return ahead_; }
+  // Hands back a plan that has run, so that later plans reuse its storage: in the steady state a
+  // step is planned with no allocation per row (its rows' token and block lists keep their
+  // capacity).
+  void RecyclePlan(StepPlan plan);
 
   // Applies the in-flight step's result: tokens appended, stop rules applied. A row whose
   // RowResult::status is not OK (left out of the step) ends its request as failed with it.
@@ -203,6 +207,8 @@ class Scheduler {
   // flight); a row that starts at tokens.size() takes the token that step samples
   // (kPendingToken).
   void AddRow(Sequence* seq, int32_t num_tokens, Draft* draft, int64_t offset = 0);
+  // An empty draft over recycled storage (RecyclePlan).
+  Draft NewDraft();
   // A step about to run: its counters, gauges and the observer's call.
   void CountStep(const std::vector<RowRecord>& records, int64_t cache_queries, int64_t cache_hits);
   // The gauges of `stats` (running, KV blocks, queue depths) and the evictions since the last
@@ -242,6 +248,10 @@ class Scheduler {
   std::vector<RowRecord> ahead_rows_;
   int64_t ahead_cache_queries_ = 0;
   int64_t ahead_cache_hits_ = 0;
+  // Storage of plans that have run (RecyclePlan): rows whose lists keep their capacity, and
+  // emptied row vectors.
+  std::vector<StepRow> spare_rows_;
+  std::vector<std::vector<StepRow>> spare_row_vectors_;
 
   // Continuous or static: who joins the running batch and when results go out.
   std::unique_ptr<BatchPolicy> policy_;

@@ -590,7 +590,7 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::CreateRandom(
 }
 
 absl::StatusOr<StepResult> CudaExecutor::Step(const StepPlan& plan) { return impl_->Step(plan); }
-absl::Status CudaExecutor::Launch(StepPlan plan) { return impl_->Launch(plan); }
+absl::Status CudaExecutor::Launch(const StepPlan& plan) { return impl_->Launch(plan); }
 absl::StatusOr<StepResult> CudaExecutor::Collect() { return impl_->Collect(); }
 const ModelConfig& CudaExecutor::model_config() const { return impl_->model->config(); }
 const KvCacheSpec& CudaExecutor::kv_spec() const { return impl_->spec; }

@@ -71,7 +71,7 @@ class CudaExecutor final : public Executor {
   absl::StatusOr<StepResult> Step(const StepPlan& plan) override;
   // The step's kernels and the copy of its sampled tokens are queued on the executor's stream;
   // Collect waits for them, so the engine emits the previous step's tokens meanwhile.
-  absl::Status Launch(StepPlan plan) override;
+  absl::Status Launch(const StepPlan& plan) override;
   absl::StatusOr<StepResult> Collect() override;
   bool steps_asynchronously() const override { return true; }
   const ModelConfig& model_config() const override;

@@ -110,7 +110,7 @@ absl::StatusOr<StepResult> FakeDeviceExecutor::Step(const StepPlan& plan) {
   return Collect();
 }
 
-absl::Status FakeDeviceExecutor::Launch(StepPlan plan) {
+absl::Status FakeDeviceExecutor::Launch(const StepPlan& plan) {
   // The step starts now, as on a device whose queue is empty; it ends a fixed time later however
   // soon the device thread picks it up.
   int64_t tokens = 0;
@@ -122,7 +122,7 @@ absl::Status FakeDeviceExecutor::Launch(StepPlan plan) {
   step_end_ =
       now + absl::ToChronoNanoseconds(options_.step_time + options_.time_per_token * tokens);
   step_start_ = now;
-  pending_ = std::move(plan);
+  pending_ = &plan;
   return absl::OkStatus();
 }
 
@@ -158,30 +158,28 @@ void FakeDeviceExecutor::DeviceThread() {
   prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   SteadyClock::time_point last_step = SteadyClock::now();
   while (true) {
-    StepPlan plan;
-    bool taken = false;
+    const StepPlan* plan = nullptr;
     {
       absl::MutexLock lock(&mu_);
       if (!pending_ && !stopping_ && SteadyClock::now() - last_step >= kIdle) {
         auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return pending_.has_value() || stopping_;
+          return pending_ != nullptr || stopping_;
         };
         mu_.Await(absl::Condition(&has_work));
       }
-      if (pending_) {
-        plan = std::move(*pending_);
-        pending_.reset();
-        taken = true;
+      if (pending_ != nullptr) {
+        plan = pending_;
+        pending_ = nullptr;
       } else if (stopping_) {
         return;  // nothing launched
       }
     }
-    if (!taken) {
+    if (plan == nullptr) {
       SleepUntil(SteadyClock::now() + kPoll);
       continue;
     }
     StepResult result;
-    absl::Status status = Run(plan, &result);
+    absl::Status status = Run(*plan, &result);
     {
       absl::MutexLock lock(&mu_);
       done_status_ = std::move(status);

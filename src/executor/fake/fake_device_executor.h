@@ -50,7 +50,7 @@ class FakeDeviceExecutor final : public Executor {
   ~FakeDeviceExecutor() override;
 
   absl::StatusOr<StepResult> Step(const StepPlan& plan) override;
-  absl::Status Launch(StepPlan plan) override;
+  absl::Status Launch(const StepPlan& plan) override;
   absl::StatusOr<StepResult> Collect() override;
   bool steps_asynchronously() const override { return true; }
 
@@ -80,7 +80,8 @@ class FakeDeviceExecutor final : public Executor {
   mutable absl::Mutex mu_;
   // The caller's side: a step is launched from Launch until Collect returns its result.
   bool launched_ ABSL_GUARDED_BY(mu_) = false;
-  std::optional<StepPlan> pending_ ABSL_GUARDED_BY(mu_);  // taken by the device thread
+  // The launched plan (the caller's, unchanged until Collect), until the device thread takes it.
+  const StepPlan* pending_ ABSL_GUARDED_BY(mu_) = nullptr;
   // When the launched step started and when it ends.
   std::chrono::steady_clock::time_point step_start_ ABSL_GUARDED_BY(mu_);
   std::chrono::steady_clock::time_point step_end_ ABSL_GUARDED_BY(mu_);
