@@ -233,6 +233,25 @@ serve_part() {
     rows+=("| convoyd + convoy-bench (256 req, 64 in flight) | done $done_n, failed $fail_n, $tok_s output tok/s |")
     [ "${fail_n:-1}" = "0" ] || failed=$((failed + 1))
   fi
+  # Serving inter-token latency against the device's step (issue 23): 64 requests decoding at
+  # once, each replaced when it ends; compare its p50 with gpu_bench's batch-64 decode step. The
+  # server's own account of a step (convoy info's step_phase_means, over both runs) goes with it.
+  if run_step steady_decode 40 "$bin/convoy-bench" run --addr 127.0.0.1:$port \
+      --workload bench/workloads/steady_decode.pbtxt --concurrency 64 --duration-s 15 \
+      --progress=false --json "$out/steady_decode.json"; then
+    "$bin/convoy" info --addr 127.0.0.1:$port >"$out/convoy-info-after.txt" 2>&1
+    local itl phases
+    itl=$(python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+print("%.3f / %.3f ms" % (d["classes"][-1]["itl_s"]["p50"] * 1e3, d["classes"][-1]["itl_s"]["p99"] * 1e3))' \
+      "$out/steady_decode.json" 2>/dev/null)
+    phases=$(python3 -c 'import json, sys
+m = json.load(open(sys.argv[1]))["server"].get("step_phase_means", {})
+print("device wait %.0f us, engine thread %.0f us (plan %.0f, launch %.0f, apply %.0f)" % tuple(
+    m.get(k, 0) for k in ("wait_us", "engine_thread_us", "plan_us", "launch_us", "apply_us")))' \
+      "$out/convoy-info-after.txt" 2>/dev/null)
+    rows+=("| convoyd ITL p50 / p99, 64 decoding (steady_decode) | ${itl:-unread}; per step: ${phases:-unread}; divide the p50 by gpu_bench's b=64 decode step |")
+  fi
   # The drain: a run that lasts several seconds, SIGTERM one second in; admitted requests finish,
   # later ones are refused with UNAVAILABLE.
   "$bin/convoy-bench" run --addr 127.0.0.1:$port --workload bench/workloads/gpu_compare.pbtxt \
