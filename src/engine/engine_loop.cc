@@ -276,7 +276,7 @@ void EngineLoop::Run() {
 
     ScheduleDecision decision;
     if (ahead) {
-      StepPlan committed = scheduler_->CommitAhead(*std::move(ahead));
+      StepPlan committed = scheduler_->CommitAhead(*std::move(ahead), now);
       ahead.reset();
       if (!committed.rows.empty()) decision.plan = std::move(committed);
     }

@@ -602,7 +602,7 @@ std::optional<StepPlan> Scheduler::ScheduleAhead(absl::Time now) {
   return std::move(draft.plan);
 }
 
-StepPlan Scheduler::CommitAhead(StepPlan plan) {
+StepPlan Scheduler::CommitAhead(StepPlan plan, absl::Time now) {
   ahead_ = false;
   std::vector<RowRecord> kept_rows;
   kept_rows.reserve(ahead_rows_.size());
@@ -634,6 +634,25 @@ StepPlan Scheduler::CommitAhead(StepPlan plan) {
   plan.rows.resize(kept);
   ahead_rows_.clear();
   if (kept == 0) return plan;
+  ExpireTimeouts(now);
+  if (num_waiting() > 0) {
+    // Requests that came while the step was planned ahead join it where it has room, as they
+    // would have joined a step planned now.
+    Draft draft;
+    draft.plan = std::move(plan);
+    draft.records = std::move(kept_rows);
+    for (const StepRow& row : draft.plan.rows) {
+      const int32_t n = static_cast<int32_t>(row.token_ids.size());
+      draft.rows.emplace_back(sequences_.at(row.seq_id).get(), n);
+      draft.padded_length = std::max(draft.padded_length, n);
+      draft.real_tokens += n;
+    }
+    Admit(now, options_.max_batch_size, /*joining=*/true, &draft);
+    plan = std::move(draft.plan);
+    kept_rows = std::move(draft.records);
+    ahead_cache_queries_ += draft.cache_queries;
+    ahead_cache_hits_ += draft.cache_hits;
+  }
   in_flight_ = true;
   in_flight_rows_ = std::move(kept_rows);
   CountStep(in_flight_rows_, ahead_cache_queries_, ahead_cache_hits_);

@@ -11,8 +11,9 @@
 // flight (the engine loop does so, engine_loop.h):
 //
 //   Schedule -> step N launched -> ScheduleAhead(now): step N+1, its decode rows' tokens pending
-//   OnStepResult(N) -> CommitAhead(plan N+1): pending tokens filled from N, the rows of sequences
-//                      that N ended left out -> step N+1 launched -> ScheduleAhead ...
+//   OnStepResult(N) -> CommitAhead(plan N+1, now): pending tokens filled from N, the rows of
+//                      sequences that N ended left out, requests that came meanwhile admitted
+//                      -> step N+1 launched -> ScheduleAhead ...
 //
 // Rules (each checked by tests/scheduler):
 // - Admission: a bounded queue per priority level (RESOURCE_EXHAUSTED when full), shared fairly
@@ -110,11 +111,12 @@ class Scheduler {
   std::optional<StepPlan> ScheduleAhead(absl::Time now);
   // After OnStepResult (or OnStepFailed) of the step that was in flight: the step planned ahead,
   // made runnable. Pending tokens become the tokens sampled; rows of sequences that have ended
-  // since (a stop, a failure, a cancellation) are left out. The result is the step in flight
-  // from here (then OnStepResult as usual); with no row left, nothing is in flight and Schedule
-  // plans as usual.
+  // since (a stop, a failure, a cancellation) are left out; requests waiting now join where the
+  // step has room (expired ones time out first). The result is the step in flight from here
+  // (then OnStepResult as usual); with no row left, nothing is in flight and Schedule plans as
+  // usual.
   // REQUIRES: no step in flight, `plan` the one ScheduleAhead returned.
-  StepPlan CommitAhead(StepPlan plan);
+  StepPlan CommitAhead(StepPlan plan, absl::Time now);
   bool step_planned_ahead() const { return ahead_; }
   // Hands back a plan that has run, so that later plans reuse its storage: in the steady state a
   // step is planned with no allocation per row (its rows' token and block lists keep their

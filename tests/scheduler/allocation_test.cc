@@ -71,7 +71,7 @@ int64_t AllocationsPerStep(int32_t rows, int warmup, int measured) {
     counting = measure;
     StepPlan plan;
     if (ahead) {
-      plan = scheduler.CommitAhead(*std::move(ahead));
+      plan = scheduler.CommitAhead(*std::move(ahead), clock.Now());
       ahead.reset();
     } else {
       plan = *scheduler.Schedule(clock.Now()).plan;

@@ -86,7 +86,7 @@ class Harness {
   bool StepPlanningAhead() {
     std::optional<StepPlan> plan;
     if (ahead) {
-      StepPlan committed = scheduler->CommitAhead(*std::move(ahead));
+      StepPlan committed = scheduler->CommitAhead(*std::move(ahead), clock.Now());
       ahead.reset();
       Collect();
       if (!committed.rows.empty()) plan = std::move(committed);
