@@ -84,6 +84,26 @@ TEST(FakeDeviceTest, LaunchReturnsAndCollectHandsBackTheStep) {
   EXPECT_THAT(device->Collect(), StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::_));
 }
 
+// A step lasts its step time plus its time per token, from its launch.
+TEST(FakeDeviceTest, APrefillChunkCostsItsTimePerToken) {
+  FakeDeviceOptions options;
+  options.step_time = absl::Milliseconds(1);
+  options.time_per_token = absl::Microseconds(200);
+  options.block_size = 4;
+  auto device = FakeDeviceExecutor::Create(TinyModelConfig(), options);
+  ASSERT_OK(device);
+  StepPlan plan;
+  StepRow prefill = DecodeRow(1, 5, 0, 0);
+  prefill.token_ids = {5, 6, 7, 8, 9, 10, 11, 12, 13, 14};  // positions 0..9: three blocks
+  prefill.block_table = {0, 1, 2};
+  plan.rows.push_back(prefill);
+  absl::StatusOr<StepResult> result = (*device)->Step(plan);
+  ASSERT_OK(result);
+  EXPECT_EQ(result->rows[0].token, (*device)->TokenAfter(14, 10));
+  EXPECT_GE(result->times.prepare + result->times.forward + result->times.sample,
+            absl::Milliseconds(3));  // 1 ms + 10 x 200 us
+}
+
 TEST(FakeDeviceTest, AMalformedPlanFailsAtCollectNamingTheRow) {
   auto device = MakeDevice(absl::Microseconds(100));
   ASSERT_NE(device, nullptr);

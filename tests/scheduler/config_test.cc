@@ -227,6 +227,11 @@ TEST(ServerConfigTest, SemanticErrorsNameFileLineFieldAndReason) {
   EXPECT_THAT(ParseServerConfig("kv_cache { block_size: 0 }", "k.pbtxt"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("k.pbtxt:1: kv_cache.block_size: block_size must be at least 1")));
+  EXPECT_THAT(
+      ParseServerConfig("executor {\n device: FAKE\n fake_step_microseconds: 0\n}", "e.pbtxt"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("e.pbtxt:3: executor.fake_step_microseconds: fake_step_microseconds "
+                         "must be positive")));
 }
 
 // Every number has a maximum: values that used to wrap, crash or cost gigabytes are refused at
@@ -266,6 +271,9 @@ TEST(ServerConfigTest, NumbersAboveTheirMaximumAreRefused) {
       {"request_limits {\n max_stop_token_ids: 70000\n}",
        "x.pbtxt:2: request_limits.max_stop_token_ids: max_stop_token_ids 70000 exceeds the maximum "
        "of 65536"},
+      {"executor {\n fake_step_microseconds: 60000001\n}",
+       "x.pbtxt:2: executor.fake_step_microseconds: fake_step_microseconds 60000001 exceeds the "
+       "maximum of 60000000"},
   };
   for (const Case& c : cases) {
     EXPECT_THAT(ParseServerConfig(c.text, "x.pbtxt"),
