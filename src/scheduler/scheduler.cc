@@ -547,14 +547,14 @@ std::optional<StepPlan> Scheduler::ScheduleAhead(absl::Time now) {
   auto decodes_ahead = [&](const Sequence& seq) {
     const int64_t known = static_cast<int64_t>(seq.tokens.size());
     if (!seq.in_flight || after_flight(seq) != known) return false;
+    // A constraint's next mask needs the token in flight: its row joins at CommitAhead.
+    if (seq.request.constraint != nullptr) return false;
     // The step in flight brings it to its length: it ends there.
     if (seq.num_generated() + 1 >= seq.max_tokens) return false;
     return options_.max_model_len == 0 || known + 1 < options_.max_model_len;
   };
   int64_t need = 0;  // blocks for every decode row, checked before anything changes
   for (const Sequence* seq : running_) {
-    // A constraint's next mask needs the token in flight.
-    if (seq->request.constraint != nullptr) return std::nullopt;
     if (decodes_ahead(*seq)) {
       need += seq->blocks.BlocksNeeded(static_cast<int64_t>(seq->tokens.size()) + 1);
     } else if (!seq->in_flight && seq->decoding()) {
@@ -635,7 +635,14 @@ StepPlan Scheduler::CommitAhead(StepPlan plan, absl::Time now) {
   ahead_rows_.clear();
   if (kept == 0) return plan;
   ExpireTimeouts(now);
-  if (num_waiting() > 0) {
+  // Constrained sequences decode in it too, now that their last token is known (their masks are
+  // computed once the step is handed to be launched).
+  bool constrained_decodes = false;
+  for (const Sequence* seq : running_) {
+    constrained_decodes = constrained_decodes || (seq->request.constraint != nullptr &&
+                                                  seq->decoding() && !seq->in_flight);
+  }
+  if (num_waiting() > 0 || constrained_decodes) {
     // Requests that came while the step was planned ahead join it where it has room, as they
     // would have joined a step planned now.
     Draft draft;
@@ -646,6 +653,13 @@ StepPlan Scheduler::CommitAhead(StepPlan plan, absl::Time now) {
       draft.rows.emplace_back(sequences_.at(row.seq_id).get(), n);
       draft.padded_length = std::max(draft.padded_length, n);
       draft.real_tokens += n;
+    }
+    for (Sequence* seq : running_) {
+      if (seq->request.constraint == nullptr || !seq->decoding() || seq->in_flight) continue;
+      // Without a free block it waits for the next step planned now (which may preempt).
+      if (seq->blocks.Reserve(static_cast<int64_t>(seq->tokens.size()), &allocator_).ok()) {
+        AddRow(seq, 1, &draft);
+      }
     }
     Admit(now, options_.max_batch_size, /*joining=*/true, &draft);
     plan = std::move(draft.plan);

@@ -103,19 +103,19 @@ class Scheduler {
   // Plans the step after the one in flight, before its result: a sequence whose in-flight row
   // samples gets a decode row at the position of that sample, its token kPendingToken; a prompt
   // goes on after its in-flight chunk; waiting requests may be admitted. The step's blocks are
-  // reserved now. Nullopt (nothing changed) when that cannot be done without the result: static
-  // batching, a running request with a constraint (its next mask needs its last token), KV blocks
-  // that only a preemption would free, nothing to plan. A sequence that the in-flight step brings
-  // to its max_tokens gets no row.
+  // reserved now. A sequence with a constraint gets its row at CommitAhead (its next mask needs
+  // the token in flight); one that the in-flight step brings to its max_tokens gets none. Nullopt
+  // (nothing changed) when that cannot be done without the result: static batching, KV blocks
+  // that only a preemption would free, nothing to plan.
   // REQUIRES: a step in flight, none planned ahead.
   std::optional<StepPlan> ScheduleAhead(absl::Time now);
   // After OnStepResult (or OnStepFailed) of the step that was in flight: the step planned ahead,
   // made runnable. Pending tokens become the tokens sampled; rows of sequences that have ended
-  // since (a stop, a failure, a cancellation) are left out; requests waiting now join where the
-  // step has room (expired ones time out first). The result is the step in flight from here
-  // (then OnStepResult as usual); with no row left, nothing is in flight and Schedule plans as
-  // usual.
-  // REQUIRES: no step in flight, `plan` the one ScheduleAhead returned.
+  // since (a stop, a failure, a cancellation) are left out; constrained sequences get their
+  // decode rows; requests waiting now join where the step has room (expired ones time out first).
+  // The result is the step in flight from here (then OnStepResult as usual); with no row left,
+  // nothing is in flight and Schedule plans as usual. REQUIRES: no step in flight, `plan` the one
+  // ScheduleAhead returned.
   StepPlan CommitAhead(StepPlan plan, absl::Time now);
   bool step_planned_ahead() const { return ahead_; }
   // Hands back a plan that has run, so that later plans reuse its storage: in the steady state a

@@ -399,6 +399,32 @@ TEST(AsyncEngineTest, AReloadAppliesBetweenStepsPlannedAhead) {
   EXPECT_EQ(collector.after_final(), 0);
 }
 
+// A constraint that allows one token forces it at every step planned ahead too; the requests
+// beside it get exactly their tokens.
+TEST(AsyncEngineTest, AConstraintForcesItsTokenWhileStepsArePlannedAhead) {
+  auto device = MakeDevice(absl::Microseconds(300));
+  ASSERT_NE(device, nullptr);
+  auto loop = EngineLoop::Create(device.get(), Options(/*overlap=*/true));
+  ASSERT_OK(loop);
+  Collector collector(device.get());
+  const int32_t vocab = static_cast<int32_t>(TinyModelConfig().vocab_size);
+  Request forced = MakeRequest(1, 4, 30);
+  forced.constraint = std::make_shared<TokenMask>(std::make_unique<OnlyToken>(42), vocab);
+  ASSERT_OK((*loop)->Submit(forced, collector.Callback()));
+  std::map<RequestId, Request> free;
+  for (RequestId id = 2; id <= 6; ++id) {
+    free[id] = MakeRequest(id, 3 + id, 30);
+    ASSERT_OK((*loop)->Submit(free[id], collector.Callback()));
+  }
+  ASSERT_TRUE(collector.WaitForFinals(6));
+  (*loop)->Shutdown();
+  EXPECT_EQ(collector.finals()[1].outcome, Outcome::kCompleteLength);
+  EXPECT_EQ(collector.tokens()[1], std::vector<int32_t>(30, 42));
+  for (const auto& [id, request] : free) {
+    EXPECT_EQ(collector.tokens()[id], ExpectedTokens(*device, request.prompt_tokens, 30)) << id;
+  }
+}
+
 // A stop token ends its request at once: no token past it, although the next step was planned
 // while the stop token's events waited to go out.
 TEST(AsyncEngineTest, NoTokenFollowsAStopToken) {

@@ -2,6 +2,7 @@
 // the engine loop drives an asynchronous executor: what joins the step planned ahead, what is left
 // out of it, and that no executor sees a pending token.
 #include <algorithm>
+#include <memory>
 
 #include "gtest/gtest.h"
 #include "harness.h"
@@ -66,6 +67,36 @@ TEST(AheadTest, NoExecutorSeesAPendingTokenAndNoRowFollowsAStop) {
   EXPECT_EQ(rows_of_1, static_cast<int>(stop_at) + 1);
   EXPECT_EQ(rows_of_2, 12);
   EXPECT_EQ(h.scheduler->allocator().num_free(), AheadOptions().num_blocks);
+}
+
+// Allows every token; never terminated.
+class AllowAll : public TokenConstraint {
+ public:
+  void FillNextTokenMask(uint32_t* bits, int32_t vocab_size) override {
+    for (int32_t i = 0; i < vocab_size; ++i) bits[i >> 5] |= 1u << (i & 31);
+  }
+  absl::Status AcceptToken(int32_t) override { return absl::OkStatus(); }
+  bool IsTerminated() const override { return false; }
+};
+
+// A constrained request's next row needs its last token, so it is not planned ahead; it joins
+// each step at the commit, and the steps are still planned ahead for the others.
+TEST(AheadTest, AConstrainedRequestJoinsEveryStepAtTheCommit) {
+  Harness h(AheadOptions());
+  h.plan_ahead = true;
+  Request constrained = MakeRequest(1, 5, 25);
+  constrained.constraint = std::make_shared<TokenMask>(std::make_unique<AllowAll>(), 1 << 20);
+  ASSERT_OK(h.Submit(constrained));
+  ASSERT_OK(h.Submit(MakeRequest(2, 6, 25)));
+  h.RunUntilIdle();
+  EXPECT_GT(h.steps_planned_ahead, 20);
+  EXPECT_EQ(h.tokens[1], FakeExpectedTokens(MakePrompt(1, 5), 25));
+  EXPECT_EQ(h.tokens[2], FakeExpectedTokens(MakePrompt(2, 6), 25));
+  // One row per token it generated, the first with its prompt: it never skipped a step.
+  int rows_of_1 = 0;
+  for (const StepPlan& plan : h.plans()) rows_of_1 += PlanHolds(plan, 1) ? 1 : 0;
+  EXPECT_EQ(rows_of_1, 25);
+  EXPECT_EQ(h.plans().size(), 25u);
 }
 
 TEST(AheadTest, ACancellationBeforeTheCommitLeavesTheRowOut) {
