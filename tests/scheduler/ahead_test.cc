@@ -69,16 +69,6 @@ TEST(AheadTest, NoExecutorSeesAPendingTokenAndNoRowFollowsAStop) {
   EXPECT_EQ(h.scheduler->allocator().num_free(), AheadOptions().num_blocks);
 }
 
-// Allows every token; never terminated.
-class AllowAll : public TokenConstraint {
- public:
-  void FillNextTokenMask(uint32_t* bits, int32_t vocab_size) override {
-    for (int32_t i = 0; i < vocab_size; ++i) bits[i >> 5] |= 1u << (i & 31);
-  }
-  absl::Status AcceptToken(int32_t) override { return absl::OkStatus(); }
-  bool IsTerminated() const override { return false; }
-};
-
 // A constrained request's next row needs its last token, so it is not planned ahead; it joins
 // each step at the commit, and the steps are still planned ahead for the others.
 TEST(AheadTest, AConstrainedRequestJoinsEveryStepAtTheCommit) {

@@ -50,6 +50,16 @@ inline std::vector<RequestId> RowIds(const StepPlan& plan) {
   return ids;
 }
 
+// Allows every token of the vocabulary; never terminated.
+class AllowAll : public TokenConstraint {
+ public:
+  void FillNextTokenMask(uint32_t* bits, int32_t vocab_size) override {
+    for (int32_t i = 0; i < vocab_size; ++i) bits[i >> 5] |= 1u << (i & 31);
+  }
+  absl::Status AcceptToken(int32_t) override { return absl::OkStatus(); }
+  bool IsTerminated() const override { return false; }
+};
+
 class Harness {
  public:
   explicit Harness(const SchedulerOptions& options, SchedulerObserver* observer = nullptr)
