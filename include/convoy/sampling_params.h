@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -24,12 +25,35 @@ struct SamplingParams {
   uint64_t seed = 0;
   // How many of the most likely tokens (with their logprobs) to return per step; 0 for none.
   int32_t num_top_logprobs = 0;
+  // Keep only tokens at least min_p times as likely as the most likely one (after temperature);
+  // 0 keeps all.
+  float min_p = 0.0f;
+  // Penalties on the logits before the choice (step/logit_adjustments.h applies them; 0, 0 and 1
+  // change nothing). Presence: subtracted once from every token the request has generated.
+  // Frequency: subtracted once per time it was generated. Repetition: a positive logit of a token
+  // in the prompt or output is divided by it, a negative one multiplied.
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  float repetition_penalty = 1.0f;
 };
+
+// Whether `params` asks for what the seeded rule of common/sampling_rule.h alone does not do
+// (min_p, penalties; with logit_bias, "extended sampling"), which only some executors apply
+// (ExecutorLimits::applies_extended_sampling).
+inline bool UsesExtendedSampling(const SamplingParams& params) {
+  return params.min_p != 0.0f || params.presence_penalty != 0.0f ||
+         params.frequency_penalty != 0.0f || params.repetition_penalty != 1.0f;
+}
+
+// OpenAI's range for presence_penalty and frequency_penalty: [-2, 2].
+inline constexpr float kMaxPenalty = 2.0f;
+// repetition_penalty at most (the CTRL paper, which introduced it, suggests 1.2).
+inline constexpr float kMaxRepetitionPenalty = 10.0f;
 
 // The one statement of the ranges of SamplingParams, for every caller (request validation, which
 // names the request's fields; the samplers, which check each row they get).
 struct SamplingParamError {
-  const char* field;  // "temperature", "top_k", "top_p" or "num_top_logprobs"
+  const char* field;  // the member's name: "temperature", "top_k", ..., "num_top_logprobs"
   std::string reason;
 };
 // The first field of `params` out of range; nullopt when every field is in range.
@@ -46,6 +70,21 @@ inline std::optional<SamplingParamError> CheckSamplingParams(const SamplingParam
   }
   if (!(params.top_p > 0.0f && params.top_p <= 1.0f)) {
     return SamplingParamError{"top_p", absl::StrFormat("must be in (0, 1], got %g", params.top_p)};
+  }
+  if (!(params.min_p >= 0.0f && params.min_p <= 1.0f)) {
+    return SamplingParamError{"min_p", absl::StrFormat("must be in [0, 1], got %g", params.min_p)};
+  }
+  for (const auto& [field, value] : {std::pair{"presence_penalty", params.presence_penalty},
+                                     std::pair{"frequency_penalty", params.frequency_penalty}}) {
+    if (!(value >= -kMaxPenalty && value <= kMaxPenalty)) {
+      return SamplingParamError{
+          field, absl::StrFormat("must be in [%g, %g], got %g", -kMaxPenalty, kMaxPenalty, value)};
+    }
+  }
+  if (!(params.repetition_penalty > 0.0f && params.repetition_penalty <= kMaxRepetitionPenalty)) {
+    return SamplingParamError{"repetition_penalty",
+                              absl::StrFormat("must be in (0, %g] (1 changes nothing), got %g",
+                                              kMaxRepetitionPenalty, params.repetition_penalty)};
   }
   if (params.num_top_logprobs < 0 || params.num_top_logprobs > max_top_logprobs) {
     return SamplingParamError{

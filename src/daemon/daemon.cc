@@ -516,6 +516,11 @@ int RunDaemon(const DaemonOptions& options) {
   if (engine->chat_template) serving.limits.chat_template = &*engine->chat_template;
   serving.limits.output_constraints = engine->output_constraints.get();
   serving.limits.no_output_constraints = engine->no_output_constraints;
+  if (!engine->executor->limits().applies_extended_sampling) {
+    serving.limits.no_extended_sampling = absl::UnimplementedError(
+        absl::StrCat("the ", engine->executor_name,
+                     " executor does not apply min_p, penalties or logit_bias yet"));
+  }
   serving.limits.no_chat_template_reason = engine->no_chat_template_reason;
   serving.model_info =
       ToModelInfo(model, serving.limits.model_name, serving.limits.max_context_length);

@@ -52,6 +52,15 @@ absl::Status ValidateStepRow(const StepRow& row, const ModelConfig& model, const
   return absl::OkStatus();
 }
 
+absl::Status RefuseExtendedSampling(const StepRow& row, std::string_view executor_name) {
+  if (row.logit_adjustments == nullptr && !UsesExtendedSampling(row.sampling)) {
+    return absl::OkStatus();
+  }
+  return absl::UnimplementedError(
+      absl::StrFormat("sequence %d: the %s executor does not apply min_p, penalties or logit_bias",
+                      row.seq_id, executor_name));
+}
+
 absl::Status NoAllowedTokenError(int64_t seq_id) {
   return absl::InvalidArgumentError(absl::StrFormat(
       "sequence %d: the request's constraint allows no token at this point of its output", seq_id));

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -32,6 +33,10 @@ absl::Status ValidateStepRow(const StepRow& row, const ModelConfig& model, const
 
 // A sampled row whose allowed_tokens allows nothing: the row's RowResult::status.
 absl::Status NoAllowedTokenError(int64_t seq_id);
+
+// For an executor without ExecutorLimits::applies_extended_sampling: UNIMPLEMENTED naming the
+// sequence and what it asks for when `row` has logit adjustments or min_p; OK otherwise.
+absl::Status RefuseExtendedSampling(const StepRow& row, std::string_view executor_name);
 
 class Executor {
  public:

@@ -79,11 +79,16 @@ int32_t ChooseToken(const float* logits, int32_t vocab_size, const SamplingParam
     auto mass = [&](float logit) {
       return std::exp((static_cast<double>(logit) - max_logit) * inv_t);
     };
-    float threshold = -INFINITY;
+    // min_p keeps p_i >= min_p * p_max, that is logit_i >= max + temperature * ln(min_p): a cut
+    // by logit value like top_k's, so the two commute and top_p applies to what both keep.
+    float threshold =
+        params.min_p > 0.0f ? max_logit + params.temperature * std::log(params.min_p) : -INFINITY;
     int32_t candidates = vocab_size;  // the kept tokens are c[0, candidates) once sorted
     if (params.top_k > 0 && params.top_k < vocab_size) {
       std::nth_element(c.begin(), c.begin() + (params.top_k - 1), c.end(), ByLogitDesc);
-      threshold = c[params.top_k - 1].first;
+      threshold = std::max(threshold, c[params.top_k - 1].first);
+    }
+    if (threshold > -INFINITY) {
       candidates = static_cast<int32_t>(
           std::partition(c.begin(), c.end(), [&](const auto& x) { return x.first >= threshold; }) -
           c.begin());
@@ -131,39 +136,39 @@ absl::Status ValidateSamplingParams(const SamplingParams& p, int32_t vocab_size)
 
 SampledToken SampleToken(const float* logits, int32_t vocab_size, const SamplingParams& params,
                          int64_t sample_index, std::vector<std::pair<float, int32_t>>* scratch,
-                         const uint32_t* allowed) {
+                         const uint32_t* allowed, const LogitAdjustments* adjustments) {
   // log_softmax of the raw logits, for the reported logprobs.
   const LogSumExp lse = ComputeLogSumExp(logits, vocab_size);
   const float log_z = lse.log_z;
 
   SampledToken result;
-  if (allowed == nullptr) {
+  if (allowed == nullptr && adjustments == nullptr) {
     result.token = ChooseToken(logits, vocab_size, params, sample_index, scratch, lse, false);
   } else {
-    // The allowed logits, the rest -inf; and their maximum and its first token, which is all
-    // ChooseToken reads of a LogSumExp (no sum of exponentials is needed for the choice). The
-    // first allowed token stands when every allowed logit is NaN or -inf.
-    thread_local std::vector<float> masked;
-    masked.resize(vocab_size);
-    LogSumExp masked_max;
-    masked_max.argmax = -1;
+    // The adjusted logits of the allowed tokens, the rest -inf; and their maximum and its first
+    // token, which is all ChooseToken reads of a LogSumExp (no sum of exponentials is needed for
+    // the choice). The first allowed token stands when every allowed logit is NaN or -inf.
+    thread_local std::vector<float> work;
+    work.assign(logits, logits + vocab_size);
+    if (adjustments != nullptr) adjustments->Apply(work.data(), vocab_size);
+    LogSumExp work_max;
+    work_max.argmax = -1;
     for (int32_t i = 0; i < vocab_size; ++i) {
-      if (!TokenAllowed(allowed, i)) {
-        masked[i] = -INFINITY;
+      if (allowed != nullptr && !TokenAllowed(allowed, i)) {
+        work[i] = -INFINITY;
         continue;
       }
-      masked[i] = logits[i];
-      if (masked_max.argmax < 0 || logits[i] > masked_max.max_logit) {
-        masked_max.max_logit = logits[i];
-        masked_max.argmax = i;
+      if (work_max.argmax < 0 || work[i] > work_max.max_logit) {
+        work_max.max_logit = work[i];
+        work_max.argmax = i;
       }
     }
-    if (masked_max.argmax < 0) {
+    if (work_max.argmax < 0) {
       result.token = -1;
       return result;
     }
     result.token =
-        ChooseToken(masked.data(), vocab_size, params, sample_index, scratch, masked_max, true);
+        ChooseToken(work.data(), vocab_size, params, sample_index, scratch, work_max, true);
   }
   result.logprob = logits[result.token] - log_z;
 

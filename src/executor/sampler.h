@@ -22,12 +22,17 @@ struct SampledToken {
 // to top_k and then top_p. `sample_index` numbers the request's generated tokens. `scratch` is
 // reused between calls.
 //
-// `allowed` (step/token_constraint.h's bit layout; null: every token): the choice is made as if
-// every other token's logit were -inf; the reported logprob and top logprobs stay those of the
-// model's own distribution. token is -1 when `allowed` allows no token.
+// params.min_p, beyond that rule, cuts like top_k: it keeps the tokens whose logit is at least
+// max + temperature * ln(min_p), before top_p.
+//
+// `adjustments` (step/logit_adjustments.h; null: none) change the logits the choice is made from,
+// greedy or not. `allowed` (step/token_constraint.h's bit layout; null: every token): the choice
+// is made as if every other token's logit were -inf. The reported logprob and top logprobs stay
+// those of the model's own distribution. token is -1 when `allowed` allows no token.
 SampledToken SampleToken(const float* logits, int32_t vocab_size, const SamplingParams& params,
                          int64_t sample_index, std::vector<std::pair<float, int32_t>>* scratch,
-                         const uint32_t* allowed = nullptr);
+                         const uint32_t* allowed = nullptr,
+                         const LogitAdjustments* adjustments = nullptr);
 
 }  // namespace convoy
 

@@ -5,8 +5,12 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -25,6 +29,9 @@ constexpr char kOutputIds[] = "output_ids";
 absl::Status Invalid(absl::string_view name, absl::string_view reason) {
   return absl::InvalidArgumentError(absl::StrCat(name, ": ", reason));
 }
+
+// A logit_bias entry: token id and bias.
+using LogitBiasEntry = std::pair<int32_t, float>;
 
 // A sampling value as the request gave it, and the name it gave it under.
 template <typename T>
@@ -45,6 +52,9 @@ struct Given {
 struct Values {
   Given<KServeInteger> max_tokens, top_k, seed, priority, timeout;
   Given<double> temperature, top_p;
+  // Request parameters only (no inputs of these names).
+  Given<double> min_p, presence_penalty, frequency_penalty, repetition_penalty;
+  Given<std::vector<LogitBiasEntry>> logit_bias;
   Given<std::vector<std::string>> stop;
   Given<bool> stream, exclude_input;
   // Structured output: one of json_schema, json_object, regex, grammar, choices.
@@ -150,6 +160,31 @@ absl::StatusOr<bool> BoolParameter(const std::string& name, const inference::Inf
   return p.bool_param();
 }
 
+// logit_bias: string_param holding a JSON object from token ids (decimal strings) to numbers,
+// OpenAI's form. Vocabulary and range are checked with every protocol's (PrepareRequest).
+absl::StatusOr<std::vector<LogitBiasEntry>> LogitBiasParameter(const std::string& name,
+                                                               const inference::InferParameter& p) {
+  if (p.parameter_choice_case() != inference::InferParameter::kStringParam) {
+    return Invalid(name, "expected string_param: a JSON object from token ids to numbers");
+  }
+  const nlohmann::json object =
+      nlohmann::json::parse(p.string_param(), nullptr, /*allow_exceptions=*/false);
+  if (!object.is_object()) {
+    return Invalid(name, "expected a JSON object from token ids to numbers");
+  }
+  std::vector<LogitBiasEntry> entries;
+  for (const auto& [key, value] : object.items()) {
+    int32_t token = 0;
+    if (key.empty() || !absl::ascii_isdigit(key[0]) || !absl::SimpleAtoi(key, &token)) {
+      return Invalid(name, absl::StrCat("keys are token ids, got \"", key.substr(0, 32), "\""));
+    }
+    if (!value.is_number())
+      return Invalid(name, absl::StrCat("the value of \"", key, "\" is not a number"));
+    entries.emplace_back(token, static_cast<float>(value.get<double>()));
+  }
+  return entries;
+}
+
 absl::Status ReadParameter(const std::string& key, const inference::InferParameter& p, Values* v) {
   const std::string name = absl::StrCat("parameters.", key);
   auto integer = [&](Given<KServeInteger>& field) -> absl::Status {
@@ -171,6 +206,14 @@ absl::Status ReadParameter(const std::string& key, const inference::InferParamet
   if (key == "timeout") return integer(v->timeout);
   if (key == "temperature") return number(v->temperature);
   if (key == "top_p") return number(v->top_p);
+  if (key == "min_p") return number(v->min_p);
+  if (key == "presence_penalty") return number(v->presence_penalty);
+  if (key == "frequency_penalty") return number(v->frequency_penalty);
+  if (key == "repetition_penalty") return number(v->repetition_penalty);
+  if (key == "logit_bias") {
+    ASSIGN_OR_RETURN(std::vector<LogitBiasEntry> entries, LogitBiasParameter(name, p));
+    return v->logit_bias.Set(std::move(entries), name);
+  }
   if (key == "stream") return boolean(v->stream);
   if (key == "exclude_input_in_output") return boolean(v->exclude_input);
   if (key == "stop") {
@@ -194,8 +237,9 @@ absl::Status ReadParameter(const std::string& key, const inference::InferParamet
   }
   return Invalid(name,
                  "unknown parameter; the parameters taken are max_tokens, temperature, top_p, "
-                 "top_k, seed, stop, stream, exclude_input_in_output, priority, timeout, and one "
-                 "of json_schema, json_object, regex, grammar and choices");
+                 "top_k, min_p, presence_penalty, frequency_penalty, repetition_penalty, "
+                 "logit_bias, seed, stop, stream, exclude_input_in_output, priority, timeout, and "
+                 "one of json_schema, json_object, regex, grammar and choices");
 }
 
 absl::StatusOr<int32_t> ToInt32(const Given<KServeInteger>& field) {
@@ -282,6 +326,26 @@ absl::Status Apply(const Values& v, bool streaming, KServeRequest* out) {
   if (v.top_p.value) {
     s->set_top_p(static_cast<float>(*v.top_p.value));
     name("sampling.top_p", v.top_p.name);
+  }
+  const std::pair<const Given<double>*,
+                  std::pair<void (v1::SamplingParameters::*)(float), const char*>>
+      extended[] = {
+          {&v.min_p, {&v1::SamplingParameters::set_min_p, "sampling.min_p"}},
+          {&v.presence_penalty,
+           {&v1::SamplingParameters::set_presence_penalty, "sampling.presence_penalty"}},
+          {&v.frequency_penalty,
+           {&v1::SamplingParameters::set_frequency_penalty, "sampling.frequency_penalty"}},
+          {&v.repetition_penalty,
+           {&v1::SamplingParameters::set_repetition_penalty, "sampling.repetition_penalty"}},
+      };
+  for (const auto& [given, setter] : extended) {
+    if (!given->value) continue;
+    (s->*setter.first)(static_cast<float>(*given->value));
+    name(setter.second, given->name);
+  }
+  if (v.logit_bias.value) {
+    for (const auto& [token, bias] : *v.logit_bias.value) (*s->mutable_logit_bias())[token] = bias;
+    name("sampling.logit_bias", v.logit_bias.name);
   }
   if (v.stop.value) {
     for (const std::string& stop : *v.stop.value) s->add_stop(stop);

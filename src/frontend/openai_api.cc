@@ -5,7 +5,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "frontend/status_mapping.h"
@@ -151,6 +153,8 @@ bool KnownField(OpenAiEndpoint endpoint, const std::string& name) {
                                         "user",
                                         "presence_penalty",
                                         "frequency_penalty",
+                                        "repetition_penalty",
+                                        "min_p",
                                         "logit_bias",
                                         "priority",
                                         "cache_prompt"};
@@ -173,16 +177,34 @@ bool KnownField(OpenAiEndpoint endpoint, const std::string& name) {
   return false;
 }
 
+// logit_bias: an object from token ids (as decimal strings, OpenAI's form) to numbers. The ids'
+// vocabulary and the biases' range are checked with every protocol's (PrepareRequest).
+void ReadLogitBias(FieldReader& fields, v1::SamplingParameters* sampling) {
+  const Json* bias = fields.Find("logit_bias");
+  if (bias == nullptr) return;
+  if (!bias->is_object()) {
+    fields.Fail("logit_bias", absl::StrCat("expected an object from token ids to numbers, got ",
+                                           TypeName(*bias)));
+    return;
+  }
+  for (const auto& [key, value] : bias->items()) {
+    int32_t token = 0;
+    if (!absl::SimpleAtoi(key, &token) || key.empty() || !absl::ascii_isdigit(key[0])) {
+      fields.Fail("logit_bias",
+                  absl::StrCat("keys are token ids, got \"", key.substr(0, 32), "\""));
+      return;
+    }
+    if (!value.is_number()) {
+      fields.Fail(absl::StrCat("logit_bias.", key),
+                  absl::StrCat("expected a number, got ", TypeName(value)));
+      return;
+    }
+    (*sampling->mutable_logit_bias())[token] = static_cast<float>(value.get<double>());
+  }
+}
+
 // Fields convoy knows but does not do: refused unless they ask for the default.
 void RefuseUnsupported(FieldReader& fields, OpenAiEndpoint endpoint) {
-  for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
-    if (std::optional<double> p = fields.Number(penalty); p && *p != 0.0) {
-      fields.Fail(penalty, "penalties are not supported; leave it out or 0");
-    }
-  }
-  if (const Json* bias = fields.Find("logit_bias"); bias != nullptr && !bias->empty()) {
-    fields.Fail("logit_bias", "logit_bias is not supported");
-  }
   if (std::optional<int64_t> n = fields.Int("n", 1, 128); n && *n != 1) {
     fields.Fail("n", "only one choice per request (n: 1) is supported");
   }
@@ -572,6 +594,21 @@ ParsedOpenAiRequest ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view
     sampling->set_top_k(*k < 0 ? 0 : static_cast<int32_t>(*k));
   }
   if (std::optional<uint64_t> seed = fields.Uint64("seed")) sampling->set_seed(*seed);
+  // Their ranges are checked where every protocol's are (PrepareRequest), naming the field.
+  if (std::optional<double> p = fields.Number("presence_penalty")) {
+    sampling->set_presence_penalty(static_cast<float>(*p));
+  }
+  if (std::optional<double> p = fields.Number("frequency_penalty")) {
+    sampling->set_frequency_penalty(static_cast<float>(*p));
+  }
+  // Extensions, as vLLM names them.
+  if (std::optional<double> p = fields.Number("repetition_penalty")) {
+    sampling->set_repetition_penalty(static_cast<float>(*p));
+  }
+  if (std::optional<double> p = fields.Number("min_p")) {
+    sampling->set_min_p(static_cast<float>(*p));
+  }
+  ReadLogitBias(fields, sampling);
   ReadStop(fields, sampling);
   if (std::optional<int64_t> priority = fields.Int("priority", 0, kMaxInt32)) {
     request.set_priority(static_cast<int32_t>(*priority));

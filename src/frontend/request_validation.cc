@@ -80,6 +80,43 @@ absl::StatusOr<std::vector<int32_t>> EncodeChat(const v1::InferRequest& request,
   return ids;
 }
 
+// sampling.logit_bias, checked: ids inside the vocabulary, finite biases within the range, at most
+// kMaxLogitBiasEntries; in token order (a map's order is unspecified).
+absl::StatusOr<std::vector<LogitBias>> ReadLogitBias(const v1::SamplingParameters& s,
+                                                     int64_t vocab_size) {
+  std::vector<LogitBias> biases;
+  if (s.logit_bias().empty()) return biases;
+  if (s.logit_bias_size() > kMaxLogitBiasEntries) {
+    return Invalid("sampling.logit_bias",
+                   absl::StrFormat("%d entries; at most %d are allowed", s.logit_bias_size(),
+                                   kMaxLogitBiasEntries));
+  }
+  for (const auto& [token, bias] : s.logit_bias()) {
+    const std::string field = absl::StrCat("sampling.logit_bias[", token, "]");
+    if (token < 0 || token >= vocab_size) {
+      return Invalid(field, absl::StrFormat("token id %d is outside the vocabulary [0, %d)", token,
+                                            vocab_size));
+    }
+    if (!(bias >= -kMaxLogitBias && bias <= kMaxLogitBias)) {
+      return Invalid(field, absl::StrFormat("the bias must be in [%g, %g], got %g", -kMaxLogitBias,
+                                            kMaxLogitBias, bias));
+    }
+    biases.push_back({token, bias});
+  }
+  std::sort(biases.begin(), biases.end(),
+            [](const LogitBias& a, const LogitBias& b) { return a.token < b.token; });
+  return biases;
+}
+
+// The first field of min_p, the penalties and logit_bias that a request sets, for a refusal.
+std::string ExtendedSamplingField(const SamplingParams& p, const std::vector<LogitBias>& biases) {
+  if (p.min_p != 0.0f) return "sampling.min_p";
+  if (p.presence_penalty != 0.0f) return "sampling.presence_penalty";
+  if (p.frequency_penalty != 0.0f) return "sampling.frequency_penalty";
+  if (p.repetition_penalty != 1.0f) return "sampling.repetition_penalty";
+  return biases.empty() ? "sampling" : "sampling.logit_bias";
+}
+
 // A seed for a request that names none, from the operating system's entropy: every unseeded
 // request samples on its own, as OpenAI's API and other servers do.
 uint64_t DrawSeed() {
@@ -181,6 +218,10 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::InferRequest& request,
   if (s.has_temperature()) out.sampling.temperature = s.temperature();
   if (s.has_top_k()) out.sampling.top_k = s.top_k();
   if (s.has_top_p()) out.sampling.top_p = s.top_p();
+  if (s.has_min_p()) out.sampling.min_p = s.min_p();
+  if (s.has_presence_penalty()) out.sampling.presence_penalty = s.presence_penalty();
+  if (s.has_frequency_penalty()) out.sampling.frequency_penalty = s.frequency_penalty();
+  if (s.has_repetition_penalty()) out.sampling.repetition_penalty = s.repetition_penalty();
   out.sampling.seed = s.has_seed() ? s.seed() : DrawSeed();
   out.sampling.num_top_logprobs = request.top_logprobs();
   // The ranges are CheckSamplingParams' (the samplers check the same); here they name the field.
@@ -190,6 +231,16 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::InferRequest& request,
                                   ? std::string("top_logprobs")
                                   : absl::StrCat("sampling.", error->field);
     return Invalid(field, error->reason);
+  }
+  ASSIGN_OR_RETURN(std::vector<LogitBias> biases, ReadLogitBias(s, limits.vocab_size));
+  if (UsesExtendedSampling(out.sampling) || !biases.empty()) {
+    if (!limits.no_extended_sampling.ok()) {
+      return absl::Status(limits.no_extended_sampling.code(),
+                          absl::StrCat(ExtendedSamplingField(out.sampling, biases), ": ",
+                                       limits.no_extended_sampling.message()));
+    }
+    out.logit_adjustments =
+        LogitAdjustments::Make(out.sampling, std::move(biases), out.prompt_tokens);
   }
   if (s.stop_token_ids_size() > limits.max_stop_token_ids) {
     return Invalid("sampling.stop_token_ids",

@@ -55,6 +55,9 @@ struct ServingLimits {
   OutputConstraints* output_constraints = nullptr;
   absl::Status no_output_constraints =
       absl::FailedPreconditionError("structured output needs a model with a tokenizer");
+  // Why min_p, penalties and logit_bias cannot be had (the executor's
+  // ExecutorLimits::applies_extended_sampling); OK when they can.
+  absl::Status no_extended_sampling;
 };
 
 // A request as the engine and the front end's output path take it.

@@ -41,6 +41,9 @@ struct Request {
   // Constrained sampling (step/token_constraint.h): every token generated is one this allows; the
   // request ends as stopped once it is terminated. Null: unconstrained.
   std::shared_ptr<TokenMask> constraint;
+  // logit_bias and penalties (step/logit_adjustments.h): the scheduler counts each generated token
+  // into it and hands it to the request's sampling rows. Null: none.
+  std::shared_ptr<LogitAdjustments> logit_adjustments;
 };
 
 // How a request ended. Every request the scheduler accepted ends with exactly one of these;

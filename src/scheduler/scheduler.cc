@@ -281,6 +281,7 @@ void Scheduler::AddRow(Sequence* seq, int32_t num_tokens, Draft* draft, int64_t 
   row.sample_index = seq->num_generated() + (pending ? 1 : 0);
   row.return_logits = false;
   row.allowed_tokens = row.sample ? seq->request.constraint : nullptr;
+  row.logit_adjustments = row.sample ? seq->request.logit_adjustments : nullptr;
   draft->plan.rows.push_back(std::move(row));
   draft->rows.emplace_back(seq, num_tokens);
   draft->records.push_back({seq->request.id, num_tokens, end >= known, pending || seq->decoding()});
@@ -503,6 +504,9 @@ void Scheduler::RecyclePlan(StepPlan plan) {
   const size_t limit = 2 * static_cast<size_t>(std::max(options_.max_batch_size, 1));
   for (StepRow& row : plan.rows) {
     if (spare_rows_.size() >= limit) break;
+    // What a finished request owns is not kept alive by a spare row.
+    row.allowed_tokens.reset();
+    row.logit_adjustments.reset();
     spare_rows_.push_back(std::move(row));
   }
   plan.rows.clear();
@@ -732,6 +736,9 @@ absl::Status Scheduler::OnStepResult(const StepResult& result, absl::Time now) {
     const auto& stops = seq->request.stop_token_ids;
     absl::Status accepted = absl::OkStatus();
     if (seq->request.constraint != nullptr) accepted = seq->request.constraint->Accept(row.token);
+    if (seq->request.logit_adjustments != nullptr) {
+      seq->request.logit_adjustments->CountOutput(row.token);
+    }
     if (!accepted.ok()) {
       Finish(seq, Outcome::kFailed, std::move(accepted), now);
     } else if (std::find(stops.begin(), stops.end(), row.token) != stops.end() ||

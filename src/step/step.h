@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "convoy/sampling_params.h"
 #include "kv/block_allocator.h"
+#include "step/logit_adjustments.h"
 #include "step/token_constraint.h"
 
 namespace convoy {
@@ -46,6 +47,9 @@ struct StepRow {
   // Set on a sampling row of a constrained request: sample only among the tokens it allows
   // (TokenMask::Get). Null: every token.
   std::shared_ptr<TokenMask> allowed_tokens;
+  // Set on a sampling row of a request with logit_bias or penalties: applied to the logits before
+  // the choice (the reported logprobs stay the model's own). Null: none.
+  std::shared_ptr<const LogitAdjustments> logit_adjustments;
 };
 
 struct StepPlan {
@@ -107,6 +111,10 @@ struct ExecutorLimits {
   // Whether sampling honours StepRow::allowed_tokens; an executor that does not refuses such rows
   // (CheckRow), and the front ends refuse constrained requests before they are queued.
   bool applies_token_constraints = true;
+  // Whether sampling honours StepRow::logit_adjustments and SamplingParams::min_p (and the
+  // penalties they hold); an executor that does not refuses such rows (CheckRow), and the front
+  // ends refuse such requests before they are queued, naming the field.
+  bool applies_extended_sampling = true;
 };
 
 }  // namespace convoy

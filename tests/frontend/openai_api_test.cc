@@ -61,6 +61,28 @@ TEST(OpenAiApiTest, AChatRequestBecomesTheSharedRequest) {
   EXPECT_EQ(r.request.client_request_id(), "");
 }
 
+// Penalties, logit_bias and the min_p and repetition_penalty extensions reach the shared request
+// as given; their ranges are checked there, with every protocol's (request_validation_test).
+TEST(OpenAiApiTest, PenaltiesAndLogitBiasBecomeTheSharedRequest) {
+  const OpenAiRequest r = Parse(kChat, R"({
+    "messages": [{"role": "user", "content": "a"}], "presence_penalty": 0.5,
+    "frequency_penalty": -1, "repetition_penalty": 1.2, "min_p": 0.05,
+    "logit_bias": {"17": 100, "250": -100, "3": 2.5}})");
+  const v1::SamplingParameters& s = r.request.sampling();
+  EXPECT_FLOAT_EQ(s.presence_penalty(), 0.5f);
+  EXPECT_FLOAT_EQ(s.frequency_penalty(), -1.0f);
+  EXPECT_FLOAT_EQ(s.repetition_penalty(), 1.2f);
+  EXPECT_FLOAT_EQ(s.min_p(), 0.05f);
+  ASSERT_EQ(s.logit_bias_size(), 3);
+  EXPECT_FLOAT_EQ(s.logit_bias().at(17), 100.0f);
+  EXPECT_FLOAT_EQ(s.logit_bias().at(250), -100.0f);
+  EXPECT_FLOAT_EQ(s.logit_bias().at(3), 2.5f);
+  // Left out, they stay unset: the defaults change nothing.
+  const OpenAiRequest plain = Parse(kCompletions, R"({"prompt": "a", "logit_bias": {}})");
+  EXPECT_FALSE(plain.request.sampling().has_presence_penalty());
+  EXPECT_EQ(plain.request.sampling().logit_bias_size(), 0);
+}
+
 TEST(OpenAiApiTest, ACompletionPromptIsTextOrIds) {
   EXPECT_EQ(Parse(kCompletions, R"({"prompt": "Once upon"})").request.prompt_text(), "Once upon");
   EXPECT_EQ(Parse(kCompletions, R"({"prompt": ["Once upon"]})").request.prompt_text(), "Once upon");
@@ -123,8 +145,17 @@ TEST(OpenAiApiTest, EveryBadFieldIsNamed) {
       {kChat, R"({"messages": [{"role": "user", "content": "a"}], "stop": 4})", "stop"},
       {kChat, R"({"messages": [{"role": "user", "content": "a"}], "stop": ["a", 1]})", "stop[1]"},
       {kChat, R"({"messages": [{"role": "user", "content": "a"}], "n": 2})", "n"},
-      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "frequency_penalty": 1})",
+      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "frequency_penalty": "1"})",
        "frequency_penalty"},
+      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "logit_bias": [1]})",
+       "logit_bias"},
+      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "logit_bias": {"x": 1}})",
+       "logit_bias"},
+      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "logit_bias": {"-3": 1}})",
+       "logit_bias"},
+      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "logit_bias": {"3": "a"}})",
+       "logit_bias.3"},
+      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "min_p": true})", "min_p"},
       {kChat, R"({"messages": [{"role": "user", "content": "a"}], "tools": [{}]})",
        "tools[0].type"},
       {kChat, R"({"messages": [{"role": "user", "content": "a"}], "top_logprobs": 2})",

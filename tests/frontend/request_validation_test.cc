@@ -119,6 +119,17 @@ TEST(RequestValidationTest, MessagesStartWithTheField) {
       {[](v1::InferRequest* r) { r->mutable_sampling()->set_top_p(0); }, "sampling.top_p: "},
       {[](v1::InferRequest* r) { r->mutable_sampling()->add_stop_token_ids(-1); },
        "sampling.stop_token_ids[0]: "},
+      {[](v1::InferRequest* r) { r->mutable_sampling()->set_min_p(1.5f); }, "sampling.min_p: "},
+      {[](v1::InferRequest* r) { r->mutable_sampling()->set_presence_penalty(2.5f); },
+       "sampling.presence_penalty: "},
+      {[](v1::InferRequest* r) { r->mutable_sampling()->set_frequency_penalty(-3.0f); },
+       "sampling.frequency_penalty: "},
+      {[](v1::InferRequest* r) { r->mutable_sampling()->set_repetition_penalty(0.0f); },
+       "sampling.repetition_penalty: "},
+      {[](v1::InferRequest* r) { (*r->mutable_sampling()->mutable_logit_bias())[100] = 1.0f; },
+       "sampling.logit_bias[100]: "},
+      {[](v1::InferRequest* r) { (*r->mutable_sampling()->mutable_logit_bias())[5] = 101.0f; },
+       "sampling.logit_bias[5]: "},
       {[](v1::InferRequest* r) { r->set_priority(4); }, "priority: "},
       {[](v1::InferRequest* r) { r->set_top_logprobs(6); }, "top_logprobs: "},
       {[](v1::InferRequest* r) { r->set_model("other"); }, "model: "},
@@ -134,6 +145,59 @@ TEST(RequestValidationTest, MessagesStartWithTheField) {
   EXPECT_THAT(ToEngineRequest(text, Limits()),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        "prompt_text: this model has no tokenizer; send prompt_token_ids"));
+}
+
+TEST(RequestValidationTest, PenaltiesAndLogitBiasBecomeTheRequestsAdjustments) {
+  v1::InferRequest r = Valid();
+  r.mutable_sampling()->set_presence_penalty(1.0f);
+  r.mutable_sampling()->set_repetition_penalty(1.5f);
+  r.mutable_sampling()->set_min_p(0.1f);
+  (*r.mutable_sampling()->mutable_logit_bias())[7] = 100.0f;
+  absl::StatusOr<Request> request = ToEngineRequest(r, Limits());
+  ASSERT_OK(request);
+  EXPECT_FLOAT_EQ(request->sampling.presence_penalty, 1.0f);
+  EXPECT_FLOAT_EQ(request->sampling.repetition_penalty, 1.5f);
+  EXPECT_FLOAT_EQ(request->sampling.min_p, 0.1f);
+  ASSERT_NE(request->logit_adjustments, nullptr);
+  // The bias and the repetition penalty over the prompt's tokens (1 and 99) are in it.
+  std::vector<float> logits(100, 2.0f);
+  request->logit_adjustments->Apply(logits.data(), 100);
+  EXPECT_FLOAT_EQ(logits[7], 102.0f);
+  EXPECT_FLOAT_EQ(logits[1], 2.0f / 1.5f);
+  EXPECT_FLOAT_EQ(logits[99], 2.0f / 1.5f);
+  EXPECT_FLOAT_EQ(logits[2], 2.0f);
+  // None of it asked for: no adjustments.
+  absl::StatusOr<Request> plain = ToEngineRequest(Valid(), Limits());
+  ASSERT_OK(plain);
+  EXPECT_EQ(plain->logit_adjustments, nullptr);
+  v1::InferRequest too_many = Valid();
+  ServingLimits big = Limits();
+  big.vocab_size = 5000;
+  for (int32_t t = 0; t < 1100; ++t) (*too_many.mutable_sampling()->mutable_logit_bias())[t] = 1;
+  EXPECT_THAT(ToEngineRequest(too_many, big),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "sampling.logit_bias: 1100 entries; at most 1024 are allowed"));
+}
+
+// An executor that does not apply them refuses each, naming the field, before anything is queued.
+TEST(RequestValidationTest, PenaltiesAreRefusedWhereTheExecutorCannotApplyThem) {
+  ServingLimits limits = Limits();
+  limits.no_extended_sampling =
+      absl::UnimplementedError("the CUDA executor does not apply min_p, penalties or logit_bias");
+  v1::InferRequest r = Valid();
+  r.mutable_sampling()->set_frequency_penalty(0.5f);
+  EXPECT_THAT(ToEngineRequest(r, limits),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       StartsWith("sampling.frequency_penalty: the CUDA executor")));
+  r = Valid();
+  (*r.mutable_sampling()->mutable_logit_bias())[3] = -100.0f;
+  EXPECT_THAT(ToEngineRequest(r, limits),
+              StatusIs(absl::StatusCode::kUnimplemented, StartsWith("sampling.logit_bias: ")));
+  // Neutral values ask for nothing and pass.
+  r = Valid();
+  r.mutable_sampling()->set_presence_penalty(0.0f);
+  r.mutable_sampling()->set_repetition_penalty(1.0f);
+  EXPECT_OK(ToEngineRequest(r, limits));
 }
 
 // Text prompts through SmolLM2's tokenizer (tests/fixtures/tokenizer, written from Hugging Face's).

@@ -23,6 +23,7 @@
 #include "harness.h"
 #include "model/model_weights.h"
 #include "model/random_model.h"
+#include "serve_engine.h"
 #include "status_matchers.h"
 #include "test_models.h"
 #include "tiny_cpu_executor.h"
@@ -75,45 +76,6 @@ const ModelWeights& Weights() {
 
 std::unique_ptr<CpuExecutor> MakeExecutor(int32_t num_blocks) {
   return MakeTinyCpuExecutor(Weights(), num_blocks, kBlockSize);
-}
-
-struct Served {
-  std::map<RequestId, std::vector<int32_t>> tokens;
-  std::map<RequestId, std::vector<float>> logprobs;
-  std::map<RequestId, Event> finals;
-  int64_t preemptions = 0;
-};
-
-// Serves `requests` through an EngineLoop over `executor` and waits for every final event.
-Served Serve(Executor& executor, std::vector<Request> requests, int32_t max_batch_size = 16) {
-  EngineLoopOptions options;
-  options.scheduler = TestOptions();
-  options.scheduler.max_batch_size = max_batch_size;
-  options.scheduler.enable_prefix_caching = false;
-  auto loop = EngineLoop::Create(&executor, options);
-  EXPECT_OK(loop);
-  Served served;
-  if (!loop.ok()) return served;
-  absl::Mutex mu;
-  const size_t n = requests.size();
-  for (Request& request : requests) {
-    EXPECT_OK((*loop)->Submit(std::move(request), [&](const Event& event) {
-      absl::MutexLock lock(&mu);
-      if (event.kind == Event::Kind::kToken) {
-        served.tokens[event.request_id].push_back(event.token);
-        served.logprobs[event.request_id].push_back(event.logprob);
-      } else {
-        served.finals[event.request_id] = event;
-      }
-    }));
-  }
-  {
-    absl::MutexLock lock(&mu);
-    auto done = [&] { return served.finals.size() >= n; };
-    EXPECT_TRUE(mu.AwaitWithTimeout(absl::Condition(&done), absl::Minutes(2)));
-  }
-  served.preemptions = (*loop)->snapshot().stats.preemptions;
-  return served;
 }
 
 Request MakeConstrainedRequest(RequestId id, int32_t prompt_len, int32_t max_tokens,

@@ -516,8 +516,9 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan, absl::Ti
     if (row.sample) {
       const float* last = row.return_logits ? row_logits + (len - 1) * vocab : row_logits;
       const uint32_t* allowed = row.allowed_tokens != nullptr ? row.allowed_tokens->Get() : nullptr;
-      SampledToken s = SampleToken(last, static_cast<int32_t>(vocab), row.sampling,
-                                   row.sample_index, &sample_scratch, allowed);
+      SampledToken s =
+          SampleToken(last, static_cast<int32_t>(vocab), row.sampling, row.sample_index,
+                      &sample_scratch, allowed, row.logit_adjustments.get());
       if (s.token < 0) {
         out.status = NoAllowedTokenError(row.seq_id);
         continue;

@@ -602,6 +602,7 @@ ExecutorLimits CudaExecutor::limits() const {
       {kMaxTopLogprobs, kernels::kMaxTopLogprobs, impl_->model->config().vocab_size}));
   limits.computes_padding = false;  // tokens are packed row after row
   limits.applies_token_constraints = false;
+  limits.applies_extended_sampling = false;
   return limits;
 }
 absl::Status CudaExecutor::CheckRow(const StepRow& row) const {
@@ -611,7 +612,7 @@ absl::Status CudaExecutor::CheckRow(const StepRow& row) const {
         "sequence %d: the CUDA executor does not apply token constraints (structured output) yet",
         row.seq_id));
   }
-  return absl::OkStatus();
+  return RefuseExtendedSampling(row, "CUDA");
 }
 int64_t CudaExecutor::weight_bytes() const { return impl_->model->weight_bytes(); }
 

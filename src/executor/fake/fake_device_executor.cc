@@ -93,7 +93,13 @@ FakeDeviceExecutor::~FakeDeviceExecutor() {
 ExecutorLimits FakeDeviceExecutor::limits() const {
   ExecutorLimits limits;
   limits.computes_padding = false;
+  limits.applies_extended_sampling = false;
   return limits;
+}
+
+absl::Status FakeDeviceExecutor::CheckRow(const StepRow& row) const {
+  RETURN_IF_ERROR(Executor::CheckRow(row));
+  return RefuseExtendedSampling(row, "fake device");
 }
 
 int32_t FakeDeviceExecutor::TokenAfter(int32_t last_token, int64_t position) const {

@@ -57,6 +57,8 @@ class FakeDeviceExecutor final : public Executor {
   const ModelConfig& model_config() const override { return model_; }
   const KvCacheSpec& kv_spec() const override { return kv_; }
   ExecutorLimits limits() const override;
+  // Its tokens come from no logits: it refuses min_p, penalties and logit_bias.
+  absl::Status CheckRow(const StepRow& row) const override;
 
   // Whether a step is launched and not yet collected (tests).
   bool step_launched() const {
