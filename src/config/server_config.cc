@@ -57,6 +57,7 @@ constexpr uint64_t kMaxKvBytes = uint64_t{1} << 40;       // 1 TiB
 constexpr uint64_t kMaxMessageBytes = uint64_t{1} << 30;  // gRPC takes an int
 constexpr uint64_t kMaxCpuThreads = 1024;
 constexpr uint64_t kMaxStopTokenIds = 65536;
+constexpr uint64_t kMaxChoices = 128;
 constexpr uint64_t kMaxInFlightPerClient = 1000000;
 constexpr uint64_t kMaxConcurrentStreams = 1000000;
 
@@ -102,6 +103,8 @@ absl::Status CheckMaxima(const v1::ServerConfig& config, const Locator& at) {
                          config.request_defaults().max_tokens(), kMaxTokens));
   RETURN_IF_ERROR(AtMost(at, {"request_limits", "max_stop_token_ids"},
                          config.request_limits().max_stop_token_ids(), kMaxStopTokenIds));
+  RETURN_IF_ERROR(AtMost(at, {"request_limits", "max_choices"},
+                         config.request_limits().max_choices(), kMaxChoices));
   RETURN_IF_ERROR(AtMost(at, {"request_limits", "max_in_flight_per_client"},
                          config.request_limits().max_in_flight_per_client(),
                          kMaxInFlightPerClient));
@@ -240,6 +243,10 @@ absl::Status Validate(const v1::ServerConfig& config, const Locator& at) {
                     "max_concurrent_streams must be at least 1 (a connection with no call open "
                     "serves nothing)");
   }
+  if (config.request_limits().max_choices() < 1) {
+    return at.Error({"request_limits", "max_choices"}, -1,
+                    "max_choices must be at least 1 (every request has one choice)");
+  }
   if (config.metrics().port() > 65535) {
     return at.Error(
         {"metrics", "port"}, -1,
@@ -339,6 +346,7 @@ void FillServerConfigDefaults(v1::ServerConfig* config) {
   v1::RequestLimits* limits = config->mutable_request_limits();
   if (!limits->has_max_stop_token_ids()) limits->set_max_stop_token_ids(256);
   if (!limits->has_max_in_flight_per_client()) limits->set_max_in_flight_per_client(0);
+  if (!limits->has_max_choices()) limits->set_max_choices(8);
   v1::FrontendConfig* f = config->mutable_frontend();
   if (!f->has_listen_address()) f->set_listen_address("127.0.0.1");
   if (!f->has_port()) f->set_port(50051);

@@ -18,6 +18,7 @@ void SetReloadableLimits(const v1::ServerConfig& config, ServingLimits* limits) 
   limits->max_stop_token_ids = static_cast<int32_t>(config.request_limits().max_stop_token_ids());
   limits->max_in_flight_per_client =
       static_cast<int32_t>(config.request_limits().max_in_flight_per_client());
+  limits->max_choices = static_cast<int32_t>(config.request_limits().max_choices());
   limits->default_priority_level =
       static_cast<int32_t>(config.scheduler().default_priority_level());
   const uint64_t slow = config.frontend().slow_client_timeout_microseconds();

@@ -1,8 +1,10 @@
 // convoy: the command-line client of convoyd.
 //   convoy generate --addr HOST:PORT --token-ids 1,2,3 | --prompt TEXT | --chat TEXT [--system
 //   TEXT]
-//                   [--max-tokens N --temperature T --top-k K --top-p P --seed S
+//                   [--max-tokens N --temperature T --top-k K --top-p P --min-p P --seed S
 //                   --stop-token-ids 2 --stop TEXT --priority P --timeout-ms T]
+//                   [--presence-penalty X --frequency-penalty X --repetition-penalty X
+//                   --logit-bias ID=BIAS,...]
 //                   [--logprobs] [--top-logprobs N] [--stream] [--json]
 //                   [--json-schema FILE | --json-object | --regex RE | --grammar FILE |
 //                    --choices A|B|C]
@@ -48,6 +50,16 @@ ABSL_FLAG(float, temperature, 0.0f, "Sampling temperature; 0 is greedy");
 ABSL_FLAG(int32_t, top_k, 0, "Sample among the k most likely tokens; 0 for all");
 ABSL_FLAG(float, top_p, 1.0f, "Nucleus sampling mass, in (0, 1]");
 ABSL_FLAG(uint64_t, seed, 0, "Sampling seed (same seed, same tokens)");
+ABSL_FLAG(float, min_p, 0.0f,
+          "Keep tokens at least this fraction as likely as the most likely one; 0 keeps all");
+ABSL_FLAG(float, presence_penalty, 0.0f,
+          "Subtracted from the logit of every token generated so far, in [-2, 2]");
+ABSL_FLAG(float, frequency_penalty, 0.0f,
+          "Subtracted once per time a token was generated so far, in [-2, 2]");
+ABSL_FLAG(float, repetition_penalty, 1.0f,
+          "Divides positive logits (multiplies negative ones) of tokens seen so far; 1 for none");
+ABSL_FLAG(std::string, logit_bias, "",
+          "Comma-separated ID=BIAS pairs added to those tokens' logits, each bias in [-100, 100]");
 ABSL_FLAG(std::string, stop_token_ids, "", "Comma-separated token ids that end generation");
 ABSL_FLAG(int32_t, priority, 0, "1 is the highest; 0 takes the server's default");
 ABSL_FLAG(int64_t, timeout_ms, 0, "The call's deadline in milliseconds; 0 for none");
@@ -83,8 +95,10 @@ const convoy::cli::CommandLine kTop = {
     "convoy",
     "convoy generate|chat|health|info --addr HOST:PORT [flags]\n\n"
     "  generate  --token-ids 1,2,3 | --prompt TEXT | --chat TEXT [--system TEXT] [--max-tokens N\n"
-    "            --temperature T --top-k K --top-p P --seed S --stop-token-ids 2 --stop TEXT\n"
-    "            --priority P --timeout-ms T] [--logprobs] [--top-logprobs N] [--stream] [--json]\n"
+    "            --temperature T --top-k K --top-p P --min-p P --seed S --stop-token-ids 2\n"
+    "            --stop TEXT --priority P --timeout-ms T] [--presence-penalty X\n"
+    "            --frequency-penalty X --repetition-penalty X --logit-bias ID=BIAS,...]\n"
+    "            [--logprobs] [--top-logprobs N] [--stream] [--json]\n"
     "            [--json-schema FILE | --json-object | --regex RE | --grammar FILE |\n"
     "            --choices A|B|C]\n"
     "  chat      an interactive chat through the model's chat template, streamed [--system TEXT\n"
@@ -106,11 +120,39 @@ const convoy::cli::CommandLine kGenerate = {
     "response) with prompt_token_ids, token_ids, text, logprobs and finish_reason.\n"
     "Structured output (at most one): --json-schema FILE, --json-object, --regex RE, --grammar\n"
     "FILE (GBNF) or --choices A|B|C holds the answer to it (docs/grammar.md).",
-    {"addr",        "tls_ca",   "tls_cert",     "tls_key",        "api_key",    "model",
-     "token_ids",   "prompt",   "chat",         "system",         "max_tokens", "temperature",
-     "top_k",       "top_p",    "seed",         "stop_token_ids", "stop",       "priority",
-     "timeout_ms",  "logprobs", "top_logprobs", "stream",         "json",       "json_schema",
-     "json_object", "regex",    "grammar",      "choices"},
+    {"addr",
+     "tls_ca",
+     "tls_cert",
+     "tls_key",
+     "api_key",
+     "model",
+     "token_ids",
+     "prompt",
+     "chat",
+     "system",
+     "max_tokens",
+     "temperature",
+     "top_k",
+     "top_p",
+     "min_p",
+     "presence_penalty",
+     "frequency_penalty",
+     "repetition_penalty",
+     "logit_bias",
+     "seed",
+     "stop_token_ids",
+     "stop",
+     "priority",
+     "timeout_ms",
+     "logprobs",
+     "top_logprobs",
+     "stream",
+     "json",
+     "json_schema",
+     "json_object",
+     "regex",
+     "grammar",
+     "choices"},
     {}};
 
 const convoy::cli::CommandLine kChat = {
@@ -119,8 +161,26 @@ const convoy::cli::CommandLine kChat = {
     "            --top-p P --seed S --stop TEXT]\n\n"
     "An interactive chat: each line you type is a user message; the answer streams back and\n"
     "the conversation goes on. An empty line or end of input (Ctrl-D) ends it.",
-    {"addr", "tls_ca", "tls_cert", "tls_key", "api_key", "model", "system", "max_tokens",
-     "temperature", "top_k", "top_p", "seed", "stop", "priority", "timeout_ms"},
+    {"addr",
+     "tls_ca",
+     "tls_cert",
+     "tls_key",
+     "api_key",
+     "model",
+     "system",
+     "max_tokens",
+     "temperature",
+     "top_k",
+     "top_p",
+     "min_p",
+     "presence_penalty",
+     "frequency_penalty",
+     "repetition_penalty",
+     "logit_bias",
+     "seed",
+     "stop",
+     "priority",
+     "timeout_ms"},
     {}};
 
 const convoy::cli::CommandLine kHealth = {
@@ -259,6 +319,25 @@ bool SetSampling(const convoy::cli::CommandLine& command, v1::InferRequest* requ
   if (Given("top_k")) s->set_top_k(absl::GetFlag(FLAGS_top_k));
   if (Given("top_p")) s->set_top_p(absl::GetFlag(FLAGS_top_p));
   if (Given("seed")) s->set_seed(absl::GetFlag(FLAGS_seed));
+  if (Given("min_p")) s->set_min_p(absl::GetFlag(FLAGS_min_p));
+  if (Given("presence_penalty")) s->set_presence_penalty(absl::GetFlag(FLAGS_presence_penalty));
+  if (Given("frequency_penalty")) s->set_frequency_penalty(absl::GetFlag(FLAGS_frequency_penalty));
+  if (Given("repetition_penalty")) {
+    s->set_repetition_penalty(absl::GetFlag(FLAGS_repetition_penalty));
+  }
+  if (Given("logit_bias")) {
+    for (absl::string_view pair : absl::StrSplit(absl::GetFlag(FLAGS_logit_bias), ',')) {
+      const std::vector<absl::string_view> parts = absl::StrSplit(pair, '=');
+      int32_t token = 0;
+      float bias = 0.0f;
+      if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &token) ||
+          !absl::SimpleAtof(parts[1], &bias)) {
+        convoy::cli::BadUsage(command, "--logit-bias must be comma-separated ID=BIAS pairs");
+        return false;
+      }
+      (*s->mutable_logit_bias())[token] = bias;
+    }
+  }
   if (Given("stop")) s->add_stop(absl::GetFlag(FLAGS_stop));
   if (Given("stop_token_ids") &&
       !ParseIds(absl::GetFlag(FLAGS_stop_token_ids), s->mutable_stop_token_ids())) {

@@ -205,9 +205,6 @@ void ReadLogitBias(FieldReader& fields, v1::SamplingParameters* sampling) {
 
 // Fields convoy knows but does not do: refused unless they ask for the default.
 void RefuseUnsupported(FieldReader& fields, OpenAiEndpoint endpoint) {
-  if (std::optional<int64_t> n = fields.Int("n", 1, 128); n && *n != 1) {
-    fields.Fail("n", "only one choice per request (n: 1) is supported");
-  }
   if (endpoint == OpenAiEndpoint::kChatCompletions) {
     // The deprecated form of tools.
     if (const Json* f = fields.Find("functions"); f != nullptr && !f->empty()) {
@@ -648,6 +645,8 @@ ParsedOpenAiRequest ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view
     out.logprobs = true;
     out.top_logprobs = static_cast<int32_t>(*top);
   }
+  // Up to request_limits.max_choices, which the service checks; 128 is that field's own limit.
+  if (std::optional<int64_t> n = fields.Int("n", 1, 128)) out.n = static_cast<int32_t>(*n);
   request.set_return_logprobs(out.logprobs);
   request.set_top_logprobs(out.top_logprobs);
   RefuseUnsupported(fields, endpoint);
@@ -665,12 +664,13 @@ const char* OpenAiFinishReason(v1::FinishReason reason) {
 }
 
 OpenAiResponder::OpenAiResponder(const OpenAiRequest& request, std::string id, int64_t created,
-                                 std::string model, const Tokenizer* tokenizer)
+                                 std::string model, const Tokenizer* tokenizer, int32_t index)
     : request_(request),
       id_(std::move(id)),
       created_(created),
       model_(std::move(model)),
-      tokenizer_(tokenizer) {}
+      tokenizer_(tokenizer),
+      index_(index) {}
 
 namespace {
 
@@ -748,10 +748,10 @@ std::optional<ToolOutput> OpenAiResponder::ToolCalls(const std::string& text,
   return ParseToolOutput(text, request_.tool_mode);
 }
 
-std::string OpenAiResponder::Whole(const SessionOutput& output, const SessionEnd& end) const {
+Json OpenAiResponder::Choice(const SessionOutput& output, const SessionEnd& end) const {
   const bool chat = request_.endpoint == OpenAiEndpoint::kChatCompletions;
   const std::optional<ToolOutput> calls = ToolCalls(output.text, end);
-  Json choice = {{"index", 0},
+  Json choice = {{"index", index_},
                  {"finish_reason", calls ? "tool_calls" : OpenAiFinishReason(end.finish_reason)}};
   Json logprobs;
   if (request_.logprobs) {
@@ -767,13 +767,24 @@ std::string OpenAiResponder::Whole(const SessionOutput& output, const SessionEnd
   } else {
     choice["text"] = output.text;
   }
+  return choice;
+}
+
+std::string OpenAiResponder::Whole(std::vector<Json> choices, const SessionEnd& totals) const {
+  const bool chat = request_.endpoint == OpenAiEndpoint::kChatCompletions;
   Json response = {{"id", id_},
                    {"object", chat ? "chat.completion" : "text_completion"},
                    {"created", created_},
                    {"model", model_},
-                   {"choices", Json::array({std::move(choice)})},
-                   {"usage", UsageJson(end)}};
+                   {"choices", std::move(choices)},
+                   {"usage", UsageJson(totals)}};
   return Dump(response);
+}
+
+std::string OpenAiResponder::Whole(const SessionOutput& output, const SessionEnd& end) const {
+  std::vector<Json> choices;
+  choices.push_back(Choice(output, end));
+  return Whole(std::move(choices), end);
 }
 
 std::string OpenAiResponder::Event(const std::string& json) const {
@@ -782,7 +793,7 @@ std::string OpenAiResponder::Event(const std::string& json) const {
 
 std::string OpenAiResponder::Chunk(const SessionOutput* output, const char* finish_reason) const {
   const bool chat = request_.endpoint == OpenAiEndpoint::kChatCompletions;
-  Json choice = {{"index", 0},
+  Json choice = {{"index", index_},
                  {"finish_reason", finish_reason == nullptr ? Json() : Json(finish_reason)}};
   Json logprobs;
   if (request_.logprobs && output != nullptr) {
@@ -810,7 +821,7 @@ std::string OpenAiResponder::FirstEvent() const {
 }
 
 std::string OpenAiResponder::DeltaChunk(Json delta, const char* finish_reason) const {
-  Json choice = {{"index", 0},
+  Json choice = {{"index", index_},
                  {"delta", std::move(delta)},
                  {"logprobs", Json()},
                  {"finish_reason", finish_reason == nullptr ? Json() : Json(finish_reason)}};
@@ -839,6 +850,12 @@ std::string OpenAiResponder::OutputEvent(const SessionOutput& output) {
 }
 
 std::string OpenAiResponder::EndEvents(const SessionEnd& end) {
+  std::string events = ChoiceEndEvents(end);
+  if (end.status.ok()) absl::StrAppend(&events, CloseEvents(end));
+  return events;
+}
+
+std::string OpenAiResponder::ChoiceEndEvents(const SessionEnd& end) {
   std::string events;
   const char* finish_reason = OpenAiFinishReason(end.finish_reason);
   if (request_.tool_mode != OpenAiToolMode::kNone && holding_) {
@@ -853,20 +870,24 @@ std::string OpenAiResponder::EndEvents(const SessionEnd& end) {
     held_ = SessionOutput();
     holding_ = false;
   }
-  if (end.status.ok()) {
-    events += Chunk(nullptr, finish_reason);
-    if (request_.include_usage) {
-      const bool chat = request_.endpoint == OpenAiEndpoint::kChatCompletions;
-      Json usage = {{"id", id_},
-                    {"object", chat ? "chat.completion.chunk" : "text_completion"},
-                    {"created", created_},
-                    {"model", model_},
-                    {"choices", Json::array()},
-                    {"usage", UsageJson(end)}};
-      absl::StrAppend(&events, Event(Dump(usage)));
-    }
-  } else {
-    events = Event(OpenAiErrorFromStatus(end.status, request_.endpoint).ToJson());
+  if (!end.status.ok()) {
+    return absl::StrCat(Event(OpenAiErrorFromStatus(end.status, request_.endpoint).ToJson()),
+                        "data: [DONE]\n\n");
+  }
+  return events + Chunk(nullptr, finish_reason);
+}
+
+std::string OpenAiResponder::CloseEvents(const SessionEnd& totals) const {
+  std::string events;
+  if (request_.include_usage) {
+    const bool chat = request_.endpoint == OpenAiEndpoint::kChatCompletions;
+    Json usage = {{"id", id_},
+                  {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                  {"created", created_},
+                  {"model", model_},
+                  {"choices", Json::array()},
+                  {"usage", UsageJson(totals)}};
+    absl::StrAppend(&events, Event(Dump(usage)));
   }
   absl::StrAppend(&events, "data: [DONE]\n\n");
   return events;

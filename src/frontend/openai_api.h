@@ -5,12 +5,13 @@
 //
 // What is taken: messages (content as a string or as text parts), prompt (text, token ids, or a
 // list holding one of those), max_tokens / max_completion_tokens, temperature, top_p, top_k (an
-// extension; -1 keeps all, as vLLM reads it), seed, stop (a string or a list), n (1), stream,
+// extension; -1 keeps all, as vLLM reads it), seed, stop (a string or a list), n, stream,
 // stream_options.include_usage, logprobs and top_logprobs, priority (an extension), user (a
 // string, checked and not used: it names an end user, not the request), response_format (text,
-// json_object, json_schema: a constraint), tools and tool_choice (openai_tools.h). Fields
-// that ask for what convoy does not do (n > 1, penalties, logit_bias, echo, suffix, the
-// deprecated functions API) are refused by name rather than ignored; unknown fields are refused.
+// json_object, json_schema: a constraint), tools and tool_choice (openai_tools.h),
+// presence_penalty, frequency_penalty, logit_bias, and vLLM's repetition_penalty and min_p. Fields
+// that ask for what convoy does not do (echo, suffix, best_of > 1, the deprecated functions API)
+// are refused by name rather than ignored; unknown fields are refused.
 #ifndef CONVOY_FRONTEND_OPENAI_API_H_
 #define CONVOY_FRONTEND_OPENAI_API_H_
 
@@ -18,11 +19,13 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "convoy/v1/inference.pb.h"
 #include "frontend/generation.h"
 #include "frontend/openai_tools.h"
+#include "nlohmann/json.hpp"
 #include "text/tokenizer.h"
 
 namespace convoy {
@@ -56,6 +59,8 @@ struct OpenAiRequest {
   // Chat: logprobs (bool) and top_logprobs. Completions: logprobs (an int, the top count).
   bool logprobs = false;
   int32_t top_logprobs = 0;
+  // Choices (n): each one request of its own, with seed + i when the request has a seed.
+  int32_t n = 1;
   // Chat with tools (openai_tools.h): whether and how the answer may be tool calls.
   OpenAiToolMode tool_mode = OpenAiToolMode::kNone;
 };
@@ -72,11 +77,17 @@ class OpenAiResponder {
  public:
   // `id`: the response's id ("chatcmpl-..." or "cmpl-..."); `created`: Unix seconds; `tokenizer`
   // (may be null) spells the tokens of logprobs.
+  // `index`: the choice it formats (of the request's n).
   OpenAiResponder(const OpenAiRequest& request, std::string id, int64_t created, std::string model,
-                  const Tokenizer* tokenizer);
+                  const Tokenizer* tokenizer, int32_t index = 0);
 
-  // The whole response (not streamed).
+  // The whole response (not streamed), of one choice.
   std::string Whole(const SessionOutput& output, const SessionEnd& end) const;
+  // This choice, as the whole response's `choices` holds it.
+  nlohmann::json Choice(const SessionOutput& output, const SessionEnd& end) const;
+  // The whole response with these choices, its usage counted by `totals` (the prompt once, every
+  // choice's completion tokens).
+  std::string Whole(std::vector<nlohmann::json> choices, const SessionEnd& totals) const;
 
   // Server-sent events, each "data: {...}\n\n". The first chunk of a chat stream (the role).
   std::string FirstEvent() const;
@@ -86,7 +97,13 @@ class OpenAiResponder {
   // The end: held output or tool calls, the chunk with the finish reason, the usage chunk when
   // asked for, and [DONE]. An error after the stream began is sent as an error event before
   // [DONE].
+  // ChoiceEndEvents, then CloseEvents when it ended well.
   std::string EndEvents(const SessionEnd& end);
+  // One choice's end: held output or tool calls, and the chunk with its finish reason; or, when
+  // it failed, the error event and [DONE].
+  std::string ChoiceEndEvents(const SessionEnd& end);
+  // After every choice's end: the usage chunk, counted by `totals`, when asked for; and [DONE].
+  std::string CloseEvents(const SessionEnd& totals) const;
 
  private:
   std::string Event(const std::string& json) const;
@@ -101,6 +118,7 @@ class OpenAiResponder {
   const int64_t created_;
   const std::string model_;
   const Tokenizer* const tokenizer_;
+  const int32_t index_;
   // Streaming with tools: output held back while it may be tool calls.
   SessionOutput held_;
   bool holding_ = true;

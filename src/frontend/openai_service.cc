@@ -40,7 +40,9 @@ bool Authenticated(const GenerationHub& hub, HttpExchange& exchange, OpenAiEndpo
 }
 
 // One request: lives from the handler until its answer is written (or the client is gone),
-// held by itself (self_) until then; the session and the exchange only hold weak references.
+// held by itself (self_) until then; the sessions and the exchange only hold weak references.
+// A request with n choices runs n sessions, one request each in the engine (choice i with the
+// request's seed + i when it has one), and answers once with all of them.
 class OpenAiCall : public std::enable_shared_from_this<OpenAiCall> {
  public:
   // Checks the key and parses the body, on the HTTP server's thread: a refusal is answered at once
@@ -49,6 +51,18 @@ class OpenAiCall : public std::enable_shared_from_this<OpenAiCall> {
                                             std::shared_ptr<HttpExchange> exchange) {
     if (!Authenticated(*hub, *exchange, endpoint)) return nullptr;
     ParsedOpenAiRequest parsed = ParseOpenAiRequest(endpoint, exchange->request().body);
+    if (parsed.request) {
+      const ServingContext* serving = hub->serving();
+      const int32_t max_choices = serving != nullptr ? serving->limits.max_choices : 1;
+      if (parsed.request->n > max_choices) {
+        parsed.error = OpenAiError{
+            400,
+            absl::StrCat("n: ", parsed.request->n, " choices; this server allows at most ",
+                         max_choices, " (request_limits.max_choices)"),
+            "invalid_request_error", "n", ""};
+        parsed.request.reset();
+      }
+    }
     if (!parsed.request) {
       // As gRPC counts a message that does not parse (a refusal before any session).
       hub->CountRefusal(RejectReason::kInvalidArgument);
@@ -60,102 +74,197 @@ class OpenAiCall : public std::enable_shared_from_this<OpenAiCall> {
   }
 
   // Tokenizes or renders the prompt and submits it (the work kept off the HTTP threads), then
-  // answers as the session goes.
+  // answers as the sessions go.
   void Start() {
     self_ = shared_from_this();
     std::weak_ptr<OpenAiCall> weak = self_;
-    session_ = GenerationSession::Create(hub_, [weak] {
-      if (std::shared_ptr<OpenAiCall> call = weak.lock()) call->Pump();
-    });
+    // Every session exists before the client can go (OnClosed) or any can wake the call.
+    choices_.resize(request_.n);
+    for (Choice& choice : choices_) {
+      choice.session = GenerationSession::Create(hub_, [weak] {
+        if (std::shared_ptr<OpenAiCall> call = weak.lock()) call->Pump();
+      });
+    }
     exchange_->OnClosed([weak] {
-      if (std::shared_ptr<OpenAiCall> call = weak.lock()) call->session_->ClientGone();
+      if (std::shared_ptr<OpenAiCall> call = weak.lock()) call->EndAll();
     });
     const HttpRequest& http = exchange_->request();
-    session_->Begin(request_.request, absl::InfiniteFuture(),
-                    CallOrigin{std::string(Authorization(http)), http.remote_address});
+    const CallOrigin origin{std::string(Authorization(http)), http.remote_address};
+    for (int32_t i = 0; i < request_.n; ++i) {
+      if (i == 0 || !request_.request.sampling().has_seed()) {
+        choices_[i].session->Begin(request_.request, absl::InfiniteFuture(), origin);
+        continue;
+      }
+      v1::InferRequest request = request_.request;
+      request.mutable_sampling()->set_seed(request.sampling().seed() + static_cast<uint64_t>(i));
+      choices_[i].session->Begin(request, absl::InfiniteFuture(), origin);
+    }
   }
 
  private:
+  struct Choice {
+    std::shared_ptr<GenerationSession> session;  // set once in Start
+    SessionOutput output;                        // not streamed: all of it
+    std::optional<SessionEnd> end;
+  };
+
   OpenAiCall(GenerationHub* hub, OpenAiRequest request, std::shared_ptr<HttpExchange> exchange)
       : hub_(hub), request_(std::move(request)), exchange_(std::move(exchange)) {}
 
-  // The responder, made once the session has its id (after Begin).
-  OpenAiResponder& Responder() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!responder_) {
+  // The client went away, or one choice failed: every session ends (a session ended already
+  // ignores it).
+  void EndAll() {
+    for (Choice& choice : choices_) choice.session->ClientGone();
+  }
+
+  // Choice i's responder, made once its session has an id (after Begin); every choice has the
+  // first one's response id.
+  OpenAiResponder& Responder(int32_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (responders_.empty()) {
       const ServingContext* serving = hub_->serving();
       const bool chat = request_.endpoint == OpenAiEndpoint::kChatCompletions;
-      responder_.emplace(request_, absl::StrCat(chat ? "chatcmpl-" : "cmpl-", session_->id()),
-                         absl::ToUnixSeconds(absl::Now()),
-                         serving != nullptr ? serving->limits.model_name : "",
-                         serving != nullptr ? serving->limits.tokenizer : nullptr);
+      const std::string id = absl::StrCat(chat ? "chatcmpl-" : "cmpl-", choices_[0].session->id());
+      for (int32_t c = 0; c < request_.n; ++c) {
+        responders_.emplace_back(std::make_unique<OpenAiResponder>(
+            request_, id, absl::ToUnixSeconds(absl::Now()),
+            serving != nullptr ? serving->limits.model_name : "",
+            serving != nullptr ? serving->limits.tokenizer : nullptr, c));
+      }
     }
-    return *responder_;
+    return *responders_[i];
+  }
+
+  // The usage of every choice together: the prompt once, all the completions' tokens.
+  SessionEnd Totals() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    SessionEnd totals = *choices_[0].end;
+    for (size_t i = 1; i < choices_.size(); ++i) {
+      totals.completion_tokens += choices_[i].end->completion_tokens;
+    }
+    return totals;
+  }
+
+  // The first choice that failed, if one did.
+  const SessionEnd* Failed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const Choice& choice : choices_) {
+      if (choice.end && !choice.end->status.ok()) return &*choice.end;
+    }
+    return nullptr;
   }
 
   // Sends what is new; at the end, the end, and lets the call go.
   void Pump() {
     std::shared_ptr<OpenAiCall> done;  // set at the end: the call goes when Pump returns
-    absl::MutexLock lock(&mu_);
-    if (finished_) return;
-    if (!request_.stream) {
-      std::optional<SessionEnd> end = session_->Take(&output_);
-      if (!end) return;
-      finished_ = true;
-      done = std::move(self_);
-      if (end->status.ok()) {
-        exchange_->Respond(200, kJsonContentType, Responder().Whole(output_, *end)).IgnoreError();
+    bool end_all = false;              // a choice failed: the others are ended, unlocked
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_) return;
+      if (request_.stream) {
+        end_all = PumpStream(&done);
       } else {
-        RespondOpenAiError(*exchange_, OpenAiErrorFromStatus(end->status, request_.endpoint));
+        end_all = PumpWhole(&done);
       }
-      return;
     }
+    if (end_all) EndAll();
+  }
+
+  bool PumpWhole(std::shared_ptr<OpenAiCall>* done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    bool all_ended = true;
+    for (Choice& choice : choices_) {
+      if (!choice.end) choice.end = choice.session->Take(&choice.output);
+      all_ended = all_ended && choice.end.has_value();
+    }
+    const SessionEnd* failed = Failed();
+    if (!all_ended && failed == nullptr) return false;
+    finished_ = true;
+    *done = std::move(self_);
+    if (failed != nullptr) {
+      RespondOpenAiError(*exchange_, OpenAiErrorFromStatus(failed->status, request_.endpoint));
+      return true;
+    }
+    std::vector<nlohmann::json> choices;
+    for (int32_t i = 0; i < request_.n; ++i) {
+      choices.push_back(Responder(i).Choice(choices_[i].output, *choices_[i].end));
+    }
+    exchange_->Respond(200, kJsonContentType, Responder(0).Whole(std::move(choices), Totals()))
+        .IgnoreError();
+    return false;
+  }
+
+  bool PumpStream(std::shared_ptr<OpenAiCall>* done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (exchange_->queued_bytes() > kMaxQueuedBytes) {
-      // The client reads slower than tokens come: wait for it (the session keeps the output).
+      // The client reads slower than tokens come: wait for it (the sessions keep the output).
       std::weak_ptr<OpenAiCall> weak = self_;
       exchange_->OnDrained([weak] {
         if (std::shared_ptr<OpenAiCall> call = weak.lock()) call->Pump();
       });
-      return;
+      return false;
     }
-    SessionOutput output;
-    std::optional<SessionEnd> end = session_->Take(&output);
+    std::vector<SessionOutput> outputs(choices_.size());
+    std::vector<bool> ended_now(choices_.size(), false);
+    bool any_output = false;
+    bool all_ended = true;
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      Choice& choice = choices_[i];
+      if (!choice.end) {
+        choice.end = choice.session->Take(&outputs[i]);
+        ended_now[i] = choice.end.has_value();
+      }
+      any_output = any_output || !outputs[i].empty();
+      all_ended = all_ended && choice.end.has_value();
+    }
+    const SessionEnd* failed = Failed();
     if (!started_) {
-      if (end && !end->status.ok() && output.empty()) {
+      if (failed != nullptr && !any_output) {
         // Refused before anything was sent: a plain HTTP error.
         finished_ = true;
-        done = std::move(self_);
-        RespondOpenAiError(*exchange_, OpenAiErrorFromStatus(end->status, request_.endpoint));
-        return;
+        *done = std::move(self_);
+        RespondOpenAiError(*exchange_, OpenAiErrorFromStatus(failed->status, request_.endpoint));
+        return true;
       }
-      if (!end && output.empty()) return;
+      if (!any_output && !all_ended) return false;
       started_ = true;
       if (!exchange_->StartStream(200, kEventStream, {{"Cache-Control", "no-cache"}}).ok()) {
-        // The client is gone: OnClosed ends the session (never from here, inside its wake).
-        return;
+        // The client is gone: OnClosed ends the sessions (never from here, inside a wake).
+        return false;
       }
-      exchange_->Write(Responder().FirstEvent()).IgnoreError();
+      std::string first;
+      for (int32_t i = 0; i < request_.n; ++i) absl::StrAppend(&first, Responder(i).FirstEvent());
+      exchange_->Write(std::move(first)).IgnoreError();
     }
     std::string events;
-    if (!output.empty()) events = Responder().OutputEvent(output);
-    if (end) {
-      absl::StrAppend(&events, Responder().EndEvents(*end));
-      finished_ = true;
-      done = std::move(self_);
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      const int32_t index = static_cast<int32_t>(i);
+      if (!outputs[i].empty()) absl::StrAppend(&events, Responder(index).OutputEvent(outputs[i]));
+      if (ended_now[i] && choices_[i].end->status.ok()) {
+        absl::StrAppend(&events, Responder(index).ChoiceEndEvents(*choices_[i].end));
+      }
     }
-    // A failed write means the client is gone: OnClosed ends the session.
+    if (failed != nullptr) {
+      // An error after the stream began: the error event and [DONE]; the other choices end.
+      absl::StrAppend(&events, Responder(0).ChoiceEndEvents(*failed));
+    } else if (all_ended) {
+      absl::StrAppend(&events, Responder(0).CloseEvents(Totals()));
+    }
+    const bool finished = failed != nullptr || all_ended;
+    if (finished) {
+      finished_ = true;
+      *done = std::move(self_);
+    }
+    // A failed write means the client is gone: OnClosed ends the sessions.
     if (!events.empty()) exchange_->Write(std::move(events)).IgnoreError();
-    if (end) exchange_->Finish().IgnoreError();
+    if (finished) exchange_->Finish().IgnoreError();
+    return failed != nullptr;
   }
 
   GenerationHub* const hub_;
   const OpenAiRequest request_;
   const std::shared_ptr<HttpExchange> exchange_;
-  std::shared_ptr<GenerationSession> session_;  // set once in Start
+  // Filled once in Start, before any session can wake the call.
+  std::vector<Choice> choices_;
   std::shared_ptr<OpenAiCall> self_;
 
   absl::Mutex mu_;
-  std::optional<OpenAiResponder> responder_ ABSL_GUARDED_BY(mu_);
-  SessionOutput output_ ABSL_GUARDED_BY(mu_);  // not streamed: all of it
+  std::vector<std::unique_ptr<OpenAiResponder>> responders_ ABSL_GUARDED_BY(mu_);
   bool started_ ABSL_GUARDED_BY(mu_) = false;  // streamed: the head is sent
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -34,6 +34,8 @@ struct ServingLimits {
   int32_t max_stop_token_ids = 256;
   // request_limits.max_in_flight_per_client of the config; 0: no limit.
   int32_t max_in_flight_per_client = 0;
+  // request_limits.max_choices of the config: OpenAI's `n` at most.
+  int32_t max_choices = 8;
   // Stop strings per request at most, and bytes per stop string.
   int32_t max_stop_strings = 16;
   int32_t max_stop_string_bytes = 1024;

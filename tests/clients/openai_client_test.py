@@ -215,7 +215,9 @@ class OpenAiClientTest(unittest.TestCase):
             (dict(messages=messages, temperature=-1), "temperature"),
             (dict(messages=messages, top_p=1.5), "top_p"),
             (dict(messages=messages, stop=[""]), "stop"),
-            (dict(messages=messages, n=3), "n"),
+            (dict(messages=messages, n=9), "n"),
+            (dict(messages=messages, presence_penalty=3), "presence_penalty"),
+            (dict(messages=messages, logit_bias={"99999999": 1}), "logit_bias[99999999]"),
             (dict(messages=[{"role": "wizard", "content": "hi"}]), "messages[0].role"),
             (dict(messages=messages, max_tokens=1000000), "max_tokens"),
             (dict(messages=messages, extra_body={"bogus": 1}), "bogus"),
@@ -231,6 +233,67 @@ class OpenAiClientTest(unittest.TestCase):
         self.assertEqual(caught.exception.body["code"], "model_not_found")
         with self.assertRaises(openai.BadRequestError):
             self.client.completions.create(model=self.model, prompt="x" * 40000, max_tokens=4)
+
+    def test_n_choices_whole_and_streamed(self):
+        messages = [{"role": "user", "content": "Tell me a one-line story."}]
+        whole = self.client.chat.completions.create(
+            model=self.model, messages=messages, max_tokens=16, temperature=1.0, seed=5, n=3)
+        self.assertEqual([c.index for c in whole.choices], [0, 1, 2])
+        # Choice i is the request with seed 5 + i, as the native API gives it.
+        expected = [SERVER.convoy("--chat", messages[0]["content"], "--max-tokens", "16",
+                                  "--temperature", "1", "--seed", str(5 + i)) for i in range(3)]
+        for choice, want in zip(whole.choices, expected):
+            self.assertEqual(choice.message.content, want["text"])
+        # The prompt counted once, every choice's tokens.
+        self.assertEqual(whole.usage.prompt_tokens, expected[0]["usage"]["prompt_tokens"])
+        self.assertEqual(whole.usage.completion_tokens,
+                         sum(e["usage"]["completion_tokens"] for e in expected))
+        self.assertGreater(len({c.message.content for c in whole.choices}), 1)
+        stream = self.client.chat.completions.create(
+            model=self.model, messages=messages, max_tokens=16, temperature=1.0, seed=5, n=3,
+            stream=True, stream_options={"include_usage": True})
+        texts, finishes, usage = ["", "", ""], [None, None, None], None
+        for chunk in stream:
+            if chunk.usage is not None:
+                usage = chunk.usage
+            for choice in chunk.choices:
+                texts[choice.index] += choice.delta.content or ""
+                finishes[choice.index] = choice.finish_reason or finishes[choice.index]
+        self.assertEqual(texts, [c.message.content for c in whole.choices])
+        self.assertEqual(finishes, [c.finish_reason for c in whole.choices])
+        self.assertEqual(usage.completion_tokens, whole.usage.completion_tokens)
+        completions = self.client.completions.create(model=self.model, prompt="Once upon a time",
+                                                     max_tokens=8, temperature=0, n=2)
+        self.assertEqual(len(completions.choices), 2)
+        self.assertEqual(completions.choices[0].text, completions.choices[1].text)
+
+    def test_logit_bias_and_penalties_equal_the_native_api(self):
+        question = "Count from 1 to 9."
+        plain = SERVER.convoy("--chat", question, "--max-tokens", "12")
+        forced = plain["token_ids"][2]
+        cases = [
+            (dict(logit_bias={str(forced): 100}), ["--logit-bias", f"{forced}=100"]),
+            (dict(logit_bias={str(plain["token_ids"][0]): -100}),
+             ["--logit-bias", f"{plain['token_ids'][0]}=-100"]),
+            (dict(presence_penalty=2, frequency_penalty=2),
+             ["--presence-penalty", "2", "--frequency-penalty", "2"]),
+            (dict(extra_body={"repetition_penalty": 1.3, "min_p": 0.1}),
+             ["--repetition-penalty", "1.3", "--min-p", "0.1"]),
+        ]
+        for kwargs, flags in cases:
+            with self.subTest(flags=flags):
+                expected = SERVER.convoy("--chat", question, "--max-tokens", "12", *flags)
+                answer = self.client.chat.completions.create(
+                    model=self.model, messages=[{"role": "user", "content": question}],
+                    max_tokens=12, temperature=0, **kwargs)
+                self.assertEqual(answer.choices[0].message.content, expected["text"])
+                self.assertNotEqual(expected["token_ids"], plain["token_ids"])
+        forced_answer = SERVER.convoy("--chat", question, "--max-tokens", "12",
+                                      "--logit-bias", f"{forced}=100")
+        self.assertEqual(forced_answer["token_ids"], [forced] * 12)
+        banned = SERVER.convoy("--chat", question, "--max-tokens", "12",
+                               "--logit-bias", f"{plain['token_ids'][0]}=-100")
+        self.assertNotIn(plain["token_ids"][0], banned["token_ids"])
 
     def test_structured_output_parses_into_a_pydantic_model(self):
         # What agent frameworks send: a Pydantic model as a strict json_schema response_format.

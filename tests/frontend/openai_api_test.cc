@@ -144,7 +144,7 @@ TEST(OpenAiApiTest, EveryBadFieldIsNamed) {
        "temperature"},
       {kChat, R"({"messages": [{"role": "user", "content": "a"}], "stop": 4})", "stop"},
       {kChat, R"({"messages": [{"role": "user", "content": "a"}], "stop": ["a", 1]})", "stop[1]"},
-      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "n": 2})", "n"},
+      {kChat, R"({"messages": [{"role": "user", "content": "a"}], "n": 0})", "n"},
       {kChat, R"({"messages": [{"role": "user", "content": "a"}], "frequency_penalty": "1"})",
        "frequency_penalty"},
       {kChat, R"({"messages": [{"role": "user", "content": "a"}], "logit_bias": [1]})",
