@@ -286,6 +286,44 @@ TEST_F(KServeTest, SamplingInputsAndParametersMeanWhatConvoysFieldsMean) {
   EXPECT_EQ(answer.text, expected.text());
 }
 
+// The penalties, min_p and logit_bias as request parameters mean what convoy's fields mean.
+TEST_F(KServeTest, PenaltyAndLogitBiasParametersMeanWhatConvoysFieldsMean) {
+  v1::InferRequest convoy_request;
+  convoy_request.set_prompt_text(kPrompt);
+  v1::SamplingParameters* s = convoy_request.mutable_sampling();
+  s->set_max_tokens(12);
+  s->set_temperature(0.9f);
+  s->set_seed(3);
+  s->set_min_p(0.05f);
+  s->set_presence_penalty(1.5f);
+  s->set_frequency_penalty(0.5f);
+  s->set_repetition_penalty(1.2f);
+  (*s->mutable_logit_bias())[5] = 100.0f;
+  const v1::InferResponse expected = Convoy(convoy_request);
+  // The bias all but forces token 5.
+  EXPECT_THAT(expected.token_ids(), ::testing::Each(5));
+
+  ModelInferRequest request = RawTextRequest(model_, kPrompt, 12);
+  auto& p = *request.mutable_parameters();
+  p["temperature"].set_double_param(0.9);
+  p["seed"].set_int64_param(3);
+  p["min_p"].set_double_param(0.05);
+  p["presence_penalty"].set_double_param(1.5);
+  p["frequency_penalty"].set_double_param(0.5);
+  p["repetition_penalty"].set_double_param(1.2);
+  p["logit_bias"].set_string_param(R"({"5": 100})");
+  ModelInferResponse response;
+  const grpc::Status status = Infer(request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_THAT(Read(response).ids, ElementsAreArray(expected.token_ids()));
+
+  ModelInferRequest bad = RawTextRequest(model_, kPrompt, 12);
+  (*bad.mutable_parameters())["logit_bias"].set_string_param(R"({"x": 1})");
+  const grpc::Status refused = Infer(bad, &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(), ::testing::StartsWith("parameters.logit_bias: "));
+}
+
 TEST_F(KServeTest, ModelStreamInferAnswersEachRequestInChunksThenAFinalResponse) {
   v1::InferRequest convoy_request;
   convoy_request.set_prompt_text(kPrompt);
