@@ -42,6 +42,17 @@ absl::Status ValidateStepRow(const StepRow& row, const ModelConfig& model, const
       return error(s.message());
     }
   }
+  if (!row.score_tokens.empty()) {
+    if (row.score_tokens.size() != row.token_ids.size()) {
+      return error(absl::StrFormat("score_tokens has %d entries for %d tokens",
+                                   row.score_tokens.size(), row.token_ids.size()));
+    }
+    for (int32_t t : row.score_tokens) {
+      if (t < -1 || t >= model.vocab_size) {
+        return error(absl::StrFormat("score_tokens holds %d, outside the vocabulary", t));
+      }
+    }
+  }
   if (row.allowed_tokens != nullptr) {
     if (!row.sample) return error("allowed_tokens is set on a row that does not sample");
     if (row.allowed_tokens->vocab_size() != model.vocab_size) {
@@ -53,6 +64,10 @@ absl::Status ValidateStepRow(const StepRow& row, const ModelConfig& model, const
 }
 
 absl::Status RefuseExtendedSampling(const StepRow& row, std::string_view executor_name) {
+  if (!row.score_tokens.empty()) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "sequence %d: the %s executor does not score prompt tokens", row.seq_id, executor_name));
+  }
   if (row.logit_adjustments == nullptr && !UsesExtendedSampling(row.sampling)) {
     return absl::OkStatus();
   }

@@ -124,6 +124,18 @@ int32_t ChooseToken(const float* logits, int32_t vocab_size, const SamplingParam
   return token;
 }
 
+// The `num_top` most likely tokens and their logprobs (log_z: the log-sum-exp), most likely first.
+void AddTopLogprobs(const float* logits, int32_t vocab_size, float log_z, int32_t num_top,
+                    std::vector<std::pair<float, int32_t>>* scratch, SampledToken* result) {
+  if (num_top <= 0) return;
+  auto& c = *scratch;
+  c.resize(vocab_size);
+  for (int32_t i = 0; i < vocab_size; ++i) c[i] = {logits[i], i};
+  const int32_t n = std::min(num_top, vocab_size);
+  std::partial_sort(c.begin(), c.begin() + n, c.end(), ByLogitDesc);
+  for (int32_t i = 0; i < n; ++i) result->top_logprobs.push_back({c[i].second, c[i].first - log_z});
+}
+
 }  // namespace
 
 absl::Status ValidateSamplingParams(const SamplingParams& p, int32_t vocab_size) {
@@ -171,16 +183,17 @@ SampledToken SampleToken(const float* logits, int32_t vocab_size, const Sampling
         ChooseToken(work.data(), vocab_size, params, sample_index, scratch, work_max, true);
   }
   result.logprob = logits[result.token] - log_z;
+  AddTopLogprobs(logits, vocab_size, log_z, params.num_top_logprobs, scratch, &result);
+  return result;
+}
 
-  if (params.num_top_logprobs > 0) {
-    auto& c = *scratch;
-    c.resize(vocab_size);
-    for (int32_t i = 0; i < vocab_size; ++i) c[i] = {logits[i], i};
-    const int32_t n = std::min(params.num_top_logprobs, vocab_size);
-    std::partial_sort(c.begin(), c.begin() + n, c.end(), ByLogitDesc);
-    for (int32_t i = 0; i < n; ++i)
-      result.top_logprobs.push_back({c[i].second, c[i].first - log_z});
-  }
+SampledToken ScoreToken(const float* logits, int32_t vocab_size, int32_t token, int32_t num_top,
+                        std::vector<std::pair<float, int32_t>>* scratch) {
+  const LogSumExp lse = ComputeLogSumExp(logits, vocab_size);
+  SampledToken result;
+  result.token = token;
+  result.logprob = logits[token] - lse.log_z;
+  AddTopLogprobs(logits, vocab_size, lse.log_z, num_top, scratch, &result);
   return result;
 }
 

@@ -34,6 +34,11 @@ SampledToken SampleToken(const float* logits, int32_t vocab_size, const Sampling
                          const uint32_t* allowed = nullptr,
                          const LogitAdjustments* adjustments = nullptr);
 
+// The log-probability of `token` under `logits` (log softmax, before temperature) and the
+// `num_top` most likely tokens with theirs: prompt scoring (StepRow::score_tokens).
+SampledToken ScoreToken(const float* logits, int32_t vocab_size, int32_t token, int32_t num_top,
+                        std::vector<std::pair<float, int32_t>>* scratch);
+
 }  // namespace convoy
 
 #endif  // CONVOY_EXECUTOR_SAMPLER_H_

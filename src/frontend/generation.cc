@@ -270,6 +270,7 @@ absl::Status GenerationSession::Submit(const v1::InferRequest& request, absl::Ti
   if (deadline != absl::InfiniteFuture()) engine_request.timeout = deadline - arrival_;
   return_logprobs_ = request.return_logprobs();
   top_logprobs_ = request.top_logprobs() > 0;
+  if (request.return_prompt_logprobs()) scored_prompt_ = engine_request.prompt_tokens;
   prompt_tokens_ = static_cast<int32_t>(engine_request.prompt_tokens.size());
   priority_ = engine_request.priority;
   client_request_id_ = request.client_request_id();
@@ -418,6 +419,11 @@ void GenerationSession::OnToken(const Event& event) {
       pending_.token_ids.push_back(event.token);
       if (return_logprobs_) pending_.logprobs.push_back(event.logprob);
       if (top_logprobs_) pending_.top_logprobs.push_back(event.top_logprobs);
+      if (!event.prompt_logprobs.empty()) {
+        pending_.prompt_token_ids = scored_prompt_;
+        pending_.prompt_logprobs = event.prompt_logprobs;
+        if (top_logprobs_) pending_.prompt_top_logprobs = event.prompt_top_logprobs;
+      }
       if (detokenizer_ != nullptr) {
         // An id the tokenizer does not know (an embedding row past its vocabulary) adds no text.
         absl::StatusOr<std::string> text = detokenizer_->Next(event.token);
@@ -489,6 +495,11 @@ std::optional<SessionEnd> GenerationSession::Take(SessionOutput* out) {
     out->first_token_index = num_tokens_;
   }
   out->text.append(pending_.text);
+  if (!pending_.prompt_logprobs.empty()) {
+    out->prompt_token_ids = std::move(pending_.prompt_token_ids);
+    out->prompt_logprobs = std::move(pending_.prompt_logprobs);
+    out->prompt_top_logprobs = std::move(pending_.prompt_top_logprobs);
+  }
   pending_ = SessionOutput();
   pending_since_ = absl::InfiniteFuture();
   if (!ended_) return std::nullopt;

@@ -199,8 +199,14 @@ struct SessionOutput {
   // The text these tokens complete (never half a character; held back near a possible stop
   // string). Text may come without tokens: what was held back, at the end.
   std::string text;
+  // With the first tokens of a request that asked for its prompt's logprobs
+  // (return_prompt_logprobs): the prompt's ids, each one's logprob (entry 0: NaN, nothing comes
+  // before it) and alternatives when top_logprobs was asked for.
+  std::vector<int32_t> prompt_token_ids;
+  std::vector<float> prompt_logprobs;
+  std::vector<std::vector<TokenLogprob>> prompt_top_logprobs;
 
-  bool empty() const { return token_ids.empty() && text.empty(); }
+  bool empty() const { return token_ids.empty() && text.empty() && prompt_logprobs.empty(); }
 };
 
 // How a session ended.
@@ -304,6 +310,8 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   // Set by Begin before the engine sees the request; constant after.
   bool return_logprobs_ = false;
   bool top_logprobs_ = false;
+  // return_prompt_logprobs: the prompt's ids, handed out with its scores.
+  std::vector<int32_t> scored_prompt_;
   int32_t prompt_tokens_ = 0;
   int32_t priority_ = 0;
   uint64_t seed_ = 0;

@@ -24,18 +24,25 @@ uint64_t Micros(absl::Duration d) {
 }
 
 // Fills a response or stream message with new output.
-template <typename Message>
-void AppendOutput(const SessionOutput& out, Message* message) {
-  message->mutable_token_ids()->Add(out.token_ids.begin(), out.token_ids.end());
-  message->mutable_logprobs()->Add(out.logprobs.begin(), out.logprobs.end());
-  for (const std::vector<TokenLogprob>& step : out.top_logprobs) {
-    v1::TopLogprobs* top = message->add_top_logprobs();
+void AddTopLogprobs(const std::vector<std::vector<TokenLogprob>>& steps,
+                    google::protobuf::RepeatedPtrField<v1::TopLogprobs>* out) {
+  for (const std::vector<TokenLogprob>& step : steps) {
+    v1::TopLogprobs* top = out->Add();
     for (const TokenLogprob& t : step) {
       top->add_token_ids(t.token);
       top->add_logprobs(t.logprob);
     }
   }
+}
+
+template <typename Message>
+void AppendOutput(const SessionOutput& out, Message* message) {
+  message->mutable_token_ids()->Add(out.token_ids.begin(), out.token_ids.end());
+  message->mutable_logprobs()->Add(out.logprobs.begin(), out.logprobs.end());
+  AddTopLogprobs(out.top_logprobs, message->mutable_top_logprobs());
   message->mutable_text()->append(out.text);
+  message->mutable_prompt_logprobs()->Add(out.prompt_logprobs.begin(), out.prompt_logprobs.end());
+  AddTopLogprobs(out.prompt_top_logprobs, message->mutable_prompt_top_logprobs());
 }
 
 void FillUsage(const SessionEnd& end, v1::Usage* usage) {

@@ -215,9 +215,6 @@ void RefuseUnsupported(FieldReader& fields, OpenAiEndpoint endpoint) {
       fields.Fail("function_call", "the deprecated functions API is not supported; send tools");
     }
   } else {
-    if (std::optional<bool> echo = fields.Bool("echo"); echo && *echo) {
-      fields.Fail("echo", "echoing the prompt is not supported");
-    }
     if (const Json* suffix = fields.Find("suffix"); suffix != nullptr) {
       fields.Fail("suffix", "suffix (insertion) is not supported");
     }
@@ -645,6 +642,11 @@ ParsedOpenAiRequest ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view
     out.logprobs = true;
     out.top_logprobs = static_cast<int32_t>(*top);
   }
+  if (!chat) {
+    // The prompt before the answer; with logprobs, the prompt tokens' too (scored by the engine).
+    out.echo = fields.Bool("echo").value_or(false);
+    if (out.echo && out.logprobs) request.set_return_prompt_logprobs(true);
+  }
   // Up to request_limits.max_choices, which the service checks; 128 is that field's own limit.
   if (std::optional<int64_t> n = fields.Int("n", 1, 128)) out.n = static_cast<int32_t>(*n);
   request.set_return_logprobs(out.logprobs);
@@ -708,25 +710,34 @@ Json ChatLogprobs(const SessionOutput& output, const Tokenizer* tokenizer) {
   return {{"content", std::move(content)}};
 }
 
-// The completions API's logprobs: {tokens, token_logprobs, top_logprobs, text_offset}.
-Json CompletionLogprobs(const SessionOutput& output, const Tokenizer* tokenizer) {
+// The completions API's logprobs: {tokens, token_logprobs, top_logprobs, text_offset}; the
+// prompt's first (with echo), then the output's. A prompt's first token has no logprob (null).
+Json CompletionLogprobs(const SessionOutput& output, const Tokenizer* tokenizer, bool with_prompt) {
   Json tokens = Json::array(), token_logprobs = Json::array(), tops = Json::array(),
        offsets = Json::array();
   size_t offset = 0;
-  for (size_t i = 0; i < output.token_ids.size(); ++i) {
-    const std::string token = TokenText(tokenizer, output.token_ids[i]);
-    tokens.push_back(token);
-    token_logprobs.push_back(i < output.logprobs.size() ? output.logprobs[i] : 0.0f);
-    Json top = Json::object();
-    if (i < output.top_logprobs.size()) {
-      for (const TokenLogprob& t : output.top_logprobs[i]) {
-        top[TokenText(tokenizer, t.token)] = t.logprob;
+  auto add = [&](const std::vector<int32_t>& ids, const std::vector<float>& logprobs,
+                 const std::vector<std::vector<TokenLogprob>>& top_logprobs) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const std::string token = TokenText(tokenizer, ids[i]);
+      tokens.push_back(token);
+      const float logprob = i < logprobs.size() ? logprobs[i] : 0.0f;
+      token_logprobs.push_back(std::isnan(logprob) ? Json() : Json(logprob));
+      Json top = Json::object();
+      if (i < top_logprobs.size()) {
+        for (const TokenLogprob& t : top_logprobs[i]) {
+          top[TokenText(tokenizer, t.token)] = t.logprob;
+        }
       }
+      tops.push_back(std::isnan(logprob) ? Json() : std::move(top));
+      offsets.push_back(offset);
+      offset += token.size();
     }
-    tops.push_back(std::move(top));
-    offsets.push_back(offset);
-    offset += token.size();
+  };
+  if (with_prompt) {
+    add(output.prompt_token_ids, output.prompt_logprobs, output.prompt_top_logprobs);
   }
+  add(output.token_ids, output.logprobs, output.top_logprobs);
   return {{"tokens", std::move(tokens)},
           {"token_logprobs", std::move(token_logprobs)},
           {"top_logprobs", std::move(tops)},
@@ -755,7 +766,8 @@ Json OpenAiResponder::Choice(const SessionOutput& output, const SessionEnd& end)
                  {"finish_reason", calls ? "tool_calls" : OpenAiFinishReason(end.finish_reason)}};
   Json logprobs;
   if (request_.logprobs) {
-    logprobs = chat ? ChatLogprobs(output, tokenizer_) : CompletionLogprobs(output, tokenizer_);
+    logprobs = chat ? ChatLogprobs(output, tokenizer_)
+                    : CompletionLogprobs(output, tokenizer_, request_.echo);
   }
   choice["logprobs"] = std::move(logprobs);
   if (calls) {
@@ -765,7 +777,7 @@ Json OpenAiResponder::Choice(const SessionOutput& output, const SessionEnd& end)
   } else if (chat) {
     choice["message"] = {{"role", "assistant"}, {"content", output.text}};
   } else {
-    choice["text"] = output.text;
+    choice["text"] = request_.echo ? EchoText() + output.text : output.text;
   }
   return choice;
 }
@@ -787,20 +799,36 @@ std::string OpenAiResponder::Whole(const SessionOutput& output, const SessionEnd
   return Whole(std::move(choices), end);
 }
 
+std::string OpenAiResponder::EchoText() const {
+  const v1::InferRequest& r = request_.request;
+  if (r.prompt_token_ids_size() == 0) return r.prompt_text();
+  const std::vector<int32_t> ids(r.prompt_token_ids().begin(), r.prompt_token_ids().end());
+  if (tokenizer_ == nullptr) return "";
+  absl::StatusOr<std::string> text = tokenizer_->Decode(ids, /*skip_special=*/false);
+  return text.ok() ? *text : "";
+}
+
 std::string OpenAiResponder::Event(const std::string& json) const {
   return absl::StrCat("data: ", json, "\n\n");
 }
 
-std::string OpenAiResponder::Chunk(const SessionOutput* output, const char* finish_reason) const {
+std::string OpenAiResponder::Chunk(const SessionOutput* output, const char* finish_reason) {
   const bool chat = request_.endpoint == OpenAiEndpoint::kChatCompletions;
   Json choice = {{"index", index_},
                  {"finish_reason", finish_reason == nullptr ? Json() : Json(finish_reason)}};
   Json logprobs;
+  // With echo, the first chunk of a completion starts with the prompt (and its logprobs).
+  const bool echo_now = !chat && request_.echo && !echoed_ && output != nullptr;
   if (request_.logprobs && output != nullptr) {
-    logprobs = chat ? ChatLogprobs(*output, tokenizer_) : CompletionLogprobs(*output, tokenizer_);
+    logprobs = chat ? ChatLogprobs(*output, tokenizer_)
+                    : CompletionLogprobs(*output, tokenizer_, echo_now);
   }
   choice["logprobs"] = std::move(logprobs);
-  const std::string text = output == nullptr ? "" : output->text;
+  std::string text = output == nullptr ? "" : output->text;
+  if (echo_now) {
+    text = EchoText() + text;
+    echoed_ = true;
+  }
   if (chat) {
     choice["delta"] = output == nullptr ? Json::object() : Json({{"content", text}});
   } else {
@@ -873,6 +901,9 @@ std::string OpenAiResponder::ChoiceEndEvents(const SessionEnd& end) {
   if (!end.status.ok()) {
     return absl::StrCat(Event(OpenAiErrorFromStatus(end.status, request_.endpoint).ToJson()),
                         "data: [DONE]\n\n");
+  }
+  if (request_.echo && !echoed_ && request_.endpoint == OpenAiEndpoint::kCompletions) {
+    events += Chunk(&held_, nullptr);  // no output came: the prompt alone
   }
   return events + Chunk(nullptr, finish_reason);
 }

@@ -9,8 +9,9 @@
 // stream_options.include_usage, logprobs and top_logprobs, priority (an extension), user (a
 // string, checked and not used: it names an end user, not the request), response_format (text,
 // json_object, json_schema: a constraint), tools and tool_choice (openai_tools.h),
-// presence_penalty, frequency_penalty, logit_bias, and vLLM's repetition_penalty and min_p. Fields
-// that ask for what convoy does not do (echo, suffix, best_of > 1, the deprecated functions API)
+// presence_penalty, frequency_penalty, logit_bias, vLLM's repetition_penalty and min_p, and echo
+// (completions). Fields
+// that ask for what convoy does not do (suffix, best_of > 1, the deprecated functions API)
 // are refused by name rather than ignored; unknown fields are refused.
 #ifndef CONVOY_FRONTEND_OPENAI_API_H_
 #define CONVOY_FRONTEND_OPENAI_API_H_
@@ -61,6 +62,8 @@ struct OpenAiRequest {
   int32_t top_logprobs = 0;
   // Choices (n): each one request of its own, with seed + i when the request has a seed.
   int32_t n = 1;
+  // Completions: the answer's text (and logprobs) start with the prompt's.
+  bool echo = false;
   // Chat with tools (openai_tools.h): whether and how the answer may be tool calls.
   OpenAiToolMode tool_mode = OpenAiToolMode::kNone;
 };
@@ -107,7 +110,10 @@ class OpenAiResponder {
 
  private:
   std::string Event(const std::string& json) const;
-  std::string Chunk(const SessionOutput* output, const char* finish_reason) const;
+  // Marks the prompt echoed when it puts it in the chunk.
+  std::string Chunk(const SessionOutput* output, const char* finish_reason);
+  // The prompt as echoed: its text as given, or its ids decoded.
+  std::string EchoText() const;
   // A chat chunk whose delta is `delta`.
   std::string DeltaChunk(nlohmann::json delta, const char* finish_reason) const;
   // The calls in a finished chat answer, when the request had tools and the answer holds some.
@@ -122,6 +128,7 @@ class OpenAiResponder {
   // Streaming with tools: output held back while it may be tool calls.
   SessionOutput held_;
   bool holding_ = true;
+  bool echoed_ = false;  // streamed with echo: the prompt went out
 };
 
 // "stop" or "length" (OpenAI has no other reasons for an answer that finished).

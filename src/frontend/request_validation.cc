@@ -307,6 +307,14 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::InferRequest& request,
   }
   out.priority = request.priority();
   out.use_prefix_cache = !request.has_cache_prompt() || request.cache_prompt();
+  if (request.return_prompt_logprobs()) {
+    if (!limits.no_extended_sampling.ok()) {
+      return absl::Status(limits.no_extended_sampling.code(),
+                          "return_prompt_logprobs: the executor does not score prompts yet");
+    }
+    out.score_prompt = true;
+    out.use_prefix_cache = false;  // a cached prompt has no logits to score it with
+  }
   // It goes into log lines: short, and valid UTF-8 for JSON logs.
   constexpr size_t kMaxClientRequestId = 256;
   if (request.client_request_id().size() > kMaxClientRequestId) {

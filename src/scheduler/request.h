@@ -44,6 +44,10 @@ struct Request {
   // logit_bias and penalties (step/logit_adjustments.h): the scheduler counts each generated token
   // into it and hands it to the request's sampling rows. Null: none.
   std::shared_ptr<LogitAdjustments> logit_adjustments;
+  // Prompt scoring (echo with logprobs): each prompt token's log-probability under the tokens
+  // before it, and sampling.num_top_logprobs alternatives, come with the first token's event.
+  // Needs use_prefix_cache false (a cached prompt has no logits).
+  bool score_prompt = false;
 };
 
 // How a request ended. Every request the scheduler accepted ends with exactly one of these;
@@ -69,6 +73,10 @@ struct Event {
   float logprob = 0.0f;
   std::vector<TokenLogprob> top_logprobs;
   int64_t token_index = 0;
+  // With the first token (token_index 0) of a request that scores its prompt: entry i for prompt
+  // token i (entry 0, the first token, has nothing before it: NaN), and their alternatives.
+  std::vector<float> prompt_logprobs;
+  std::vector<std::vector<TokenLogprob>> prompt_top_logprobs;
 
   // kFinal.
   Outcome outcome = Outcome::kCompleteLength;

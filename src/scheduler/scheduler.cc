@@ -1,6 +1,7 @@
 #include "scheduler/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 #include <limits>
 #include <tuple>
@@ -280,6 +281,13 @@ void Scheduler::AddRow(Sequence* seq, int32_t num_tokens, Draft* draft, int64_t 
   row.sampling = seq->request.sampling;
   row.sample_index = seq->num_generated() + (pending ? 1 : 0);
   row.return_logits = false;
+  row.score_tokens.clear();
+  if (seq->request.score_prompt && seq->num_generated() == 0 && !pending) {
+    // Position p's logits score prompt token p + 1; the last prompt position's sample instead.
+    for (int64_t p = start; p < end; ++p) {
+      row.score_tokens.push_back(p + 1 < seq->prompt_len ? seq->tokens[p + 1] : -1);
+    }
+  }
   row.allowed_tokens = row.sample ? seq->request.constraint : nullptr;
   row.logit_adjustments = row.sample ? seq->request.logit_adjustments : nullptr;
   draft->plan.rows.push_back(std::move(row));
@@ -712,6 +720,7 @@ absl::Status Scheduler::OnStepResult(const StepResult& result, absl::Time now) {
       Finish(seq, Outcome::kFailed, result.rows[i].status, now);
       continue;
     }
+    if (!result.rows[i].scored_logprobs.empty()) RecordPromptScores(seq, result.rows[i]);
     seq->num_computed += record.num_tokens;
     PublishComputedBlocks(seq);
     if (!record.sample) continue;
@@ -723,6 +732,10 @@ absl::Status Scheduler::OnStepResult(const StepResult& result, absl::Time now) {
     event.logprob = row.logprob;
     event.top_logprobs = row.top_logprobs;
     event.token_index = seq->num_generated();
+    if (event.token_index == 0 && seq->request.score_prompt) {
+      event.prompt_logprobs = std::move(seq->prompt_logprobs);
+      event.prompt_top_logprobs = std::move(seq->prompt_top_logprobs);
+    }
     seq->tokens.push_back(row.token);
     events_.push_back(std::move(event));
     if (observer_ != nullptr) {
@@ -752,6 +765,22 @@ absl::Status Scheduler::OnStepResult(const StepResult& result, absl::Time now) {
   }
   in_flight_rows_.clear();
   return absl::OkStatus();
+}
+
+void Scheduler::RecordPromptScores(Sequence* seq, const RowResult& row) {
+  if (seq->prompt_logprobs.empty()) {
+    seq->prompt_logprobs.assign(seq->prompt_len, std::numeric_limits<float>::quiet_NaN());
+    seq->prompt_top_logprobs.resize(seq->prompt_len);
+  }
+  // The row started at num_computed; its position p scored prompt token p + 1.
+  for (size_t j = 0; j < row.scored_logprobs.size(); ++j) {
+    const int64_t scored = seq->num_computed + static_cast<int64_t>(j) + 1;
+    if (scored >= seq->prompt_len || std::isnan(row.scored_logprobs[j])) continue;
+    seq->prompt_logprobs[scored] = row.scored_logprobs[j];
+    if (j < row.scored_top_logprobs.size()) {
+      seq->prompt_top_logprobs[scored] = row.scored_top_logprobs[j];
+    }
+  }
 }
 
 void Scheduler::OnStepFailed(const absl::Status& status, absl::Time now) {

@@ -212,6 +212,8 @@ class Scheduler {
   // An empty draft over recycled storage (RecyclePlan).
   Draft NewDraft();
   // A step about to run: its counters, gauges and the observer's call.
+  // Keeps what a prompt-scoring row of `seq` scored (before num_computed counts the row).
+  void RecordPromptScores(Sequence* seq, const RowResult& row);
   void CountStep(const std::vector<RowRecord>& records, int64_t cache_queries, int64_t cache_hits);
   // The gauges of `stats` (running, KV blocks, queue depths) and the evictions since the last
   // report.

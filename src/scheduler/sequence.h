@@ -54,6 +54,10 @@ struct Sequence {
   int64_t static_batch = -1;                 // static mode: the batch it belongs to
   std::list<Sequence*>::iterator queue_pos;  // valid while kWaiting in a level queue
   std::optional<absl::Time> last_token_time;
+  // Prompt scoring (Request::score_prompt): what the steps so far scored, by prompt position,
+  // until the first token's event takes them.
+  std::vector<float> prompt_logprobs;
+  std::vector<std::vector<TokenLogprob>> prompt_top_logprobs;
 
   int64_t num_generated() const { return static_cast<int64_t>(tokens.size()) - prompt_len; }
   int64_t num_uncomputed() const { return static_cast<int64_t>(tokens.size()) - num_computed; }

@@ -44,6 +44,10 @@ struct StepRow {
   int64_t sample_index = 0;
   // Return the logits at every position of the row (tests and debugging).
   bool return_logits = false;
+  // Prompt scoring (echo with logprobs): empty, or one entry per token_ids position, the token
+  // whose log-probability under that position's logits the step returns
+  // (RowResult::scored_logprobs), with sampling.num_top_logprobs alternatives; -1: none there.
+  std::vector<int32_t> score_tokens;
   // Set on a sampling row of a constrained request: sample only among the tokens it allows
   // (TokenMask::Get). Null: every token.
   std::shared_ptr<TokenMask> allowed_tokens;
@@ -73,6 +77,9 @@ struct RowResult {
   std::vector<TokenLogprob> top_logprobs;  // most likely first
   // [token_ids.size() x vocab_size], when the row asked for them.
   std::vector<float> logits;
+  // One per score_tokens entry (NaN where it was -1), and their alternatives, most likely first.
+  std::vector<float> scored_logprobs;
+  std::vector<std::vector<TokenLogprob>> scored_top_logprobs;
 };
 
 // Where an executor's time went in one step, for the step-phase metrics (engine/step_phases.h).
@@ -112,8 +119,9 @@ struct ExecutorLimits {
   // (CheckRow), and the front ends refuse constrained requests before they are queued.
   bool applies_token_constraints = true;
   // Whether sampling honours StepRow::logit_adjustments and SamplingParams::min_p (and the
-  // penalties they hold); an executor that does not refuses such rows (CheckRow), and the front
-  // ends refuse such requests before they are queued, naming the field.
+  // penalties they hold), and whether it scores StepRow::score_tokens; an executor that does not
+  // refuses such rows (CheckRow), and the front ends refuse such requests before they are queued,
+  // naming the field.
   bool applies_extended_sampling = true;
 };
 

@@ -267,6 +267,48 @@ class OpenAiClientTest(unittest.TestCase):
         self.assertEqual(len(completions.choices), 2)
         self.assertEqual(completions.choices[0].text, completions.choices[1].text)
 
+    def test_echo_returns_the_prompt_and_its_logprobs(self):
+        prompt = "The capital of Germany is"
+        plain = self.client.completions.create(model=self.model, prompt=prompt, max_tokens=6,
+                                               temperature=0, logprobs=2)
+        echoed = self.client.completions.create(model=self.model, prompt=prompt, max_tokens=6,
+                                                temperature=0, logprobs=2, echo=True)
+        choice = echoed.choices[0]
+        self.assertEqual(choice.text, prompt + plain.choices[0].text)
+        lp = choice.logprobs
+        prompt_len = echoed.usage.prompt_tokens
+        self.assertEqual(len(lp.tokens), prompt_len + len(plain.choices[0].logprobs.tokens))
+        # The prompt's first token has nothing before it; the others are scored by the model.
+        self.assertIsNone(lp.token_logprobs[0])
+        self.assertIsNone(lp.top_logprobs[0])
+        for value in lp.token_logprobs[1:prompt_len]:
+            self.assertLessEqual(value, 0.0)
+        for top in lp.top_logprobs[1:prompt_len]:
+            self.assertLessEqual(len(top), 2)
+        # The answer's part is what it is without echo.
+        for got, want in zip(lp.token_logprobs[prompt_len:], plain.choices[0].logprobs.token_logprobs):
+            self.assertAlmostEqual(got, want, places=4)
+        self.assertEqual(lp.text_offset[prompt_len], len("".join(lp.tokens[:prompt_len])))
+        # Scoring is consistent with generation: the prompt extended by the answer's first token
+        # scores that token as the answer's logprob.
+        first = plain.choices[0].logprobs.tokens[0]
+        extended = self.client.completions.create(model=self.model, prompt=prompt + first,
+                                                  max_tokens=1, temperature=0, logprobs=0,
+                                                  echo=True)
+        ext = extended.choices[0].logprobs
+        if "".join(ext.tokens[:extended.usage.prompt_tokens]) == prompt + first:
+            self.assertAlmostEqual(ext.token_logprobs[extended.usage.prompt_tokens - 1],
+                                   plain.choices[0].logprobs.token_logprobs[0], places=3)
+        # Streamed: the first chunk starts with the prompt.
+        streamed = "".join(c.choices[0].text for c in self.client.completions.create(
+            model=self.model, prompt=prompt, max_tokens=6, temperature=0, echo=True, stream=True)
+            if c.choices)
+        self.assertEqual(streamed, choice.text)
+        # Without logprobs, echo costs nothing in the engine: just the text.
+        no_logprobs = self.client.completions.create(model=self.model, prompt=prompt,
+                                                     max_tokens=6, temperature=0, echo=True)
+        self.assertEqual(no_logprobs.choices[0].text, choice.text)
+
     def test_logit_bias_and_penalties_equal_the_native_api(self):
         question = "Count from 1 to 9."
         plain = SERVER.convoy("--chat", question, "--max-tokens", "12")

@@ -167,7 +167,7 @@ TEST(OpenAiApiTest, EveryBadFieldIsNamed) {
       {kCompletions, R"({"prompt": ""})", "prompt"},
       {kCompletions, R"({"prompt": ["a", "b"]})", "prompt"},
       {kCompletions, R"({"prompt": [1, -2]})", "prompt[1]"},
-      {kCompletions, R"({"prompt": "a", "echo": true})", "echo"},
+      {kCompletions, R"({"prompt": "a", "echo": 1})", "echo"},
       {kCompletions, R"({"prompt": "a", "logprobs": 9})", "logprobs"},
       {kCompletions, R"({"prompt": "a", "messages": []})", "messages"},
   };

@@ -207,6 +207,57 @@ TEST(LogitAdjustmentsTest, TokensMatchAReplayOfTheRulesAcrossPreemption) {
   EXPECT_GE(changed, 8);
 }
 
+// Prompt scoring (echo with logprobs): each prompt token's logprob under the tokens before it, as
+// the model's logits over the whole prompt in one row give it, whatever the prefill's chunking,
+// the batch and preemption.
+TEST(PromptScoresTest, EachPromptTokensLogprobMatchesTheWholePromptsLogits) {
+  std::unique_ptr<CpuExecutor> executor = MakeTinyCpuExecutor(Weights(), 40, kBlockSize);
+  std::unique_ptr<CpuExecutor> reference = MakeTinyCpuExecutor(Weights(), 512, kBlockSize);
+  ASSERT_NE(executor, nullptr);
+  ASSERT_NE(reference, nullptr);
+  std::vector<Request> requests;
+  for (RequestId id = 1; id <= 10; ++id) {
+    Request request = MakeRequest(id, Case{});
+    request.score_prompt = id % 2 == 1;
+    request.use_prefix_cache = false;
+    requests.push_back(std::move(request));
+  }
+  const std::vector<Request> sent = requests;
+  // Chunks of 8 tokens: prompts of up to 42 tokens are scored over several steps.
+  Served served = Serve(*executor, std::move(requests), /*max_batch_size=*/16,
+                        /*prefill_chunk_size=*/8);
+  ASSERT_EQ(served.finals.size(), sent.size());
+  EXPECT_GT(served.preemptions, 0);
+  for (const Request& request : sent) {
+    SCOPED_TRACE(request.id);
+    ASSERT_TRUE(served.finals.at(request.id).status.ok());
+    if (!request.score_prompt) {
+      EXPECT_FALSE(served.prompt_logprobs.contains(request.id));
+      continue;
+    }
+    const std::vector<float>& got = served.prompt_logprobs[request.id];
+    const std::vector<int32_t>& prompt = request.prompt_tokens;
+    ASSERT_EQ(got.size(), prompt.size());
+    EXPECT_TRUE(std::isnan(got[0]));
+    StepPlan plan;
+    StepRow& row = plan.rows.emplace_back();
+    row.seq_id = 1;
+    row.token_ids = prompt;
+    for (size_t b = 0; b * kBlockSize < prompt.size(); ++b) row.block_table.push_back(b);
+    row.return_logits = true;
+    absl::StatusOr<StepResult> whole = reference->Step(plan);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    const std::vector<float>& logits = whole->rows[0].logits;
+    for (size_t p = 1; p < prompt.size(); ++p) {
+      const float* at = logits.data() + (p - 1) * kVocab;
+      const float max_logit = *std::max_element(at, at + kVocab);
+      double z = 0.0;
+      for (int32_t v = 0; v < kVocab; ++v) z += std::exp(static_cast<double>(at[v] - max_logit));
+      EXPECT_NEAR(got[p], at[prompt[p]] - max_logit - std::log(z), 1e-4) << "position " << p;
+    }
+  }
+}
+
 TEST(LogitAdjustmentsTest, MinPKeepsOnlyTokensNearTheMostLikely) {
   // p relative to the most likely: 1, e^-0.5 = 0.61, e^-1 = 0.37, e^-2 = 0.14.
   const std::vector<float> logits = {0.0f, -0.5f, -1.0f, -2.0f};

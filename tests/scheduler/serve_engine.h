@@ -18,15 +18,18 @@ struct Served {
   std::map<RequestId, std::vector<int32_t>> tokens;
   std::map<RequestId, std::vector<float>> logprobs;
   std::map<RequestId, Event> finals;
+  // What the first token's event brought of a request that scores its prompt.
+  std::map<RequestId, std::vector<float>> prompt_logprobs;
   int64_t preemptions = 0;
 };
 
 // Serves `requests` through an EngineLoop over `executor` and waits for every final event.
-inline Served Serve(Executor& executor, std::vector<Request> requests,
-                    int32_t max_batch_size = 16) {
+inline Served Serve(Executor& executor, std::vector<Request> requests, int32_t max_batch_size = 16,
+                    int32_t prefill_chunk_size = 512) {
   EngineLoopOptions options;
   options.scheduler = TestOptions();
   options.scheduler.max_batch_size = max_batch_size;
+  options.scheduler.prefill_chunk_size = prefill_chunk_size;
   options.scheduler.enable_prefix_caching = false;
   auto loop = EngineLoop::Create(&executor, options);
   EXPECT_OK(loop);
@@ -40,6 +43,9 @@ inline Served Serve(Executor& executor, std::vector<Request> requests,
       if (event.kind == Event::Kind::kToken) {
         served.tokens[event.request_id].push_back(event.token);
         served.logprobs[event.request_id].push_back(event.logprob);
+        if (!event.prompt_logprobs.empty()) {
+          served.prompt_logprobs[event.request_id] = event.prompt_logprobs;
+        }
       } else {
         served.finals[event.request_id] = event;
       }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <limits>
 
 #include "absl/strings/str_format.h"
 #include "convoy/status_macros.h"
@@ -478,7 +479,7 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan, absl::Ti
     const StepRow& row = plan.rows[r];
     const int32_t len = static_cast<int32_t>(row.token_ids.size());
     first_logit_row[r] = static_cast<int64_t>(gather.size());
-    if (row.return_logits) {
+    if (row.return_logits || !row.score_tokens.empty()) {
       for (int32_t t = 0; t < len; ++t) gather.push_back(row_start[r] + t);
     } else if (row.sample) {
       gather.push_back(row_start[r] + len - 1);
@@ -512,9 +513,22 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan, absl::Ti
     out.seq_id = row.seq_id;
     const int32_t len = static_cast<int32_t>(row.token_ids.size());
     const float* row_logits = ls + first_logit_row[r] * vocab;
+    const bool every_position = row.return_logits || !row.score_tokens.empty();
     if (row.return_logits) out.logits.assign(row_logits, row_logits + len * vocab);
+    if (!row.score_tokens.empty()) {
+      out.scored_logprobs.assign(len, std::numeric_limits<float>::quiet_NaN());
+      out.scored_top_logprobs.resize(len);
+      for (int32_t t = 0; t < len; ++t) {
+        if (row.score_tokens[t] < 0) continue;
+        SampledToken scored =
+            ScoreToken(row_logits + t * vocab, static_cast<int32_t>(vocab), row.score_tokens[t],
+                       row.sampling.num_top_logprobs, &sample_scratch);
+        out.scored_logprobs[t] = scored.logprob;
+        out.scored_top_logprobs[t] = std::move(scored.top_logprobs);
+      }
+    }
     if (row.sample) {
-      const float* last = row.return_logits ? row_logits + (len - 1) * vocab : row_logits;
+      const float* last = every_position ? row_logits + (len - 1) * vocab : row_logits;
       const uint32_t* allowed = row.allowed_tokens != nullptr ? row.allowed_tokens->Get() : nullptr;
       SampledToken s =
           SampleToken(last, static_cast<int32_t>(vocab), row.sampling, row.sample_index,
