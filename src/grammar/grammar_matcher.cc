@@ -79,14 +79,17 @@ void GrammarMatcher::FromTables(TokenMask& mask) {
   // A copy: the walks below intern states, which may move the machine's.
   stacks_ = machine_.Stacks(state_);
   for (int32_t stack : stacks_) {
-    const int32_t pos = machine_.TopPosition(stack);
-    const std::vector<int32_t>& exits = tables_->Exits(pos);
-    const int32_t after = exits.empty() ? StackMachine::kDead : machine_.AfterReturn(stack);
-    if (std::find(walked_.begin(), walked_.end(), std::make_pair(pos, after)) != walked_.end()) {
+    const int32_t below = machine_.Below(stack);
+    const int32_t table = tables_->TableFor(machine_.TopPosition(stack),
+                                            below < 0 ? -1 : machine_.TopPosition(below));
+    const std::vector<int32_t>& exits = tables_->Exits(table);
+    int32_t after = StackMachine::kDead;
+    if (!exits.empty()) after = machine_.AfterReturn(tables_->ExitsBelow(table) ? below : stack);
+    if (std::find(walked_.begin(), walked_.end(), std::make_pair(table, after)) != walked_.end()) {
       continue;
     }
-    walked_.emplace_back(pos, after);
-    tables_->OrAccepted(pos, mask.data());
+    walked_.emplace_back(table, after);
+    tables_->OrAccepted(table, mask.data());
     if (!machine_.HasStacks(after)) continue;  // nothing may follow the return
     for (int32_t node : exits) WalkSubtree(node, after, mask);
   }

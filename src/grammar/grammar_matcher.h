@@ -81,7 +81,7 @@ class GrammarMatcher {
   static constexpr size_t kMaxLoopStates = 8;
   std::vector<std::pair<int32_t, std::array<uint64_t, 4>>> loops_;  // LoopBytes' of this walk
   std::vector<int32_t> stacks_;                      // FromTables' copy of the state's stacks
-  std::vector<std::pair<int32_t, int32_t>> walked_;  // FromTables' (position, return state) pairs
+  std::vector<std::pair<int32_t, int32_t>> walked_;  // FromTables' (table, return state) pairs
 };
 
 }  // namespace convoy::grammar

@@ -1,9 +1,11 @@
 #include "grammar/position_masks.h"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "grammar/limits.h"
 #include "grammar/stack_machine.h"
 
@@ -84,6 +86,64 @@ std::vector<ByteSet> FollowSets(const Program& p) {
   return follow;
 }
 
+// The rule of each position (that of the alternative it belongs to).
+std::vector<int32_t> RuleOfPositions(const Program& p) {
+  std::vector<int32_t> rule_of(p.elements.size(), -1);
+  int32_t rule = -1;
+  for (int32_t pos = static_cast<int32_t>(p.elements.size()) - 1; pos >= 0; --pos) {
+    if (p.elements[pos].kind == Element::kEnd) rule = p.elements[pos].arg;
+    rule_of[pos] = rule;
+  }
+  return rule_of;
+}
+
+// Per rule, the positions its calls may return to (-1: the root's caller): after each call that
+// is not the last element of its alternative, and, for a call that is (a tail call, which pushes
+// nothing), the positions the caller's rule returns to.
+class ReturnPositions {
+ public:
+  ReturnPositions(const Program& p, const std::vector<int32_t>& rule_of)
+      : program_(p), rule_of_(rule_of), callers_(p.rule_count()) {
+    for (int32_t pos = 0; pos < static_cast<int32_t>(p.elements.size()); ++pos) {
+      if (p.elements[pos].kind == Element::kRef) callers_[p.elements[pos].arg].push_back(pos);
+    }
+  }
+
+  // Sorted; nullptr when there are more than `max`.
+  const std::vector<int32_t>* Of(int32_t rule, int64_t max) {
+    auto [it, inserted] = memo_.try_emplace(rule);
+    if (!inserted) return it->second.empty() ? nullptr : &it->second;
+    absl::flat_hash_set<int32_t> found;
+    std::vector<bool> seen(program_.rule_count(), false);
+    std::vector<int32_t> todo = {rule};
+    seen[rule] = true;
+    while (!todo.empty() && static_cast<int64_t>(found.size()) <= max) {
+      const int32_t r = todo.back();
+      todo.pop_back();
+      if (r == program_.root) found.insert(-1);
+      for (int32_t call : callers_[r]) {
+        if (program_.elements[call + 1].kind != Element::kEnd) {
+          found.insert(call + 1);
+        } else if (!seen[rule_of_[call]]) {
+          seen[rule_of_[call]] = true;
+          todo.push_back(rule_of_[call]);
+        }
+      }
+    }
+    std::vector<int32_t> out;
+    if (static_cast<int64_t>(found.size()) <= max) out.assign(found.begin(), found.end());
+    std::sort(out.begin(), out.end());
+    it->second = std::move(out);
+    return it->second.empty() ? nullptr : &it->second;
+  }
+
+ private:
+  const Program& program_;
+  const std::vector<int32_t>& rule_of_;
+  std::vector<std::vector<int32_t>> callers_;  // per rule: its call positions
+  absl::flat_hash_map<int32_t, std::vector<int32_t>> memo_;
+};
+
 // Walks the trie once per byte-set position, with one machine shared by every walk (so the walks
 // share their transitions) that starts over when it grows past the matcher's limits.
 class Builder {
@@ -95,7 +155,7 @@ class Builder {
         walk_(vocab.max_depth() + 1) {}
 
   // Fills accepted and exits for `pos`; false when a closure dropped stacks.
-  bool Walk(int32_t pos, const ByteSet& follow, std::vector<int32_t>& accepted,
+  bool Walk(int32_t pos, int32_t return_pos, const ByteSet& follow, std::vector<int32_t>& accepted,
             std::vector<int32_t>& exits);
   int64_t steps() const { return steps_; }
 
@@ -114,8 +174,8 @@ class Builder {
   int64_t steps_ = 0;
 };
 
-bool Builder::Walk(int32_t pos, const ByteSet& follow, std::vector<int32_t>& accepted,
-                   std::vector<int32_t>& exits) {
+bool Builder::Walk(int32_t pos, int32_t return_pos, const ByteSet& follow,
+                   std::vector<int32_t>& accepted, std::vector<int32_t>& exits) {
   if (machine_->state_count() > kMaxCachedStates || machine_->node_count() > kMaxCachedNodes) {
     machine_ = std::make_unique<StackMachine>(&program_);
     loops_.clear();
@@ -125,7 +185,7 @@ bool Builder::Walk(int32_t pos, const ByteSet& follow, std::vector<int32_t>& acc
   auto accept = [&](int32_t begin, int32_t end) {
     accepted.insert(accepted.end(), tokens.begin() + begin, tokens.begin() + end);
   };
-  walk_[0] = machine_->StateOfPosition(pos);
+  walk_[0] = machine_->StateOfPosition(pos, return_pos);
   const int32_t n = v.trie_size();
   for (int32_t i = 1; i < n;) {
     const int32_t depth = v.depth(i);
@@ -184,20 +244,21 @@ std::unique_ptr<const PositionMasks> PositionMasks::Build(const Program& program
                                                           int64_t max_transitions) {
   std::unique_ptr<PositionMasks> masks(new PositionMasks());
   const int32_t positions = static_cast<int32_t>(program.elements.size());
-  masks->tables_.resize(positions);
-  masks->bytes_ = static_cast<int64_t>(positions * sizeof(Table));
-  if (masks->bytes_ > max_bytes) return nullptr;
+  masks->table_of_.assign(positions, -1);
+  masks->split_.assign(positions, false);
+  masks->bytes_ = static_cast<int64_t>(positions * (sizeof(int32_t) + 1));
   const std::vector<ByteSet> follow = FollowSets(program);
+  const std::vector<int32_t> rule_of = RuleOfPositions(program);
+  ReturnPositions returns(program, rule_of);
   Builder builder(program, vocab);
-  int32_t rule = -1;  // the rule of the positions from here to the next kEnd
   std::vector<int32_t> accepted;
-  for (int32_t pos = positions - 1; pos >= 0; --pos) {
-    const Element& el = program.elements[pos];
-    if (el.kind == Element::kEnd) rule = el.arg;
-    if (el.kind != Element::kSet) continue;
-    Table& table = masks->tables_[pos];
+  // Adds the table of `pos` over `return_pos`; false past a limit.
+  auto add = [&](int32_t pos, int32_t return_pos) {
+    Table& table = masks->tables_.emplace_back();
+    table.below = return_pos >= 0;
     accepted.clear();
-    if (!builder.Walk(pos, follow[rule], accepted, table.exits)) return nullptr;
+    const ByteSet& after = follow[rule_of[return_pos >= 0 ? return_pos : pos]];
+    if (!builder.Walk(pos, return_pos, after, accepted, table.exits)) return false;
     if (static_cast<int64_t>(accepted.size()) * 32 >= vocab.size()) {
       table.bits.assign(vocab.mask_words(), 0);
       for (int32_t t : accepted) table.bits[t >> 5] |= uint32_t{1} << (t & 31);
@@ -206,17 +267,49 @@ std::unique_ptr<const PositionMasks> PositionMasks::Build(const Program& program
     }
     table.exits.shrink_to_fit();
     masks->bytes_ += static_cast<int64_t>(
+        sizeof(Table) +
         sizeof(int32_t) * (table.bits.size() + table.tokens.size() + table.exits.size()));
-    if (masks->bytes_ > max_bytes || builder.steps() > max_transitions) return nullptr;
+    return masks->bytes_ <= max_bytes && builder.steps() <= max_transitions;
+  };
+  for (int32_t pos = 0; pos < positions; ++pos) {
+    if (program.elements[pos].kind != Element::kSet) continue;
+    masks->table_of_[pos] = static_cast<int32_t>(masks->tables_.size());
+    if (!add(pos, -1)) return nullptr;
+    int64_t exit_nodes = 0;
+    for (int32_t node : masks->tables_.back().exits) {
+      exit_nodes += vocab.subtree_end(node) - node - 1;
+    }
+    if (exit_nodes <= kSplitExitNodes) continue;
+    const std::vector<int32_t>* to = returns.Of(rule_of[pos], kMaxReturns);
+    if (to == nullptr) continue;
+    masks->split_[pos] = true;
+    for (int32_t return_pos : *to) {
+      if (return_pos < 0) continue;  // the single table serves: nothing follows the root
+      masks->table_of_return_[(uint64_t{static_cast<uint32_t>(pos)} << 32) |
+                              static_cast<uint32_t>(return_pos)] =
+          static_cast<int32_t>(masks->tables_.size());
+      if (!add(pos, return_pos)) return nullptr;
+    }
   }
+  masks->bytes_ += static_cast<int64_t>(masks->table_of_return_.size() * 16);
+  if (masks->bytes_ > max_bytes) return nullptr;
   return masks;
 }
 
-void PositionMasks::OrAccepted(int32_t pos, uint32_t* mask) const {
-  const Table& table = tables_[pos];
-  const uint32_t* bits = table.bits.data();
-  for (size_t w = 0; w < table.bits.size(); ++w) mask[w] |= bits[w];
-  for (int32_t t : table.tokens) mask[t >> 5] |= uint32_t{1} << (t & 31);
+int32_t PositionMasks::TableFor(int32_t pos, int32_t return_pos) const {
+  if (split_[pos] && return_pos >= 0) {
+    auto it = table_of_return_.find((uint64_t{static_cast<uint32_t>(pos)} << 32) |
+                                    static_cast<uint32_t>(return_pos));
+    if (it != table_of_return_.end()) return it->second;
+  }
+  return table_of_[pos];
+}
+
+void PositionMasks::OrAccepted(int32_t table, uint32_t* mask) const {
+  const Table& t = tables_[table];
+  const uint32_t* bits = t.bits.data();
+  for (size_t w = 0; w < t.bits.size(); ++w) mask[w] |= bits[w];
+  for (int32_t token : t.tokens) mask[token >> 5] |= uint32_t{1} << (token & 31);
 }
 
 }  // namespace convoy::grammar

@@ -15,6 +15,13 @@
 // its children's bytes may follow p's rule somewhere in the grammar (its FOLLOW set), so that a
 // token is context-dependent only if its bytes past the rule could be matched after it.
 //
+// A small rule that ends after a byte or two (a string's character, a digit, a space) would leave
+// exits everywhere, and their walks would cover most of the trie. For such a p (exits whose
+// subtrees pass kSplitExitNodes trie nodes in all), there is also one table per position r that
+// p's rule may return to (every one the grammar has, when they are at most kMaxReturns): walked
+// from p over r with nothing below, so its exits are where r's rule ends, and its walks start from
+// what the node below r returns to.
+//
 // The mask of a state is the union, over its stacks, of accepted(top) and the exits' walks: exact
 // (bit for bit the trie walk's) whenever no closure passes kMaxStacks (see dropped_stacks()).
 //
@@ -26,6 +33,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "grammar/program.h"
 #include "grammar/token_vocabulary.h"
 
@@ -39,24 +47,38 @@ class PositionMasks {
                                                     const TokenVocabulary& vocab, int64_t max_bytes,
                                                     int64_t max_transitions);
 
-  // Sets the bits of accepted(pos) in `mask` ((vocab size + 31) / 32 words).
-  // REQUIRES: pos is a byte-set position of the program.
-  void OrAccepted(int32_t pos, uint32_t* mask) const;
-  // exits(pos): trie nodes, in preorder.
-  const std::vector<int32_t>& Exits(int32_t pos) const { return tables_[pos].exits; }
+  static constexpr int64_t kSplitExitNodes = 2048;
+  static constexpr int64_t kMaxReturns = 64;
 
+  // The table for a stack with `pos` on top over a node at `return_pos` (-1: nothing below).
+  // REQUIRES: pos is a byte-set position of the program.
+  int32_t TableFor(int32_t pos, int32_t return_pos) const;
+  // Sets the bits of the table's accepted tokens in `mask` ((vocab size + 31) / 32 words).
+  void OrAccepted(int32_t table, uint32_t* mask) const;
+  // The table's exits: trie nodes, in preorder.
+  const std::vector<int32_t>& Exits(int32_t table) const { return tables_[table].exits; }
+  // The exits are where the rule of the node below the top one ends (a table per return
+  // position), not the top one's.
+  bool ExitsBelow(int32_t table) const { return tables_[table].below; }
+
+  int64_t table_count() const { return static_cast<int64_t>(tables_.size()); }
   int64_t bytes() const { return bytes_; }
 
  private:
   struct Table {
-    // accepted(p) as a bitset when that is smaller than a list of token ids, else as the list.
+    // The accepted tokens as a bitset when that is smaller than a list of token ids, else as the
+    // list.
     std::vector<uint32_t> bits;
     std::vector<int32_t> tokens;
     std::vector<int32_t> exits;
+    bool below = false;
   };
   PositionMasks() = default;
 
-  std::vector<Table> tables_;  // by position; empty for positions that are not byte sets
+  std::vector<Table> tables_;
+  std::vector<int32_t> table_of_;  // by position: its table (-1: not a byte set)
+  std::vector<bool> split_;        // by position: has a table per return position
+  absl::flat_hash_map<uint64_t, int32_t> table_of_return_;  // by (position, return position)
   int64_t bytes_ = 0;
 };
 

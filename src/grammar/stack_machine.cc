@@ -21,9 +21,9 @@ int32_t StackMachine::InitialState() {
   return InternState(std::move(nodes), complete);
 }
 
-int32_t StackMachine::StateOfPosition(int32_t pos) {
+int32_t StackMachine::StateOfPosition(int32_t pos, int32_t return_pos) {
   work_.clear();
-  work_.emplace_back(pos, kBottom);
+  work_.emplace_back(pos, return_pos < 0 ? kBottom : InternNode(return_pos, kBottom));
   std::vector<int32_t> nodes;
   bool complete = false;
   Close(nodes, complete);

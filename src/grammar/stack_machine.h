@@ -30,10 +30,11 @@ class StackMachine {
 
   // The state before any text.
   int32_t InitialState();
-  // The state of one stack: `pos` on top and nothing below, so that the end of pos's rule makes
-  // the state complete (it stands for a return to whatever lies below). REQUIRES: `pos` is a
-  // byte-set element.
-  int32_t StateOfPosition(int32_t pos);
+  // The state of one stack: `pos` on top, over `return_pos` when that is not -1, and nothing
+  // below, so that the end of the bottom rule makes the state complete (it stands for a return to
+  // whatever lies below). REQUIRES: `pos` is a byte-set element; `return_pos` is -1 or the
+  // element after a rule reference that is not the end of its alternative.
+  int32_t StateOfPosition(int32_t pos, int32_t return_pos = -1);
   // The state after `state` then `byte`; kDead when no stack can take it.
   // REQUIRES: state != kDead.
   int32_t Advance(int32_t state, uint8_t byte) {
@@ -51,10 +52,13 @@ class StackMachine {
 
   // The stacks of a state, each as its top node. REQUIRES: state != kDead.
   const std::vector<int32_t>& Stacks(int32_t state) const { return states_[state].nodes; }
-  // The byte-set element on top of a stack.
+  // The position of a stack's top node (a byte-set element), and the node below it (-1: none; a
+  // node's position is where its rule resumes after the rule above it returns).
   int32_t TopPosition(int32_t stack) const { return nodes_[stack].pos; }
-  // The state after the rule on top of `stack` ends: the closure of its return point (complete
-  // with no stacks when nothing is below). Never kDead. Cached per node.
+  int32_t Below(int32_t stack) const { return nodes_[stack].parent; }
+  // The state after the rule of `stack`'s top node ends: the closure of its return point
+  // (complete with no stacks when nothing is below). Cached per node; any node of a stack may be
+  // passed (Below's too).
   int32_t AfterReturn(int32_t stack) {
     if (static_cast<size_t>(stack) < after_return_.size() && after_return_[stack] != kUnknown) {
       return after_return_[stack];
