@@ -90,18 +90,21 @@ void GrammarMatcher::FromTables(TokenMask& mask) {
     }
     walked_.emplace_back(table, after);
     tables_->OrAccepted(table, mask.data());
-    if (!machine_.HasStacks(after)) continue;  // nothing may follow the return
-    for (int32_t node : exits) WalkSubtree(node, after, mask);
+    if (!machine_.HasStacks(after)) continue;          // nothing may follow the return
+    const ByteSet first = machine_.FirstBytes(after);  // a copy: walks may move states
+    for (int32_t node : exits) {
+      if (first.test(vocab_->byte(node))) WalkSubtree(node, after, mask);
+    }
   }
 }
 
 void GrammarMatcher::WalkSubtree(int32_t node, int32_t state, TokenMask& mask) {
   const TokenVocabulary& v = *vocab_;
   const std::vector<int32_t>& tokens = v.node_tokens();
-  const int32_t base = v.depth(node);
+  const int32_t base = v.depth(node) - 1;
   walk_[0] = state;
   const int32_t end = v.subtree_end(node);
-  for (int32_t i = node + 1; i < end;) {
+  for (int32_t i = node; i < end;) {
     const int32_t depth = v.depth(i) - base;
     const int32_t next = machine_.Advance(walk_[depth - 1], v.byte(i));
     if (next == StackMachine::kDead) {

@@ -61,8 +61,8 @@ class GrammarMatcher {
   // ComputeMask's two ways: a walk of the whole trie, or the tables and a walk per exit.
   void WalkTrie(TokenMask& mask);
   void FromTables(TokenMask& mask);
-  // Sets the tokens of the subtree below trie node `node` (not node's own) that `state` matches
-  // after node's prefix.
+  // Sets the tokens of trie node `node`'s subtree that `state` matches after the prefix of node's
+  // parent.
   void WalkSubtree(int32_t node, int32_t state, TokenMask& mask);
   // The bytes that lead `state` back to itself (bit b of word b / 64), for up to kMaxLoopStates
   // states per walk (none for the others). REQUIRES: state != kDead.

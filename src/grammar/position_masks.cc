@@ -154,7 +154,7 @@ class Builder {
         machine_(std::make_unique<StackMachine>(&program)),
         walk_(vocab.max_depth() + 1) {}
 
-  // Fills accepted and exits for `pos`; false when a closure dropped stacks.
+  // Fills accepted and exits for `pos` over `return_pos`; false when a closure dropped stacks.
   bool Walk(int32_t pos, int32_t return_pos, const ByteSet& follow, std::vector<int32_t>& accepted,
             std::vector<int32_t>& exits);
   int64_t steps() const { return steps_; }
@@ -211,10 +211,7 @@ bool Builder::Walk(int32_t pos, int32_t return_pos, const ByteSet& follow,
     accept(v.token_begin(i), v.token_begin(i + 1));
     if (machine_->IsComplete(next)) {
       for (int32_t child = i + 1; child < v.subtree_end(i); child = v.subtree_end(child)) {
-        if (follow.test(v.byte(child))) {
-          exits.push_back(i);
-          break;
-        }
+        if (follow.test(v.byte(child))) exits.push_back(child);
       }
     }
     ++i;
@@ -276,9 +273,7 @@ std::unique_ptr<const PositionMasks> PositionMasks::Build(const Program& program
     masks->table_of_[pos] = static_cast<int32_t>(masks->tables_.size());
     if (!add(pos, -1)) return nullptr;
     int64_t exit_nodes = 0;
-    for (int32_t node : masks->tables_.back().exits) {
-      exit_nodes += vocab.subtree_end(node) - node - 1;
-    }
+    for (int32_t node : masks->tables_.back().exits) exit_nodes += vocab.subtree_end(node) - node;
     if (exit_nodes <= kSplitExitNodes) continue;
     const std::vector<int32_t>* to = returns.Of(rule_of[pos], kMaxReturns);
     if (to == nullptr) continue;

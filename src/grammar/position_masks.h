@@ -8,12 +8,12 @@
 // returns to. For each p, walking the trie from a stack of p alone, with nothing below, decides:
 //   - accepted(p): tokens matched without leaving the rule, or that leave it exactly at their last
 //     byte (a return always has a continuation, so nothing more is needed): allowed whatever P is;
-//   - exits(p): the trie nodes u at which p's rule may end with more bytes below u in the trie. The
-//     tokens below such a u depend on P: the matcher walks u's subtree from the state after the
-//     return (StackMachine::AfterReturn), so they cost a short walk, not a table.
-// Every other token is refused from p whatever P is. A node u is kept in exits(p) only when one of
-// its children's bytes may follow p's rule somewhere in the grammar (its FOLLOW set), so that a
-// token is context-dependent only if its bytes past the rule could be matched after it.
+//   - exits(p): the trie nodes c just past a node u at which p's rule may end, whose byte may
+//     follow p's rule somewhere in the grammar (its FOLLOW set). The tokens of c's subtree depend
+//     on P: the matcher walks it from the state after the return (StackMachine::AfterReturn), so
+//     they cost a short walk, not a table.
+// Every other token is refused from p whatever P is: a token is context-dependent only if its
+// bytes past the rule's end could be matched after it.
 //
 // A small rule that ends after a byte or two (a string's character, a digit, a space) would leave
 // exits everywhere, and their walks would cover most of the trie. For such a p (exits whose
@@ -55,7 +55,7 @@ class PositionMasks {
   int32_t TableFor(int32_t pos, int32_t return_pos) const;
   // Sets the bits of the table's accepted tokens in `mask` ((vocab size + 31) / 32 words).
   void OrAccepted(int32_t table, uint32_t* mask) const;
-  // The table's exits: trie nodes, in preorder.
+  // The table's exits: trie nodes, in preorder, each walked with its subtree.
   const std::vector<int32_t>& Exits(int32_t table) const { return tables_[table].exits; }
   // The exits are where the rule of the node below the top one ends (a table per return
   // position), not the top one's.

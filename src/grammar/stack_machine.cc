@@ -115,7 +115,7 @@ int32_t StackMachine::InternState(std::vector<int32_t> nodes, bool complete) {
   auto [it, inserted] = state_ids_.try_emplace(nodes, static_cast<int32_t>(states_.size()));
   if (inserted) {
     nodes.pop_back();
-    states_.push_back(State{std::move(nodes), complete});
+    states_.push_back(State{std::move(nodes), complete, false, ByteSet()});
     row_of_state_.push_back(-1);
   }
   return it->second;

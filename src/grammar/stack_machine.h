@@ -49,6 +49,17 @@ class StackMachine {
   bool IsComplete(int32_t state) const { return state >= 0 && states_[state].complete; }
   // Some stack is alive: more text may follow.
   bool HasStacks(int32_t state) const { return state >= 0 && !states_[state].nodes.empty(); }
+  // The bytes some stack of `state` takes: Advance(state, b) != kDead only for these. Cached;
+  // the reference lasts until the next call that may add a state. REQUIRES: state != kDead.
+  const ByteSet& FirstBytes(int32_t state) {
+    State& s = states_[state];
+    if (!s.first_bytes_known) {
+      for (int32_t id : s.nodes)
+        s.first_bytes |= program_->sets[program_->elements[nodes_[id].pos].arg];
+      s.first_bytes_known = true;
+    }
+    return s.first_bytes;
+  }
 
   // The stacks of a state, each as its top node. REQUIRES: state != kDead.
   const std::vector<int32_t>& Stacks(int32_t state) const { return states_[state].nodes; }
@@ -90,6 +101,8 @@ class StackMachine {
   struct State {
     std::vector<int32_t> nodes;  // sorted
     bool complete = false;
+    bool first_bytes_known = false;
+    ByteSet first_bytes;
   };
 
   int32_t AdvanceSlow(int32_t state, uint8_t byte);
