@@ -47,7 +47,7 @@ class PositionMasks {
                                                     const TokenVocabulary& vocab, int64_t max_bytes,
                                                     int64_t max_transitions);
 
-  static constexpr int64_t kSplitExitNodes = 2048;
+  static constexpr int64_t kSplitExitNodes = 64;
   static constexpr int64_t kMaxReturns = 64;
 
   // The table for a stack with `pos` on top over a node at `return_pos` (-1: nothing below).
