@@ -3,7 +3,8 @@
 // a few steps over a small fixed vocabulary, tokens picked by the following bytes. Checks what
 // grammar.h and grammar_matcher.h promise: refusals are INVALID_ARGUMENT; every token the mask
 // allows is accepted, a token it refuses is refused with the state unchanged; end tokens are
-// allowed exactly when IsComplete().
+// allowed exactly when IsComplete(); masks from the grammar's per-position tables equal those of a
+// matcher that walks the vocabulary's trie.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -48,9 +49,12 @@ bool Allowed(const std::vector<uint32_t>& bits, int32_t t) {
 void Drive(const std::shared_ptr<const Grammar>& g, std::string_view picks) {
   const auto& vocab = Vocabulary();
   GrammarMatcher matcher(g, vocab);
+  GrammarMatcher walker(g, vocab, nullptr, nullptr);
   std::vector<uint32_t> bits(vocab->mask_words()), again(vocab->mask_words());
   for (size_t step = 0; step < 24; ++step) {
     matcher.FillNextTokenMask(bits.data());
+    walker.FillNextTokenMask(again.data());
+    Check(again == bits, "the tables' mask differs from the trie walk's");
     const int32_t end = vocab->end_tokens()[0];
     Check(Allowed(bits, end) == matcher.IsComplete(),
           "end token allowed differs from IsComplete()");
@@ -68,6 +72,7 @@ void Drive(const std::shared_ptr<const Grammar>& g, std::string_view picks) {
     if (allowed.empty()) return;
     const int32_t chosen = allowed[pick % allowed.size()];
     Check(matcher.AcceptToken(chosen).ok(), "a token in the mask was refused");
+    Check(walker.AcceptToken(chosen).ok(), "a token in the mask was refused by the walker");
     if (matcher.IsTerminated() && vocab->is_end_token(chosen)) return;
   }
 }

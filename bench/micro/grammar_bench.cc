@@ -1,8 +1,12 @@
 // GrammarMatcher::FillNextTokenMask over SmolLM2's 49,152-token vocabulary (the default model's;
 // a synthetic one when the tokenizer fixture is missing), while a random model generates from a
-// grammar. Reports the p50 / p99 / max of the per-token mask time (µs):
+// grammar. Reports the p50 / p99 / max of the per-token mask time (µs), each way of computing a
+// mask side by side (tables:0 walks the trie for every new state, tables:1 uses the grammar's
+// PositionMasks):
 //   BM_ColdRequest: each iteration compiles the grammar afresh and generates one sequence, so
-//     every mask is the first of its state (the first request on a schema);
+//     every mask is the first of its state (the first request on a schema); tables:1 also reports
+//     build_ms, the time to build the tables (once per grammar and vocabulary, when the first
+//     matcher is made, outside the mask times);
 //   BM_WarmRequests: each iteration compiles the grammar afresh and generates 20 sequences in a
 //     row, a new matcher each, timing sequences 2..20 only (serving: later requests on a schema
 //     find the masks earlier ones computed, through the grammar's shared MaskCache).
@@ -57,10 +61,11 @@ ws ::= [ \n]?)");
 }
 
 // Generates one sequence with a new matcher; appends each mask's time (µs) to `micros` if given.
-void RunSequence(const std::shared_ptr<const Grammar>& grammar, uint64_t seed,
+void RunSequence(const std::shared_ptr<const Grammar>& grammar, bool tables, uint64_t seed,
                  std::vector<double>* micros) {
   const auto& vocab = Vocabulary();
-  GrammarMatcher matcher(grammar, vocab);
+  GrammarMatcher matcher(grammar, vocab, grammar->MaskCacheFor(vocab),
+                         tables ? grammar->PositionMasksFor(vocab) : nullptr);
   std::chrono::steady_clock::time_point start;
   testing::RunRandomModel(
       matcher, *vocab, seed, 48, 400, [&] { start = std::chrono::steady_clock::now(); },
@@ -81,34 +86,57 @@ void Report(benchmark::State& state, std::vector<double>& micros) {
   state.counters["max_us"] = micros.back();
 }
 
+// The tables' build time (ms) for a freshly compiled grammar, or 0 without tables.
+double BuildTables(const std::shared_ptr<const Grammar>& grammar, bool tables) {
+  if (!tables) return 0;
+  const auto start = std::chrono::steady_clock::now();
+  benchmark::DoNotOptimize(grammar->PositionMasksFor(Vocabulary()));
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
 void BM_ColdRequest(benchmark::State& state) {
+  const bool tables = state.range(1) != 0;
   std::vector<double> micros;
+  double build_ms = 0;
   uint64_t seed = 1;
   for (auto _ : state) {
     state.PauseTiming();
     const auto grammar = BenchGrammar(static_cast<int>(state.range(0)));
+    build_ms += BuildTables(grammar, tables);
     state.ResumeTiming();
-    RunSequence(grammar, seed++, &micros);
+    RunSequence(grammar, tables, seed++, &micros);
   }
   Report(state, micros);
+  if (tables) state.counters["build_ms"] = build_ms / static_cast<double>(state.iterations());
 }
 
 void BM_WarmRequests(benchmark::State& state) {
   constexpr int kSequences = 20;
   std::vector<double> micros;
   uint64_t seed = 1;
+  const bool tables = state.range(1) != 0;
   for (auto _ : state) {
     state.PauseTiming();
     const auto grammar = BenchGrammar(static_cast<int>(state.range(0)));
+    BuildTables(grammar, tables);
     state.ResumeTiming();
-    for (int i = 0; i < kSequences; ++i) RunSequence(grammar, seed++, i == 0 ? nullptr : &micros);
+    for (int i = 0; i < kSequences; ++i) {
+      RunSequence(grammar, tables, seed++, i == 0 ? nullptr : &micros);
+    }
   }
   Report(state, micros);
 }
 
-// Grammars: 0 any JSON object, 1 event schema, 2 recursive tree, 3 GBNF text.
-BENCHMARK(BM_ColdRequest)->ArgName("grammar")->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_WarmRequests)->ArgName("grammar")->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
+// Grammars: 0 any JSON object, 1 event schema, 2 recursive tree, 3 GBNF text; tables 0 or 1.
+BENCHMARK(BM_ColdRequest)
+    ->ArgNames({"grammar", "tables"})
+    ->ArgsProduct({{0, 1, 2, 3}, {0, 1}})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_WarmRequests)
+    ->ArgNames({"grammar", "tables"})
+    ->ArgsProduct({{0, 1, 2, 3}, {0, 1}})
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace convoy::grammar

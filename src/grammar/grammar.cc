@@ -20,15 +20,34 @@ absl::StatusOr<std::shared_ptr<const Grammar>> FromBuilder(GrammarBuilder& build
 
 }  // namespace
 
+Grammar::ForVocabulary& Grammar::EntryFor(
+    const std::shared_ptr<const TokenVocabulary>& vocab) const {
+  std::erase_if(caches_, [](const ForVocabulary& entry) { return entry.owner.expired(); });
+  for (ForVocabulary& entry : caches_) {
+    if (!entry.owner.owner_before(vocab) && !vocab.owner_before(entry.owner)) return entry;
+  }
+  ForVocabulary& entry = caches_.emplace_back();
+  entry.owner = vocab;
+  entry.masks = std::make_shared<MaskCache>(this, vocab.get(), kMaxSharedMaskBytes);
+  return entry;
+}
+
 std::shared_ptr<MaskCache> Grammar::MaskCacheFor(
     const std::shared_ptr<const TokenVocabulary>& vocab) const {
   absl::MutexLock lock(&mutex_);
-  std::erase_if(caches_, [](const auto& entry) { return entry.first.expired(); });
-  for (const auto& [owner, cache] : caches_) {
-    if (!owner.owner_before(vocab) && !vocab.owner_before(owner)) return cache;
+  return EntryFor(vocab).masks;
+}
+
+std::shared_ptr<const PositionMasks> Grammar::PositionMasksFor(
+    const std::shared_ptr<const TokenVocabulary>& vocab) const {
+  absl::MutexLock lock(&mutex_);
+  ForVocabulary& entry = EntryFor(vocab);
+  if (!entry.tables_built) {
+    entry.tables =
+        PositionMasks::Build(program_, *vocab, kMaxPositionMaskBytes, kMaxPositionMaskSteps);
+    entry.tables_built = true;
   }
-  caches_.emplace_back(vocab, std::make_shared<MaskCache>(this, vocab.get(), kMaxSharedMaskBytes));
-  return caches_.back().second;
+  return entry.tables;
 }
 
 absl::StatusOr<std::shared_ptr<const Grammar>> CompileGbnf(std::string_view text) {

@@ -17,14 +17,16 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "grammar/mask_cache.h"
+#include "grammar/position_masks.h"
 #include "grammar/program.h"
 #include "grammar/token_vocabulary.h"
 
 namespace convoy::grammar {
 
 // An immutable compiled grammar, shared between requests and threads. Its contents are for the
-// matcher; callers only pass it on. It also holds the masks its matchers computed (one MaskCache
-// per vocabulary, each bounded by kMaxSharedMaskBytes), which live as long as the grammar.
+// matcher; callers only pass it on. It also holds, per vocabulary, the masks its matchers computed
+// (a MaskCache bounded by kMaxSharedMaskBytes) and its PositionMasks, which live as long as the
+// grammar.
 class Grammar {
  public:
   explicit Grammar(Program program) : program_(std::move(program)) {}
@@ -36,14 +38,27 @@ class Grammar {
   // A vocabulary's cache is dropped once the vocabulary is gone and another one is asked for.
   std::shared_ptr<MaskCache> MaskCacheFor(
       const std::shared_ptr<const TokenVocabulary>& vocab) const;
+  // This grammar's tables over `vocab`, built on first use (within kMaxPositionMaskBytes and
+  // kMaxPositionMaskSteps; nullptr past them: matchers walk the trie instead). Thread-safe; other
+  // callers for this grammar wait while one builds them.
+  std::shared_ptr<const PositionMasks> PositionMasksFor(
+      const std::shared_ptr<const TokenVocabulary>& vocab) const;
 
  private:
+  struct ForVocabulary {
+    // The vocabulary's owner (its control block, kept alive by the weak_ptr), so a new vocabulary
+    // at a freed one's address never finds the old masks.
+    std::weak_ptr<const TokenVocabulary> owner;
+    std::shared_ptr<MaskCache> masks;
+    bool tables_built = false;
+    std::shared_ptr<const PositionMasks> tables;  // or nullptr
+  };
+  ForVocabulary& EntryFor(const std::shared_ptr<const TokenVocabulary>& vocab) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
   Program program_;
   mutable absl::Mutex mutex_;
-  // Keyed by the vocabulary's owner (its control block, kept alive by the weak_ptr), so a new
-  // vocabulary at a freed one's address never finds the old masks.
-  mutable std::vector<std::pair<std::weak_ptr<const TokenVocabulary>, std::shared_ptr<MaskCache>>>
-      caches_ ABSL_GUARDED_BY(mutex_);
+  mutable std::vector<ForVocabulary> caches_ ABSL_GUARDED_BY(mutex_);
 };
 
 // GBNF (close to llama.cpp's): rules `name ::= alternatives`, start rule "root".

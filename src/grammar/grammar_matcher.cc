@@ -18,10 +18,17 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar,
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar,
                                std::shared_ptr<const TokenVocabulary> vocab,
                                std::shared_ptr<MaskCache> shared)
+    : GrammarMatcher(grammar, vocab, std::move(shared), grammar->PositionMasksFor(vocab)) {}
+
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar,
+                               std::shared_ptr<const TokenVocabulary> vocab,
+                               std::shared_ptr<MaskCache> shared,
+                               std::shared_ptr<const PositionMasks> tables)
     : grammar_(std::move(grammar)),
       vocab_(std::move(vocab)),
       machine_(&grammar_->program()),
       state_(machine_.InitialState()),
+      tables_(std::move(tables)),
       walk_(vocab_->max_depth() + 1) {
   if (shared != nullptr && shared->IsFor(grammar_.get(), vocab_.get())) shared_ = std::move(shared);
 }
@@ -54,11 +61,69 @@ const TokenMask& GrammarMatcher::CurrentMask() {
   return *mask_cache_.emplace(state_, std::move(mask)).first->second;
 }
 
+void GrammarMatcher::ComputeMask(TokenMask& mask) {
+  // Past kMaxStacks a state's mask is no longer the union of its stacks' (which stacks a closure
+  // keeps depends on all of them): walk the whole trie then.
+  if (tables_ != nullptr && !machine_.dropped_stacks()) FromTables(mask);
+  if (tables_ == nullptr || machine_.dropped_stacks()) {
+    std::fill(mask.begin(), mask.end(), 0);
+    WalkTrie(mask);
+  }
+  if (machine_.IsComplete(state_)) {
+    for (int32_t token : vocab_->end_tokens()) mask[token >> 5] |= uint32_t{1} << (token & 31);
+  }
+}
+
+void GrammarMatcher::FromTables(TokenMask& mask) {
+  walked_.clear();
+  // A copy: the walks below intern states, which may move the machine's.
+  stacks_ = machine_.Stacks(state_);
+  for (int32_t stack : stacks_) {
+    const int32_t below = machine_.Below(stack);
+    const int32_t table = tables_->TableFor(machine_.TopPosition(stack),
+                                            below < 0 ? -1 : machine_.TopPosition(below));
+    const std::vector<int32_t>& exits = tables_->Exits(table);
+    int32_t after = StackMachine::kDead;
+    if (!exits.empty()) after = machine_.AfterReturn(tables_->ExitsBelow(table) ? below : stack);
+    if (std::find(walked_.begin(), walked_.end(), std::make_pair(table, after)) != walked_.end()) {
+      continue;
+    }
+    walked_.emplace_back(table, after);
+    tables_->OrAccepted(table, mask.data());
+    if (!machine_.HasStacks(after)) continue;          // nothing may follow the return
+    const ByteSet first = machine_.FirstBytes(after);  // a copy: walks may move states
+    for (int32_t node : exits) {
+      if (first.test(vocab_->byte(node))) WalkSubtree(node, after, mask);
+    }
+  }
+}
+
+void GrammarMatcher::WalkSubtree(int32_t node, int32_t state, TokenMask& mask) {
+  const TokenVocabulary& v = *vocab_;
+  const std::vector<int32_t>& tokens = v.node_tokens();
+  const int32_t base = v.depth(node) - 1;
+  walk_[0] = state;
+  const int32_t end = v.subtree_end(node);
+  for (int32_t i = node; i < end;) {
+    const int32_t depth = v.depth(i) - base;
+    const int32_t next = machine_.Advance(walk_[depth - 1], v.byte(i));
+    if (next == StackMachine::kDead) {
+      i = v.subtree_end(i);
+      continue;
+    }
+    walk_[depth] = next;
+    for (int32_t k = v.token_begin(i); k < v.token_begin(i + 1); ++k) {
+      mask[tokens[k] >> 5] |= uint32_t{1} << (tokens[k] & 31);
+    }
+    ++i;
+  }
+}
+
 // A walk of the trie, one cached transition per node, skipping a subtree at its first refused
 // byte. A subtree below a state that every byte of the subtree leads back to (inside a string,
 // say) is allowed whole without a walk: each of its tokens stays in that state. Such loop bytes
 // are found for the states at the first two depths (the root's, and those after one byte).
-void GrammarMatcher::ComputeMask(TokenMask& mask) {
+void GrammarMatcher::WalkTrie(TokenMask& mask) {
   const TokenVocabulary& v = *vocab_;
   const std::vector<int32_t>& tokens = v.node_tokens();
   auto allow = [&](int32_t begin, int32_t end) {
@@ -89,9 +154,6 @@ void GrammarMatcher::ComputeMask(TokenMask& mask) {
     walk_[depth] = next;
     allow(v.token_begin(i), v.token_begin(i + 1));
     ++i;
-  }
-  if (machine_.IsComplete(state_)) {
-    for (int32_t token : v.end_tokens()) mask[token >> 5] |= uint32_t{1} << (token & 31);
   }
 }
 

@@ -51,6 +51,13 @@ inline constexpr int64_t kMaxCachedMasks = 256;
 // (about 5,000 masks of a 49,152-token vocabulary, 6 KiB each, with their keys); past it a part of
 // the cache starts over.
 inline constexpr int64_t kMaxSharedMaskBytes = 32 << 20;
+// Per-position tables (position_masks.h), built once per grammar and vocabulary: at most 32 MiB
+// (a byte-set position that allows many tokens holds a 6 KiB bitset over a 49,152-token
+// vocabulary, one that allows few a list of them), and at most 25M trie steps to build (about half
+// a second on one core; the 130 suite schemas take at most 9M, 110 ms). A grammar past either has
+// no tables: its matchers walk the trie for every new state.
+inline constexpr int64_t kMaxPositionMaskBytes = 32 << 20;
+inline constexpr int64_t kMaxPositionMaskSteps = 25'000'000;
 
 }  // namespace convoy::grammar
 

@@ -21,6 +21,29 @@ int32_t StackMachine::InitialState() {
   return InternState(std::move(nodes), complete);
 }
 
+int32_t StackMachine::StateOfPosition(int32_t pos, int32_t return_pos) {
+  work_.clear();
+  work_.emplace_back(pos, return_pos < 0 ? kBottom : InternNode(return_pos, kBottom));
+  std::vector<int32_t> nodes;
+  bool complete = false;
+  Close(nodes, complete);
+  return InternState(std::move(nodes), complete);
+}
+
+int32_t StackMachine::AfterReturnSlow(int32_t stack) {
+  work_.clear();
+  const int32_t parent = nodes_[stack].parent;
+  if (parent != kBottom) work_.emplace_back(nodes_[parent].pos, nodes_[parent].parent);
+  std::vector<int32_t> nodes;
+  bool complete = parent == kBottom;
+  Close(nodes, complete);
+  // Close interned nodes: look the slot up only now.
+  if (after_return_.size() < nodes_.size()) after_return_.resize(nodes_.size(), kUnknown);
+  const int32_t state = InternState(std::move(nodes), complete);
+  after_return_[stack] = state;
+  return state;
+}
+
 int32_t StackMachine::AdvanceSlow(int32_t state, uint8_t byte) {
   const Program& p = *program_;
   work_.clear();
@@ -92,7 +115,7 @@ int32_t StackMachine::InternState(std::vector<int32_t> nodes, bool complete) {
   auto [it, inserted] = state_ids_.try_emplace(nodes, static_cast<int32_t>(states_.size()));
   if (inserted) {
     nodes.pop_back();
-    states_.push_back(State{std::move(nodes), complete});
+    states_.push_back(State{std::move(nodes), complete, false, ByteSet()});
     row_of_state_.push_back(-1);
   }
   return it->second;
@@ -131,6 +154,7 @@ int32_t StackMachine::Rebuild(int32_t state) {
   state_ids_.clear();
   row_of_state_.clear();
   transitions_.clear();
+  after_return_.clear();
   std::vector<int32_t> nodes;
   for (const std::vector<int32_t>& positions : stacks) {
     int32_t parent = kBottom;

@@ -30,6 +30,11 @@ class StackMachine {
 
   // The state before any text.
   int32_t InitialState();
+  // The state of one stack: `pos` on top, over `return_pos` when that is not -1, and nothing
+  // below, so that the end of the bottom rule makes the state complete (it stands for a return to
+  // whatever lies below). REQUIRES: `pos` is a byte-set element; `return_pos` is -1 or the
+  // element after a rule reference that is not the end of its alternative.
+  int32_t StateOfPosition(int32_t pos, int32_t return_pos = -1);
   // The state after `state` then `byte`; kDead when no stack can take it.
   // REQUIRES: state != kDead.
   int32_t Advance(int32_t state, uint8_t byte) {
@@ -44,6 +49,33 @@ class StackMachine {
   bool IsComplete(int32_t state) const { return state >= 0 && states_[state].complete; }
   // Some stack is alive: more text may follow.
   bool HasStacks(int32_t state) const { return state >= 0 && !states_[state].nodes.empty(); }
+  // The bytes some stack of `state` takes: Advance(state, b) != kDead only for these. Cached;
+  // the reference lasts until the next call that may add a state. REQUIRES: state != kDead.
+  const ByteSet& FirstBytes(int32_t state) {
+    State& s = states_[state];
+    if (!s.first_bytes_known) {
+      for (int32_t id : s.nodes)
+        s.first_bytes |= program_->sets[program_->elements[nodes_[id].pos].arg];
+      s.first_bytes_known = true;
+    }
+    return s.first_bytes;
+  }
+
+  // The stacks of a state, each as its top node. REQUIRES: state != kDead.
+  const std::vector<int32_t>& Stacks(int32_t state) const { return states_[state].nodes; }
+  // The position of a stack's top node (a byte-set element), and the node below it (-1: none; a
+  // node's position is where its rule resumes after the rule above it returns).
+  int32_t TopPosition(int32_t stack) const { return nodes_[stack].pos; }
+  int32_t Below(int32_t stack) const { return nodes_[stack].parent; }
+  // The state after the rule of `stack`'s top node ends: the closure of its return point
+  // (complete with no stacks when nothing is below). Cached per node; any node of a stack may be
+  // passed (Below's too).
+  int32_t AfterReturn(int32_t stack) {
+    if (static_cast<size_t>(stack) < after_return_.size() && after_return_[stack] != kUnknown) {
+      return after_return_[stack];
+    }
+    return AfterReturnSlow(stack);
+  }
 
   // Appends `state`'s canonical key: the same for two states, of any machines of one program,
   // exactly when they hold the same stacks (as positions from top to bottom) and the same
@@ -69,9 +101,12 @@ class StackMachine {
   struct State {
     std::vector<int32_t> nodes;  // sorted
     bool complete = false;
+    bool first_bytes_known = false;
+    ByteSet first_bytes;
   };
 
   int32_t AdvanceSlow(int32_t state, uint8_t byte);
+  int32_t AfterReturnSlow(int32_t stack);
   // Follows calls and returns from each (position, parent) in work_ to byte-set positions.
   void Close(std::vector<int32_t>& nodes, bool& complete);
   int32_t InternNode(int32_t pos, int32_t parent);
@@ -84,6 +119,7 @@ class StackMachine {
   absl::flat_hash_map<std::vector<int32_t>, int32_t> state_ids_;
   std::vector<int32_t> row_of_state_;  // index of the state's 256 transitions, or -1
   std::vector<int32_t> transitions_;
+  std::vector<int32_t> after_return_;  // per node: AfterReturn, or kUnknown
   std::vector<std::pair<int32_t, int32_t>> work_;
   absl::flat_hash_set<uint64_t> visited_;
   bool dropped_stacks_ = false;
