@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "convoy/status_macros.h"
 #include "model/file_util.h"
+#include "model/long_rope.h"
 #include "nlohmann/json.hpp"
 
 namespace convoy {
@@ -139,6 +140,56 @@ absl::StatusOr<const ModelFamily*> ReadFamily(const ConfigReader& reader) {
   return family;
 }
 
+// A list of numbers, each finite and positive: LongRoPE's frequency factors.
+absl::StatusOr<std::vector<double>> PositiveNumbers(const ConfigReader& reader, const Json& object,
+                                                    const std::string& path, const char* field) {
+  if (reader.IsMissing(object, field)) {
+    return reader.Invalid(absl::StrFormat("field '%s%s' is required, found none", path, field));
+  }
+  const Json& list = object.at(field);
+  std::vector<double> numbers;
+  for (const Json& value : list.is_array() ? list : Json::array({nullptr})) {
+    if (!value.is_number() || !(value.get<double>() > 0) || !std::isfinite(value.get<double>())) {
+      return reader.Invalid(absl::StrFormat(
+          "field '%s%s' must be a list of positive numbers, found %s", path, field, list.dump()));
+    }
+    numbers.push_back(value.get<double>());
+  }
+  return numbers;
+}
+
+// Phi-3's LongRoPE (see ParseModelConfig). max_position_embeddings is read beforehand.
+absl::StatusOr<RopeScaling> ParseLongRope(const ConfigReader& reader, const Json& object,
+                                          const std::string& path) {
+  RopeScaling scaling;
+  scaling.rope_type = "longrope";
+  ASSIGN_OR_RETURN(scaling.short_factor, PositiveNumbers(reader, object, path, "short_factor"));
+  ASSIGN_OR_RETURN(scaling.long_factor, PositiveNumbers(reader, object, path, "long_factor"));
+  const Json& json = reader.json();
+  const bool top_level = !reader.IsMissing(json, "original_max_position_embeddings");
+  const char* original_path = top_level ? "" : path.c_str();
+  ASSIGN_OR_RETURN(scaling.original_max_position_embeddings,
+                   reader.Int(top_level ? json : object, original_path,
+                              "original_max_position_embeddings", nullptr));
+  if (scaling.original_max_position_embeddings <= 0) {
+    return reader.Invalid(
+        absl::StrFormat("field '%soriginal_max_position_embeddings' must be "
+                        "positive, found %d",
+                        original_path, scaling.original_max_position_embeddings));
+  }
+  const int64_t default_context = 2048;  // transformers' and ModelConfig's
+  ASSIGN_OR_RETURN(int64_t context,
+                   reader.Int(json, "", "max_position_embeddings", &default_context));
+  const double ratio =
+      static_cast<double>(context) / static_cast<double>(scaling.original_max_position_embeddings);
+  ASSIGN_OR_RETURN(scaling.factor, reader.Double(object, path, "factor", &ratio));
+  const double paper =
+      LongRopeAttentionFactor(scaling.factor, scaling.original_max_position_embeddings);
+  ASSIGN_OR_RETURN(scaling.attention_factor,
+                   reader.Double(object, path, "attention_factor", &paper));
+  return scaling;
+}
+
 // The rope scaling object: transformers 4 writes it as "rope_scaling" (rope_theta beside it),
 // transformers 5 as "rope_parameters" (rope_theta inside it).
 absl::StatusOr<RopeScaling> ParseRopeScaling(const ConfigReader& reader, const char* field) {
@@ -159,16 +210,12 @@ absl::StatusOr<RopeScaling> ParseRopeScaling(const ConfigReader& reader, const c
         "field '%s.rope_type' is required when %s is set, found none", field, field));
   }
   if (*type == "default") return scaling;
-  if (*type == "longrope" || *type == "su") {
-    return reader.Unsupported(absl::StrFormat(
-        "field '%s.%s' is \"%s\": LongRoPE scaling (short and long frequency factors) is not "
-        "supported, only \"llama3\"",
-        field, type_field, *type));
-  }
+  if (*type == "longrope" || *type == "su") return ParseLongRope(reader, object, path);
   if (*type != "llama3") {
     return reader.Unsupported(absl::StrFormat(
-        "field '%s.%s' must be \"llama3\" (the only supported RoPE scaling), found \"%s\"", field,
-        type_field, *type));
+        "field '%s.%s' must be \"llama3\" or \"longrope\" (the supported RoPE scalings), found "
+        "\"%s\"",
+        field, type_field, *type));
   }
   scaling.rope_type = "llama3";
   ASSIGN_OR_RETURN(scaling.factor, reader.Double(object, path, "factor", nullptr));
@@ -407,27 +454,33 @@ const std::vector<ModelFamily>& ModelFamilies() {
   static const std::vector<ModelFamily> kFamilies = {
       {"llama", "LlamaForCausalLM", /*attention_bias=*/false, /*qk_norm=*/false,
        /*gguf_permuted_qk=*/true, /*fused_projections=*/false, /*sliding_window=*/false, "llama",
-       Activation::kSilu, /*sandwich_norms=*/false, /*norm_weight_offsets=*/false,
+       /*long_rope=*/false, Activation::kSilu, /*sandwich_norms=*/false,
+       /*norm_weight_offsets=*/false,
        /*gemma_attention=*/false},
       {"qwen2", "Qwen2ForCausalLM", /*attention_bias=*/true, /*qk_norm=*/false,
        /*gguf_permuted_qk=*/false, /*fused_projections=*/false, /*sliding_window=*/false, "qwen2",
-       Activation::kSilu, /*sandwich_norms=*/false, /*norm_weight_offsets=*/false,
+       /*long_rope=*/false, Activation::kSilu, /*sandwich_norms=*/false,
+       /*norm_weight_offsets=*/false,
        /*gemma_attention=*/false},
       {"qwen3", "Qwen3ForCausalLM", /*attention_bias=*/false, /*qk_norm=*/true,
        /*gguf_permuted_qk=*/false, /*fused_projections=*/false, /*sliding_window=*/false, "qwen3",
-       Activation::kSilu, /*sandwich_norms=*/false, /*norm_weight_offsets=*/false,
+       /*long_rope=*/false, Activation::kSilu, /*sandwich_norms=*/false,
+       /*norm_weight_offsets=*/false,
        /*gemma_attention=*/false},
       {"phi3", "Phi3ForCausalLM", /*attention_bias=*/false, /*qk_norm=*/false,
        /*gguf_permuted_qk=*/false, /*fused_projections=*/true, /*sliding_window=*/true, "phi3",
-       Activation::kSilu, /*sandwich_norms=*/false, /*norm_weight_offsets=*/false,
+       /*long_rope=*/true, Activation::kSilu, /*sandwich_norms=*/false,
+       /*norm_weight_offsets=*/false,
        /*gemma_attention=*/false},
       {"mistral", "MistralForCausalLM", /*attention_bias=*/false, /*qk_norm=*/false,
        /*gguf_permuted_qk=*/true, /*fused_projections=*/false, /*sliding_window=*/true, "llama",
-       Activation::kSilu, /*sandwich_norms=*/false, /*norm_weight_offsets=*/false,
+       /*long_rope=*/false, Activation::kSilu, /*sandwich_norms=*/false,
+       /*norm_weight_offsets=*/false,
        /*gemma_attention=*/false},
       {"gemma3_text", "Gemma3ForCausalLM", /*attention_bias=*/false, /*qk_norm=*/true,
        /*gguf_permuted_qk=*/false, /*fused_projections=*/false, /*sliding_window=*/true, "gemma3",
-       Activation::kGeluTanh, /*sandwich_norms=*/true, /*norm_weight_offsets=*/true,
+       /*long_rope=*/false, Activation::kGeluTanh, /*sandwich_norms=*/true,
+       /*norm_weight_offsets=*/true,
        /*gemma_attention=*/true},
   };
   return kFamilies;
@@ -610,9 +663,12 @@ absl::Status ModelConfig::Validate() const {
           "field 'rope_scaling.original_max_position_embeddings' must be positive, found %d",
           rope_scaling.original_max_position_embeddings);
     }
+  } else if (rope_scaling.rope_type == "longrope") {
+    RETURN_IF_ERROR(ValidateLongRope(*this));
   } else if (rope_scaling.rope_type != "default") {
     return InvalidField(
-        "field 'rope_scaling.rope_type' must be \"default\" or \"llama3\", found \"%s\"",
+        "field 'rope_scaling.rope_type' must be \"default\", \"llama3\" or \"longrope\", found "
+        "\"%s\"",
         rope_scaling.rope_type);
   }
   if (bos_token_id < -1 || bos_token_id >= vocab_size) {
@@ -760,6 +816,16 @@ std::string ModelConfigToJson(const ModelConfig& config) {
         config.rope_scaling.original_max_position_embeddings;
     scaling["rope_type"] = "llama3";
     json["rope_scaling"] = std::move(scaling);
+  } else if (config.rope_scaling.rope_type == "longrope") {
+    // original_max_position_embeddings at the top level, where Phi-3's configs have it.
+    nlohmann::ordered_json scaling;
+    scaling["attention_factor"] = config.rope_scaling.attention_factor;
+    scaling["factor"] = config.rope_scaling.factor;
+    scaling["long_factor"] = config.rope_scaling.long_factor;
+    scaling["rope_type"] = "longrope";
+    scaling["short_factor"] = config.rope_scaling.short_factor;
+    json["rope_scaling"] = std::move(scaling);
+    json["original_max_position_embeddings"] = config.rope_scaling.original_max_position_embeddings;
   } else {
     json["rope_scaling"] = nullptr;
   }
@@ -786,6 +852,14 @@ std::string ModelConfigToJson(const ModelConfig& config) {
   json["use_cache"] = true;
   json["vocab_size"] = config.vocab_size;
   return json.dump(2) + "\n";
+}
+
+const std::vector<double>& ModelConfig::LongRopeFactors() const {
+  static const std::vector<double> kNone;
+  if (rope_scaling.rope_type != "longrope") return kNone;
+  return max_position_embeddings > rope_scaling.original_max_position_embeddings
+             ? rope_scaling.long_factor
+             : rope_scaling.short_factor;
 }
 
 std::vector<int32_t> ModelConfig::EndOfGenerationIds(std::optional<int32_t> tokenizer_eos) const {

@@ -27,12 +27,22 @@ int DTypeSize(DType dtype);
 enum class Activation { kSilu, kGeluTanh };
 
 struct RopeScaling {
-  // "default" (none) or "llama3" (Llama 3.1 / 3.2 frequency scaling).
+  // "default" (none), "llama3" (Llama 3.1 / 3.2 frequency scaling) or "longrope" (Phi-3's
+  // LongRoPE; config.json's "longrope" or "su").
   std::string rope_type = "default";
+  // llama3:
   double factor = 1.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
+  // llama3 and longrope: the context the model was pretrained on.
   int64_t original_max_position_embeddings = 8192;
+  // longrope: rotary frequency i is divided by short_factor[i] or long_factor[i] (head_dim / 2
+  // each; which one, ModelConfig::LongRopeFactors says), and cos and sin are multiplied by
+  // attention_factor (transformers' default: sqrt(1 + ln(s) / ln(original)) with s =
+  // max_position_embeddings / original_max_position_embeddings, 1 when s <= 1).
+  std::vector<double> short_factor;
+  std::vector<double> long_factor;
+  double attention_factor = 1.0;
 };
 
 // A family of decoder-only models that the executors run: Llama's layout (RMS norms, rotary
@@ -66,6 +76,10 @@ struct ModelFamily {
   // A GGUF file's general.architecture, the prefix of its keys ("llama.context_length"). Mistral
   // shares "llama" with Llama: such a file is Mistral when it sets a sliding window.
   const char* gguf_architecture;
+  // Accepts LongRoPE scaling (config.json rope_scaling "longrope" or "su"; GGUF
+  // rope_factors_short.weight and rope_factors_long.weight): Phi-3. Other families refuse it, so
+  // that an executor that runs a family never meets it unawares.
+  bool long_rope;
   // Gemma 3's departures, all false (kSilu) for the others:
   Activation activation;
   // Norms around both halves of a layer: post_attention_layernorm normalizes the attention's
@@ -164,6 +178,14 @@ struct ModelConfig {
            (layer_sliding.empty() || layer_sliding[static_cast<size_t>(layer)]);
   }
   int64_t kv_size() const { return num_key_value_heads * head_dim; }
+  // With LongRoPE scaling, the frequency factors every position runs with: long_factor when the
+  // context convoy serves (max_position_embeddings, the longest sequence the engine admits)
+  // exceeds original_max_position_embeddings, else short_factor. transformers picks per forward
+  // pass instead, long_factor once the sequence passes the original context, so a sequence that
+  // crosses it would need its cached keys recomputed; convoy chooses once per model, as llama.cpp
+  // does per context size, and so agrees with transformers on sequences past the original
+  // context (and, for a model whose context is the original one, everywhere). Empty without it.
+  const std::vector<double>& LongRopeFactors() const;
   // Parameters in the weights (embeddings counted once when tied).
   int64_t NumParameters() const;
 
@@ -178,9 +200,14 @@ struct ModelConfig {
 // Parses config.json text and validates it. `source` names the file in error messages. Only the
 // families of ModelFamilies() (by 'architectures', or by 'model_type' when it is absent), with
 // SiLU, a sliding window only in a family that has one (Mistral, Phi-3), no biases but the
-// family's own, full rotary embeddings, and no or "llama3" RoPE scaling are accepted (LongRoPE,
-// Phi-3's "longrope", is refused naming the field); another architecture is UNIMPLEMENTED, naming
-// it and the supported ones.
+// family's own, full rotary embeddings, and no, "llama3" or (in a family with
+// ModelFamily::long_rope) "longrope" RoPE scaling are accepted; another architecture is
+// UNIMPLEMENTED, naming it and the supported ones. LongRoPE reads rope_scaling's short_factor,
+// long_factor, optional factor and attention_factor (as transformers: factor defaults to
+// max_position_embeddings / original_max_position_embeddings), and
+// original_max_position_embeddings from the top level (where Phi-3's configs have it, and which
+// transformers prefers) or else from rope_scaling; short_mscale and long_mscale are ignored, as
+// transformers' Phi-3 and llama.cpp's converter ignore them.
 absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
                                              const std::string& source);
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path);
