@@ -132,10 +132,19 @@ absl::Status ReadShape(const MetadataReader& reader, ModelConfig& config) {
   ASSIGN_OR_RETURN(std::optional<int64_t> rope_dims,
                    reader.OptionalInt(Key("rope.dimension_count")));
   if (rope_dims.has_value() && *rope_dims != config.head_dim) {
-    return reader.Unsupported(absl::StrFormat(
-        "key '%s': expected the head size %d (partial rotary embeddings are not supported), "
-        "found %d",
-        Key("rope.dimension_count"), config.head_dim, *rope_dims));
+    // Partial rotary embeddings (Phi-4-mini), in a family that has them.
+    if (!config.family()->partial_rotary) {
+      return reader.Unsupported(absl::StrFormat(
+          "key '%s': expected the head size %d (partial rotary embeddings are not supported for "
+          "%s), found %d",
+          Key("rope.dimension_count"), config.head_dim, config.architecture, *rope_dims));
+    }
+    if (*rope_dims <= 0 || *rope_dims > config.head_dim || *rope_dims % 2 != 0) {
+      return reader.Invalid(absl::StrFormat(
+          "key '%s': expected an even number of dimensions, at most the head size %d, found %d",
+          Key("rope.dimension_count"), config.head_dim, *rope_dims));
+    }
+    config.rotary_dim = *rope_dims;
   }
   ASSIGN_OR_RETURN(std::optional<int64_t> experts, reader.OptionalInt(Key("expert_count")));
   if (experts.value_or(0) > 0) {
@@ -154,8 +163,8 @@ absl::StatusOr<std::vector<float>> ReadRopeFactors(const GgufFile& file,
   if (tensor == nullptr || tensor->shape != std::vector<int64_t>{count} ||
       !CanDequantize(tensor->type)) {
     return reader.Invalid(absl::StrFormat(
-        "tensor '%s': expected shape [%d] (head_dim / 2) in F32, F16 or BF16, found %s", name,
-        count,
+        "tensor '%s': expected shape [%d] (a factor per rotary pair) in F32, F16 or BF16, found %s",
+        name, count,
         tensor == nullptr ? std::string("none")
                           : absl::StrCat(GgmlTypeName(tensor->type), " [",
                                          absl::StrJoin(tensor->shape, ", "), "]")));
@@ -174,7 +183,7 @@ absl::Status ReadLongRope(const GgufFile& file, const MetadataReader& reader, Mo
   for (const auto& [name, factors] :
        {std::pair{kLongRopeTensors[0], &s.short_factor}, {kLongRopeTensors[1], &s.long_factor}}) {
     ASSIGN_OR_RETURN(std::vector<float> values,
-                     ReadRopeFactors(file, reader, name, config.head_dim / 2));
+                     ReadRopeFactors(file, reader, name, config.RotaryDim() / 2));
     factors->assign(values.begin(), values.end());
   }
   const std::string original_key = reader.Key("rope.scaling.original_context_length");

@@ -19,9 +19,10 @@ namespace convoy {
 // attention.head_count, attention.layer_norm_rms_epsilon (all required);
 // attention.head_count_kv (default head_count), attention.key_length / value_length (default
 // embedding_length / head_count; must be equal), rope.freq_base (default 10000),
-// rope.dimension_count (must equal the head size: partial rotary is not supported),
+// rope.dimension_count (the head size, or fewer, even, dimensions in a family with
+// ModelFamily::partial_rotary: ModelConfig::rotary_dim),
 // rope.scaling.* and rope_freqs.weight (llama3 scaling; see gguf_rope.h), vocab_size (checked).
-// LongRoPE (Phi-3): tensors rope_factors_short.weight and rope_factors_long.weight (head_dim / 2
+// LongRoPE (Phi-3): tensors rope_factors_short.weight and rope_factors_long.weight (rotary_dim / 2
 // values each) with rope.scaling.original_context_length (required) and rope.scaling.attn_factor
 // (default: transformers' attention factor for context_length / original_context_length).
 // vocab_size is token_embd.weight's row count; the embeddings are tied when output.weight is

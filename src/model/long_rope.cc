@@ -29,14 +29,14 @@ absl::Status ValidateLongRope(const ModelConfig& config) {
         "only, found %s",
         absl::StrJoin(families, ", "), config.architecture));
   }
-  const size_t pairs = static_cast<size_t>(config.head_dim / 2);
+  const size_t pairs = static_cast<size_t>(config.RotaryDim() / 2);
   for (const auto& [field, factors] :
        {std::pair<const char*, const std::vector<double>*>{"short_factor", &s.short_factor},
         {"long_factor", &s.long_factor}}) {
     if (factors->size() != pairs) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("field 'rope_scaling.%s' must hold head_dim / 2 = %d factors, found %d",
-                          field, pairs, factors->size()));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "field 'rope_scaling.%s' must hold one factor per rotary pair, %d, found %d", field,
+          pairs, factors->size()));
     }
     for (double factor : *factors) {
       if (!(factor > 0) || !std::isfinite(factor)) {

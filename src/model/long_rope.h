@@ -17,7 +17,7 @@ double LongRopeAttentionFactor(double factor, int64_t original_max_position_embe
 
 // Checks config.rope_scaling, a "longrope" one: UNIMPLEMENTED when config's family has no
 // ModelFamily::long_rope (naming those that have); INVALID_ARGUMENT, naming the field, unless
-// short_factor and long_factor hold head_dim / 2 positive finite numbers each,
+// short_factor and long_factor hold RotaryDim() / 2 positive finite numbers each,
 // original_max_position_embeddings is positive, and factor and attention_factor are positive and
 // finite. REQUIRES: config.family() is not null.
 absl::Status ValidateLongRope(const ModelConfig& config);

@@ -300,8 +300,10 @@ absl::Status CheckUnsupportedFeatures(const ConfigReader& reader, const ModelFam
                                               activation_field, expected, family.architecture,
                                               *activation));
   }
-  // Partial rotary embeddings (Phi-4-mini's 0.75), at the top level or among the rope parameters.
+  // Partial rotary embeddings (Phi-4-mini's 0.75), at the top level or among the rope parameters;
+  // a family that has them reads them in ParsePartialRotary.
   for (const char* object_field : {"", "rope_parameters", "rope_scaling"}) {
+    if (family.partial_rotary) break;
     const Json& object =
         *object_field == '\0' ? reader.json() : reader.json().value(object_field, Json());
     if (!object.is_object()) continue;
@@ -339,6 +341,31 @@ absl::Status CheckUnsupportedFeatures(const ConfigReader& reader, const ModelFam
             type.dump()));
       }
     }
+  }
+  return absl::OkStatus();
+}
+
+// Partial rotary embeddings in a family with ModelFamily::partial_rotary: partial_rotary_factor
+// from rope_parameters, rope_scaling or the top level, the first found (transformers' order).
+// head_dim is read beforehand.
+absl::Status ParsePartialRotary(const ConfigReader& reader, ModelConfig& config) {
+  for (const char* object_field : {"rope_parameters", "rope_scaling", ""}) {
+    const Json& object =
+        *object_field == '\0' ? reader.json() : reader.json().value(object_field, Json());
+    if (!object.is_object() || reader.IsMissing(object, "partial_rotary_factor")) continue;
+    const std::string path = *object_field == '\0' ? "" : absl::StrCat(object_field, ".");
+    ASSIGN_OR_RETURN(double factor, reader.Double(object, path, "partial_rotary_factor", nullptr));
+    if (!(factor > 0) || factor > 1) {
+      return reader.Invalid(absl::StrFormat(
+          "field '%spartial_rotary_factor' must be in (0, 1], found %g", path, factor));
+    }
+    config.rotary_dim = static_cast<int64_t>(static_cast<double>(config.head_dim) * factor);
+    if (config.rotary_dim <= 0) {
+      return reader.Invalid(absl::StrFormat(
+          "field '%spartial_rotary_factor' must turn at least one pair of head_dim %d, found %g",
+          path, config.head_dim, factor));
+    }
+    return absl::OkStatus();
   }
   return absl::OkStatus();
 }
@@ -454,32 +481,33 @@ const std::vector<ModelFamily>& ModelFamilies() {
   static const std::vector<ModelFamily> kFamilies = {
       {"llama", "LlamaForCausalLM", /*attention_bias=*/false, /*qk_norm=*/false,
        /*gguf_permuted_qk=*/true, /*fused_projections=*/false, /*sliding_window=*/false, "llama",
-       /*long_rope=*/false, Activation::kSilu, /*sandwich_norms=*/false,
+       /*long_rope=*/false, /*partial_rotary=*/false, Activation::kSilu, /*sandwich_norms=*/false,
        /*norm_weight_offsets=*/false,
        /*gemma_attention=*/false},
       {"qwen2", "Qwen2ForCausalLM", /*attention_bias=*/true, /*qk_norm=*/false,
        /*gguf_permuted_qk=*/false, /*fused_projections=*/false, /*sliding_window=*/false, "qwen2",
-       /*long_rope=*/false, Activation::kSilu, /*sandwich_norms=*/false,
+       /*long_rope=*/false, /*partial_rotary=*/false, Activation::kSilu, /*sandwich_norms=*/false,
        /*norm_weight_offsets=*/false,
        /*gemma_attention=*/false},
       {"qwen3", "Qwen3ForCausalLM", /*attention_bias=*/false, /*qk_norm=*/true,
        /*gguf_permuted_qk=*/false, /*fused_projections=*/false, /*sliding_window=*/false, "qwen3",
-       /*long_rope=*/false, Activation::kSilu, /*sandwich_norms=*/false,
+       /*long_rope=*/false, /*partial_rotary=*/false, Activation::kSilu, /*sandwich_norms=*/false,
        /*norm_weight_offsets=*/false,
        /*gemma_attention=*/false},
       {"phi3", "Phi3ForCausalLM", /*attention_bias=*/false, /*qk_norm=*/false,
        /*gguf_permuted_qk=*/false, /*fused_projections=*/true, /*sliding_window=*/true, "phi3",
-       /*long_rope=*/true, Activation::kSilu, /*sandwich_norms=*/false,
+       /*long_rope=*/true, /*partial_rotary=*/true, Activation::kSilu, /*sandwich_norms=*/false,
        /*norm_weight_offsets=*/false,
        /*gemma_attention=*/false},
       {"mistral", "MistralForCausalLM", /*attention_bias=*/false, /*qk_norm=*/false,
        /*gguf_permuted_qk=*/true, /*fused_projections=*/false, /*sliding_window=*/true, "llama",
-       /*long_rope=*/false, Activation::kSilu, /*sandwich_norms=*/false,
+       /*long_rope=*/false, /*partial_rotary=*/false, Activation::kSilu, /*sandwich_norms=*/false,
        /*norm_weight_offsets=*/false,
        /*gemma_attention=*/false},
       {"gemma3_text", "Gemma3ForCausalLM", /*attention_bias=*/false, /*qk_norm=*/true,
        /*gguf_permuted_qk=*/false, /*fused_projections=*/false, /*sliding_window=*/true, "gemma3",
-       /*long_rope=*/false, Activation::kGeluTanh, /*sandwich_norms=*/true,
+       /*long_rope=*/false, /*partial_rotary=*/false, Activation::kGeluTanh,
+       /*sandwich_norms=*/true,
        /*norm_weight_offsets=*/true,
        /*gemma_attention=*/true},
   };
@@ -628,6 +656,19 @@ absl::Status ModelConfig::Validate() const {
   if (head_dim % 2 != 0) {
     return InvalidField("field 'head_dim' must be even (RoPE rotates pairs), found %d", head_dim);
   }
+  if (rotary_dim != 0 && rotary_dim != head_dim) {
+    if (!known->partial_rotary) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "partial rotary embeddings (%d of head_dim %d dimensions) are not supported for %s",
+          rotary_dim, head_dim, architecture));
+    }
+    if (rotary_dim < 0 || rotary_dim > head_dim || rotary_dim % 2 != 0) {
+      return InvalidField(
+          "field 'partial_rotary_factor' must turn an even number of dimensions, at most head_dim "
+          "%d, found %d",
+          head_dim, rotary_dim);
+    }
+  }
   // Keeps every tensor's element count far from int64 overflow.
   constexpr int64_t kMaxDimension = int64_t{1} << 24;
   for (const auto& [field, value] : positive) {
@@ -744,6 +785,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
   } else {
     ASSIGN_OR_RETURN(config.head_dim, reader.RequiredInt("head_dim"));
   }
+  if (family->partial_rotary) RETURN_IF_ERROR(ParsePartialRotary(reader, config));
   ASSIGN_OR_RETURN(config.max_position_embeddings,
                    reader.Int("max_position_embeddings", config.max_position_embeddings));
   ASSIGN_OR_RETURN(config.rms_norm_eps,
@@ -805,6 +847,10 @@ std::string ModelConfigToJson(const ModelConfig& config) {
   json["num_attention_heads"] = config.num_attention_heads;
   json["num_hidden_layers"] = config.num_hidden_layers;
   json["num_key_value_heads"] = config.num_key_value_heads;
+  if (config.RotaryDim() != config.head_dim) {
+    json["partial_rotary_factor"] =
+        static_cast<double>(config.rotary_dim) / static_cast<double>(config.head_dim);
+  }
   json["pretraining_tp"] = 1;
   json["rms_norm_eps"] = config.rms_norm_eps;
   if (config.rope_scaling.rope_type == "llama3") {

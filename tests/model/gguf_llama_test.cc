@@ -587,19 +587,43 @@ TEST(GgufLlamaTest, Phi3LongRope) {
                    std::sqrt(1.0 + std::log(4.0) / std::log(64.0)));
 }
 
+// Phi-4-mini's partial rotary embeddings: rope.dimension_count below the head size, LongRoPE's
+// factors one per rotary pair.
+TEST(GgufLlamaTest, Phi3PartialRotary) {
+  TestDir dir;
+  GgufBuilder b = SyntheticLongRope();
+  b.U32("phi3.rope.dimension_count", 8)
+      .RemoveTensor("rope_factors_short.weight")
+      .RemoveTensor("rope_factors_long.weight")
+      .F32Tensor("rope_factors_short.weight", {4}, {1, 1, 1, 1})
+      .F32Tensor("rope_factors_long.weight", {4}, {1, 2, 3, 4});
+  auto weights = LoadBytes(dir, b.Build());
+  ASSERT_OK(weights);
+  EXPECT_EQ((*weights)->config().rotary_dim, 8);
+  EXPECT_EQ((*weights)->config().LongRopeFactors(), (std::vector<double>{1, 2, 3, 4}));
+  // Head-sized factors for fewer rotary pairs are refused, naming the tensor.
+  EXPECT_THAT(LoadBytes(dir, SyntheticLongRope().U32("phi3.rope.dimension_count", 8).Build()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("tensor 'rope_factors_short.weight': expected shape [4]")));
+  EXPECT_THAT(LoadBytes(dir, SyntheticLongRope().U32("phi3.rope.dimension_count", 7).Build()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("key 'phi3.rope.dimension_count': expected an even number of "
+                                 "dimensions, at most the head size 16, found 7")));
+}
+
 TEST(GgufLlamaTest, Phi3LongRopeErrorsNameTheKeyOrTensor) {
   TestDir dir;
   EXPECT_THAT(LoadBytes(dir, SyntheticLongRope().RemoveTensor("rope_factors_long.weight").Build()),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("tensor 'rope_factors_long.weight': expected shape [8] "
-                                 "(head_dim / 2) in F32, F16 or BF16, found none")));
+                                 "(a factor per rotary pair) in F32, F16 or BF16, found none")));
   EXPECT_THAT(LoadBytes(dir, SyntheticLongRope()
                                  .RemoveTensor("rope_factors_short.weight")
                                  .F32Tensor("rope_factors_short.weight", {4}, {1, 1, 1, 1})
                                  .Build()),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("tensor 'rope_factors_short.weight': expected shape [8] "
-                                 "(head_dim / 2) in F32, F16 or BF16, found F32 [4]")));
+                                 "(a factor per rotary pair) in F32, F16 or BF16, found F32 [4]")));
   EXPECT_THAT(
       LoadBytes(
           dir, SyntheticLongRope()

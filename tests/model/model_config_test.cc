@@ -495,8 +495,8 @@ TEST(ModelConfigTest, Phi3LongRopeErrorsNameTheField) {
   Json json = Phi3LongRopeConfig();
   json["rope_scaling"]["short_factor"] = Factors(2, 1.0);
   EXPECT_THAT(parse(json), StatusIs(absl::StatusCode::kInvalidArgument,
-                                    HasSubstr("field 'rope_scaling.short_factor' must hold "
-                                              "head_dim / 2 = 48 factors, found 2")));
+                                    HasSubstr("field 'rope_scaling.short_factor' must hold one "
+                                              "factor per rotary pair, 48, found 2")));
   json = Phi3LongRopeConfig();
   json["rope_scaling"]["long_factor"][5] = -1.0;
   EXPECT_THAT(parse(json),
@@ -536,19 +536,77 @@ TEST(ModelConfigTest, Phi3LongRopeErrorsNameTheField) {
                                               "\"Phi3ForCausalLM\" only, found LlamaForCausalLM")));
 }
 
-// Phi-4-mini's partial rotary embeddings are refused naming the field.
-TEST(ModelConfigTest, Phi4MiniPartialRotaryIsRefused) {
-  Json json = Json::parse(kPhi3Config);
-  json["sliding_window"] = nullptr;
+// Phi-4-mini's config.json shape: partial rotary embeddings (96 of 128 dimensions) with
+// LongRoPE (48 factors each).
+Json Phi4MiniConfig() {
+  Json json = Phi3LongRopeConfig();
+  json["hidden_size"] = 3072;
+  json["num_attention_heads"] = 24;
+  json["num_key_value_heads"] = 8;
+  json["sliding_window"] = 262144;
   json["partial_rotary_factor"] = 0.75;
-  EXPECT_THAT(ParseModelConfig(json.dump(), "config.json"),
-              StatusIs(absl::StatusCode::kUnimplemented,
-                       HasSubstr("field 'partial_rotary_factor' must be 1 (partial rotary "
-                                 "embeddings are not supported), found 0.75")));
+  json["tie_word_embeddings"] = true;
+  return json;
+}
+
+TEST(ModelConfigTest, Phi4MiniPartialRotary) {
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(Phi4MiniConfig().dump(), "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->head_dim, 128);
+  EXPECT_EQ(config->rotary_dim, 96);
+  EXPECT_EQ(config->RotaryDim(), 96);
+  EXPECT_EQ(config->LongRopeFactors().size(), 48u);
+  absl::StatusOr<ModelConfig> again = ParseModelConfig(ModelConfigToJson(*config), "again.json");
+  ASSERT_OK(again);
+  EXPECT_EQ(again->rotary_dim, 96);
+  // rope_scaling's factor comes before the top level's, as in transformers.
+  Json json = Phi4MiniConfig();
+  json["rope_scaling"]["partial_rotary_factor"] = 0.5;
+  json["rope_scaling"]["short_factor"] = Factors(32, 0.01);
+  json["rope_scaling"]["long_factor"] = Factors(32, 1.0);
+  config = ParseModelConfig(json.dump(), "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->RotaryDim(), 64);
+  // Full rotary embeddings: RotaryDim() is head_dim.
+  config = ParseModelConfig(kPhi3Config, "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->RotaryDim(), 96);
+}
+
+TEST(ModelConfigTest, PartialRotaryErrorsNameTheField) {
+  auto parse = [](const Json& json) { return ParseModelConfig(json.dump(), "config.json"); };
+  Json json = Phi4MiniConfig();
+  json["partial_rotary_factor"] = 1.5;
+  EXPECT_THAT(parse(json), StatusIs(absl::StatusCode::kInvalidArgument,
+                                    HasSubstr("field 'partial_rotary_factor' must be in (0, 1], "
+                                              "found 1.5")));
+  json["partial_rotary_factor"] = 0.001;
+  EXPECT_THAT(parse(json),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("field 'partial_rotary_factor' must turn at least one pair")));
+  json["partial_rotary_factor"] = 0.75;
+  json["rope_scaling"]["long_factor"] = Factors(64, 1.0);  // head_dim / 2, not 96 / 2
+  EXPECT_THAT(parse(json), StatusIs(absl::StatusCode::kInvalidArgument,
+                                    HasSubstr("field 'rope_scaling.long_factor' must hold one "
+                                              "factor per rotary pair, 48, found 64")));
+  json = Phi4MiniConfig();
+  json["rope_scaling"] = nullptr;
+  json["head_dim"] = 120;
+  json["partial_rotary_factor"] = 0.025;  // 3 dimensions: odd
+  EXPECT_THAT(parse(json), StatusIs(absl::StatusCode::kInvalidArgument,
+                                    HasSubstr("field 'partial_rotary_factor' must turn an even "
+                                              "number of dimensions, at most head_dim 120, "
+                                              "found 3")));
+  // Other families refuse them naming the field, wherever it is.
+  json = Json::parse(kMistralConfig);
+  json["partial_rotary_factor"] = 0.75;
+  EXPECT_THAT(parse(json), StatusIs(absl::StatusCode::kUnimplemented,
+                                    HasSubstr("field 'partial_rotary_factor' must be 1 (partial "
+                                              "rotary embeddings are not supported), found 0.75")));
   json.erase("partial_rotary_factor");
   json["rope_parameters"] = {
       {"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.5}};
-  EXPECT_THAT(ParseModelConfig(json.dump(), "config.json"),
+  EXPECT_THAT(parse(json),
               StatusIs(absl::StatusCode::kUnimplemented,
                        HasSubstr("field 'rope_parameters.partial_rotary_factor' must be 1")));
 }

@@ -92,7 +92,7 @@ void AddInPlace(float* x, const float* y, int64_t n) {
 }
 
 RopeTable::RopeTable(const ModelConfig& config) {
-  const int64_t dim = config.head_dim;
+  const int64_t dim = config.RotaryDim();
   inv_freq_.resize(dim / 2);
   const RopeScaling& s = config.rope_scaling;
   const std::vector<double>& long_rope = config.LongRopeFactors();
@@ -154,9 +154,9 @@ void RopeTable::Angles(int64_t position, float* cos_out, float* sin_out) const {
   }
 }
 
-void RopeTable::Apply(float* x, int64_t num_heads, int64_t head_dim, const float* cos_v,
-                      const float* sin_v) {
-  const int64_t half = head_dim / 2;
+void RopeTable::Apply(float* x, int64_t num_heads, int64_t head_dim, int64_t rotary_dim,
+                      const float* cos_v, const float* sin_v) {
+  const int64_t half = rotary_dim / 2;
   for (int64_t h = 0; h < num_heads; ++h) {
     float* v = x + h * head_dim;
     for (int64_t i = 0; i < half; ++i) {

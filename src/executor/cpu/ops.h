@@ -44,12 +44,20 @@ void AddInPlace(float* x, const float* y, int64_t n);
 class RopeTable {
  public:
   explicit RopeTable(const ModelConfig& config);
+  // rotary_dim / 2.
   int64_t half_dim() const { return static_cast<int64_t>(inv_freq_.size()); }
   // Fills cos and sin (half_dim floats each) for `position`.
   void Angles(int64_t position, float* cos_out, float* sin_out) const;
-  // Rotates `num_heads` heads of head_dim floats at `x` in place with precomputed cos/sin.
+  // Rotates the first rotary_dim floats (ModelConfig::RotaryDim; pairs i and i + rotary_dim / 2)
+  // of `num_heads` heads of head_dim floats at `x` in place with precomputed cos/sin
+  // (rotary_dim / 2 each); the rest of each head passes unchanged.
+  static void Apply(float* x, int64_t num_heads, int64_t head_dim, int64_t rotary_dim,
+                    const float* cos_v, const float* sin_v);
+  // Every dimension rotates.
   static void Apply(float* x, int64_t num_heads, int64_t head_dim, const float* cos_v,
-                    const float* sin_v);
+                    const float* sin_v) {
+    Apply(x, num_heads, head_dim, head_dim, cos_v, sin_v);
+  }
 
  private:
   std::vector<float> inv_freq_;
