@@ -12,6 +12,7 @@
 #include "convoy/status_macros.h"
 #include "model/gguf_dequantize.h"
 #include "model/gguf_rope.h"
+#include "model/long_rope.h"
 
 namespace convoy {
 namespace {
@@ -19,6 +20,9 @@ namespace {
 constexpr char kArchitectureKey[] = "general.architecture";
 // Llama 3's original context, used when a file with rope frequency factors does not say.
 constexpr int64_t kDefaultOriginalContext = 8192;
+// Phi-3's LongRoPE factors for short and long contexts.
+constexpr const char* kLongRopeTensors[] = {"rope_factors_short.weight",
+                                            "rope_factors_long.weight"};
 
 // Typed metadata reads; every error names the file and the key.
 class MetadataReader {
@@ -128,10 +132,19 @@ absl::Status ReadShape(const MetadataReader& reader, ModelConfig& config) {
   ASSIGN_OR_RETURN(std::optional<int64_t> rope_dims,
                    reader.OptionalInt(Key("rope.dimension_count")));
   if (rope_dims.has_value() && *rope_dims != config.head_dim) {
-    return reader.Unsupported(absl::StrFormat(
-        "key '%s': expected the head size %d (partial rotary embeddings are not supported), "
-        "found %d",
-        Key("rope.dimension_count"), config.head_dim, *rope_dims));
+    // Partial rotary embeddings (Phi-4-mini), in a family that has them.
+    if (!config.family()->partial_rotary) {
+      return reader.Unsupported(absl::StrFormat(
+          "key '%s': expected the head size %d (partial rotary embeddings are not supported for "
+          "%s), found %d",
+          Key("rope.dimension_count"), config.head_dim, config.architecture, *rope_dims));
+    }
+    if (*rope_dims <= 0 || *rope_dims > config.head_dim || *rope_dims % 2 != 0) {
+      return reader.Invalid(absl::StrFormat(
+          "key '%s': expected an even number of dimensions, at most the head size %d, found %d",
+          Key("rope.dimension_count"), config.head_dim, *rope_dims));
+    }
+    config.rotary_dim = *rope_dims;
   }
   ASSIGN_OR_RETURN(std::optional<int64_t> experts, reader.OptionalInt(Key("expert_count")));
   if (experts.value_or(0) > 0) {
@@ -139,6 +152,52 @@ absl::Status ReadShape(const MetadataReader& reader, ModelConfig& config) {
         absl::StrFormat("key '%s': expected 0 (mixture of experts is not supported), found %d",
                         Key("expert_count"), *experts));
   }
+  return absl::OkStatus();
+}
+
+// One rope factor per rotary pair, in F32, F16 or BF16.
+absl::StatusOr<std::vector<float>> ReadRopeFactors(const GgufFile& file,
+                                                   const MetadataReader& reader, const char* name,
+                                                   int64_t count) {
+  const GgufTensor* tensor = file.FindTensor(name);
+  if (tensor == nullptr || tensor->shape != std::vector<int64_t>{count} ||
+      !CanDequantize(tensor->type)) {
+    return reader.Invalid(absl::StrFormat(
+        "tensor '%s': expected shape [%d] (a factor per rotary pair) in F32, F16 or BF16, found %s",
+        name, count,
+        tensor == nullptr ? std::string("none")
+                          : absl::StrCat(GgmlTypeName(tensor->type), " [",
+                                         absl::StrJoin(tensor->shape, ", "), "]")));
+  }
+  std::vector<float> factors(static_cast<size_t>(count));
+  RETURN_IF_ERROR(DequantizeRow(*tensor, 0, factors.data()));
+  return factors;
+}
+
+// Phi-3's LongRoPE as llama.cpp's converter writes it: the short and long factors as tensors,
+// rope.scaling.original_context_length, and rope.scaling.attn_factor (transformers' attention
+// factor for context_length / original_context_length when absent).
+absl::Status ReadLongRope(const GgufFile& file, const MetadataReader& reader, ModelConfig& config) {
+  RopeScaling& s = config.rope_scaling;
+  s.rope_type = "longrope";
+  for (const auto& [name, factors] :
+       {std::pair{kLongRopeTensors[0], &s.short_factor}, {kLongRopeTensors[1], &s.long_factor}}) {
+    ASSIGN_OR_RETURN(std::vector<float> values,
+                     ReadRopeFactors(file, reader, name, config.RotaryDim() / 2));
+    factors->assign(values.begin(), values.end());
+  }
+  const std::string original_key = reader.Key("rope.scaling.original_context_length");
+  ASSIGN_OR_RETURN(s.original_max_position_embeddings, reader.RequiredInt(original_key));
+  if (s.original_max_position_embeddings <= 0) {
+    return reader.Invalid(absl::StrFormat("key '%s': expected a positive context, found %d",
+                                          original_key, s.original_max_position_embeddings));
+  }
+  s.factor = static_cast<double>(config.max_position_embeddings) /
+             static_cast<double>(s.original_max_position_embeddings);
+  ASSIGN_OR_RETURN(std::optional<double> attention_factor,
+                   reader.OptionalFloat(reader.Key("rope.scaling.attn_factor")));
+  s.attention_factor = attention_factor.value_or(
+      LongRopeAttentionFactor(s.factor, s.original_max_position_embeddings));
   return absl::OkStatus();
 }
 
@@ -167,15 +226,16 @@ absl::Status ReadRope(const GgufFile& file, const MetadataReader& reader, ModelC
                         Key("rope.scale_linear"), *linear));
   }
 
-  // Phi-3's LongRoPE: frequency factors for short and long contexts.
-  for (const char* name : {"rope_factors_short.weight", "rope_factors_long.weight"}) {
-    if (file.FindTensor(name) != nullptr) {
-      return reader.Unsupported(absl::StrFormat(
-          "tensor '%s': LongRoPE scaling (short and long frequency factors) is not supported",
-          name));
-    }
-  }
   const GgufTensor* freqs = file.FindTensor("rope_freqs.weight");
+  if (file.FindTensor(kLongRopeTensors[0]) != nullptr ||
+      file.FindTensor(kLongRopeTensors[1]) != nullptr) {
+    if (freqs != nullptr) {
+      return reader.Unsupported(absl::StrFormat(
+          "tensor 'rope_freqs.weight': expected none beside LongRoPE's '%s' and '%s'",
+          kLongRopeTensors[0], kLongRopeTensors[1]));
+    }
+    return ReadLongRope(file, reader, config);
+  }
   if (freqs == nullptr) return absl::OkStatus();
   const int64_t count = config.head_dim / 2;
   if (freqs->shape != std::vector<int64_t>{count} || !CanDequantize(freqs->type)) {

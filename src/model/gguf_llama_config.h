@@ -19,8 +19,12 @@ namespace convoy {
 // attention.head_count, attention.layer_norm_rms_epsilon (all required);
 // attention.head_count_kv (default head_count), attention.key_length / value_length (default
 // embedding_length / head_count; must be equal), rope.freq_base (default 10000),
-// rope.dimension_count (must equal the head size: partial rotary is not supported),
+// rope.dimension_count (the head size, or fewer, even, dimensions in a family with
+// ModelFamily::partial_rotary: ModelConfig::rotary_dim),
 // rope.scaling.* and rope_freqs.weight (llama3 scaling; see gguf_rope.h), vocab_size (checked).
+// LongRoPE (Phi-3): tensors rope_factors_short.weight and rope_factors_long.weight (rotary_dim / 2
+// values each) with rope.scaling.original_context_length (required) and rope.scaling.attn_factor
+// (default: transformers' attention factor for context_length / original_context_length).
 // vocab_size is token_embd.weight's row count; the embeddings are tied when output.weight is
 // absent. bos/eos ids come from tokenizer.ggml.*_token_id (-1 when absent); eos_token_ids adds
 // eot and eom ids when they differ. torch_dtype says how the weights were stored: F32 when every
@@ -30,7 +34,7 @@ namespace convoy {
 // Errors name the file and the key (or tensor), and say what was expected and what was found:
 // INVALID_ARGUMENT for a missing or mistyped key, UNIMPLEMENTED for another architecture (naming
 // it and the supported ones) or a feature that ModelConfig cannot express (mixture of experts,
-// linear, YaRN or LongRoPE rope scaling: rope_factors_short/long.weight).
+// linear or YaRN rope scaling, LongRoPE outside Phi-3).
 absl::StatusOr<ModelConfig> GgufLlamaConfig(const GgufFile& file);
 
 }  // namespace convoy

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "convoy/status_macros.h"
 #include "model/file_util.h"
+#include "model/long_rope.h"
 #include "nlohmann/json.hpp"
 
 namespace convoy {
@@ -139,6 +140,56 @@ absl::StatusOr<const ModelFamily*> ReadFamily(const ConfigReader& reader) {
   return family;
 }
 
+// A list of numbers, each finite and positive: LongRoPE's frequency factors.
+absl::StatusOr<std::vector<double>> PositiveNumbers(const ConfigReader& reader, const Json& object,
+                                                    const std::string& path, const char* field) {
+  if (reader.IsMissing(object, field)) {
+    return reader.Invalid(absl::StrFormat("field '%s%s' is required, found none", path, field));
+  }
+  const Json& list = object.at(field);
+  std::vector<double> numbers;
+  for (const Json& value : list.is_array() ? list : Json::array({nullptr})) {
+    if (!value.is_number() || !(value.get<double>() > 0) || !std::isfinite(value.get<double>())) {
+      return reader.Invalid(absl::StrFormat(
+          "field '%s%s' must be a list of positive numbers, found %s", path, field, list.dump()));
+    }
+    numbers.push_back(value.get<double>());
+  }
+  return numbers;
+}
+
+// Phi-3's LongRoPE (see ParseModelConfig). max_position_embeddings is read beforehand.
+absl::StatusOr<RopeScaling> ParseLongRope(const ConfigReader& reader, const Json& object,
+                                          const std::string& path) {
+  RopeScaling scaling;
+  scaling.rope_type = "longrope";
+  ASSIGN_OR_RETURN(scaling.short_factor, PositiveNumbers(reader, object, path, "short_factor"));
+  ASSIGN_OR_RETURN(scaling.long_factor, PositiveNumbers(reader, object, path, "long_factor"));
+  const Json& json = reader.json();
+  const bool top_level = !reader.IsMissing(json, "original_max_position_embeddings");
+  const char* original_path = top_level ? "" : path.c_str();
+  ASSIGN_OR_RETURN(scaling.original_max_position_embeddings,
+                   reader.Int(top_level ? json : object, original_path,
+                              "original_max_position_embeddings", nullptr));
+  if (scaling.original_max_position_embeddings <= 0) {
+    return reader.Invalid(
+        absl::StrFormat("field '%soriginal_max_position_embeddings' must be "
+                        "positive, found %d",
+                        original_path, scaling.original_max_position_embeddings));
+  }
+  const int64_t default_context = 2048;  // transformers' and ModelConfig's
+  ASSIGN_OR_RETURN(int64_t context,
+                   reader.Int(json, "", "max_position_embeddings", &default_context));
+  const double ratio =
+      static_cast<double>(context) / static_cast<double>(scaling.original_max_position_embeddings);
+  ASSIGN_OR_RETURN(scaling.factor, reader.Double(object, path, "factor", &ratio));
+  const double paper =
+      LongRopeAttentionFactor(scaling.factor, scaling.original_max_position_embeddings);
+  ASSIGN_OR_RETURN(scaling.attention_factor,
+                   reader.Double(object, path, "attention_factor", &paper));
+  return scaling;
+}
+
 // The rope scaling object: transformers 4 writes it as "rope_scaling" (rope_theta beside it),
 // transformers 5 as "rope_parameters" (rope_theta inside it).
 absl::StatusOr<RopeScaling> ParseRopeScaling(const ConfigReader& reader, const char* field) {
@@ -159,16 +210,12 @@ absl::StatusOr<RopeScaling> ParseRopeScaling(const ConfigReader& reader, const c
         "field '%s.rope_type' is required when %s is set, found none", field, field));
   }
   if (*type == "default") return scaling;
-  if (*type == "longrope" || *type == "su") {
-    return reader.Unsupported(absl::StrFormat(
-        "field '%s.%s' is \"%s\": LongRoPE scaling (short and long frequency factors) is not "
-        "supported, only \"llama3\"",
-        field, type_field, *type));
-  }
+  if (*type == "longrope" || *type == "su") return ParseLongRope(reader, object, path);
   if (*type != "llama3") {
     return reader.Unsupported(absl::StrFormat(
-        "field '%s.%s' must be \"llama3\" (the only supported RoPE scaling), found \"%s\"", field,
-        type_field, *type));
+        "field '%s.%s' must be \"llama3\" or \"longrope\" (the supported RoPE scalings), found "
+        "\"%s\"",
+        field, type_field, *type));
   }
   scaling.rope_type = "llama3";
   ASSIGN_OR_RETURN(scaling.factor, reader.Double(object, path, "factor", nullptr));
@@ -253,8 +300,10 @@ absl::Status CheckUnsupportedFeatures(const ConfigReader& reader, const ModelFam
                                               activation_field, expected, family.architecture,
                                               *activation));
   }
-  // Partial rotary embeddings (Phi-4-mini's 0.75), at the top level or among the rope parameters.
+  // Partial rotary embeddings (Phi-4-mini's 0.75), at the top level or among the rope parameters;
+  // a family that has them reads them in ParsePartialRotary.
   for (const char* object_field : {"", "rope_parameters", "rope_scaling"}) {
+    if (family.partial_rotary) break;
     const Json& object =
         *object_field == '\0' ? reader.json() : reader.json().value(object_field, Json());
     if (!object.is_object()) continue;
@@ -292,6 +341,31 @@ absl::Status CheckUnsupportedFeatures(const ConfigReader& reader, const ModelFam
             type.dump()));
       }
     }
+  }
+  return absl::OkStatus();
+}
+
+// Partial rotary embeddings in a family with ModelFamily::partial_rotary: partial_rotary_factor
+// from rope_parameters, rope_scaling or the top level, the first found (transformers' order).
+// head_dim is read beforehand.
+absl::Status ParsePartialRotary(const ConfigReader& reader, ModelConfig& config) {
+  for (const char* object_field : {"rope_parameters", "rope_scaling", ""}) {
+    const Json& object =
+        *object_field == '\0' ? reader.json() : reader.json().value(object_field, Json());
+    if (!object.is_object() || reader.IsMissing(object, "partial_rotary_factor")) continue;
+    const std::string path = *object_field == '\0' ? "" : absl::StrCat(object_field, ".");
+    ASSIGN_OR_RETURN(double factor, reader.Double(object, path, "partial_rotary_factor", nullptr));
+    if (!(factor > 0) || factor > 1) {
+      return reader.Invalid(absl::StrFormat(
+          "field '%spartial_rotary_factor' must be in (0, 1], found %g", path, factor));
+    }
+    config.rotary_dim = static_cast<int64_t>(static_cast<double>(config.head_dim) * factor);
+    if (config.rotary_dim <= 0) {
+      return reader.Invalid(absl::StrFormat(
+          "field '%spartial_rotary_factor' must turn at least one pair of head_dim %d, found %g",
+          path, config.head_dim, factor));
+    }
+    return absl::OkStatus();
   }
   return absl::OkStatus();
 }
@@ -407,27 +481,34 @@ const std::vector<ModelFamily>& ModelFamilies() {
   static const std::vector<ModelFamily> kFamilies = {
       {"llama", "LlamaForCausalLM", /*attention_bias=*/false, /*qk_norm=*/false,
        /*gguf_permuted_qk=*/true, /*fused_projections=*/false, /*sliding_window=*/false, "llama",
-       Activation::kSilu, /*sandwich_norms=*/false, /*norm_weight_offsets=*/false,
+       /*long_rope=*/false, /*partial_rotary=*/false, Activation::kSilu, /*sandwich_norms=*/false,
+       /*norm_weight_offsets=*/false,
        /*gemma_attention=*/false},
       {"qwen2", "Qwen2ForCausalLM", /*attention_bias=*/true, /*qk_norm=*/false,
        /*gguf_permuted_qk=*/false, /*fused_projections=*/false, /*sliding_window=*/false, "qwen2",
-       Activation::kSilu, /*sandwich_norms=*/false, /*norm_weight_offsets=*/false,
+       /*long_rope=*/false, /*partial_rotary=*/false, Activation::kSilu, /*sandwich_norms=*/false,
+       /*norm_weight_offsets=*/false,
        /*gemma_attention=*/false},
       {"qwen3", "Qwen3ForCausalLM", /*attention_bias=*/false, /*qk_norm=*/true,
        /*gguf_permuted_qk=*/false, /*fused_projections=*/false, /*sliding_window=*/false, "qwen3",
-       Activation::kSilu, /*sandwich_norms=*/false, /*norm_weight_offsets=*/false,
+       /*long_rope=*/false, /*partial_rotary=*/false, Activation::kSilu, /*sandwich_norms=*/false,
+       /*norm_weight_offsets=*/false,
        /*gemma_attention=*/false},
       {"phi3", "Phi3ForCausalLM", /*attention_bias=*/false, /*qk_norm=*/false,
        /*gguf_permuted_qk=*/false, /*fused_projections=*/true, /*sliding_window=*/true, "phi3",
-       Activation::kSilu, /*sandwich_norms=*/false, /*norm_weight_offsets=*/false,
+       /*long_rope=*/true, /*partial_rotary=*/true, Activation::kSilu, /*sandwich_norms=*/false,
+       /*norm_weight_offsets=*/false,
        /*gemma_attention=*/false},
       {"mistral", "MistralForCausalLM", /*attention_bias=*/false, /*qk_norm=*/false,
        /*gguf_permuted_qk=*/true, /*fused_projections=*/false, /*sliding_window=*/true, "llama",
-       Activation::kSilu, /*sandwich_norms=*/false, /*norm_weight_offsets=*/false,
+       /*long_rope=*/false, /*partial_rotary=*/false, Activation::kSilu, /*sandwich_norms=*/false,
+       /*norm_weight_offsets=*/false,
        /*gemma_attention=*/false},
       {"gemma3_text", "Gemma3ForCausalLM", /*attention_bias=*/false, /*qk_norm=*/true,
        /*gguf_permuted_qk=*/false, /*fused_projections=*/false, /*sliding_window=*/true, "gemma3",
-       Activation::kGeluTanh, /*sandwich_norms=*/true, /*norm_weight_offsets=*/true,
+       /*long_rope=*/false, /*partial_rotary=*/false, Activation::kGeluTanh,
+       /*sandwich_norms=*/true,
+       /*norm_weight_offsets=*/true,
        /*gemma_attention=*/true},
   };
   return kFamilies;
@@ -575,6 +656,19 @@ absl::Status ModelConfig::Validate() const {
   if (head_dim % 2 != 0) {
     return InvalidField("field 'head_dim' must be even (RoPE rotates pairs), found %d", head_dim);
   }
+  if (rotary_dim != 0 && rotary_dim != head_dim) {
+    if (!known->partial_rotary) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "partial rotary embeddings (%d of head_dim %d dimensions) are not supported for %s",
+          rotary_dim, head_dim, architecture));
+    }
+    if (rotary_dim < 0 || rotary_dim > head_dim || rotary_dim % 2 != 0) {
+      return InvalidField(
+          "field 'partial_rotary_factor' must turn an even number of dimensions, at most head_dim "
+          "%d, found %d",
+          head_dim, rotary_dim);
+    }
+  }
   // Keeps every tensor's element count far from int64 overflow.
   constexpr int64_t kMaxDimension = int64_t{1} << 24;
   for (const auto& [field, value] : positive) {
@@ -610,9 +704,12 @@ absl::Status ModelConfig::Validate() const {
           "field 'rope_scaling.original_max_position_embeddings' must be positive, found %d",
           rope_scaling.original_max_position_embeddings);
     }
+  } else if (rope_scaling.rope_type == "longrope") {
+    RETURN_IF_ERROR(ValidateLongRope(*this));
   } else if (rope_scaling.rope_type != "default") {
     return InvalidField(
-        "field 'rope_scaling.rope_type' must be \"default\" or \"llama3\", found \"%s\"",
+        "field 'rope_scaling.rope_type' must be \"default\", \"llama3\" or \"longrope\", found "
+        "\"%s\"",
         rope_scaling.rope_type);
   }
   if (bos_token_id < -1 || bos_token_id >= vocab_size) {
@@ -688,6 +785,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
   } else {
     ASSIGN_OR_RETURN(config.head_dim, reader.RequiredInt("head_dim"));
   }
+  if (family->partial_rotary) RETURN_IF_ERROR(ParsePartialRotary(reader, config));
   ASSIGN_OR_RETURN(config.max_position_embeddings,
                    reader.Int("max_position_embeddings", config.max_position_embeddings));
   ASSIGN_OR_RETURN(config.rms_norm_eps,
@@ -749,6 +847,10 @@ std::string ModelConfigToJson(const ModelConfig& config) {
   json["num_attention_heads"] = config.num_attention_heads;
   json["num_hidden_layers"] = config.num_hidden_layers;
   json["num_key_value_heads"] = config.num_key_value_heads;
+  if (config.RotaryDim() != config.head_dim) {
+    json["partial_rotary_factor"] =
+        static_cast<double>(config.rotary_dim) / static_cast<double>(config.head_dim);
+  }
   json["pretraining_tp"] = 1;
   json["rms_norm_eps"] = config.rms_norm_eps;
   if (config.rope_scaling.rope_type == "llama3") {
@@ -760,6 +862,16 @@ std::string ModelConfigToJson(const ModelConfig& config) {
         config.rope_scaling.original_max_position_embeddings;
     scaling["rope_type"] = "llama3";
     json["rope_scaling"] = std::move(scaling);
+  } else if (config.rope_scaling.rope_type == "longrope") {
+    // original_max_position_embeddings at the top level, where Phi-3's configs have it.
+    nlohmann::ordered_json scaling;
+    scaling["attention_factor"] = config.rope_scaling.attention_factor;
+    scaling["factor"] = config.rope_scaling.factor;
+    scaling["long_factor"] = config.rope_scaling.long_factor;
+    scaling["rope_type"] = "longrope";
+    scaling["short_factor"] = config.rope_scaling.short_factor;
+    json["rope_scaling"] = std::move(scaling);
+    json["original_max_position_embeddings"] = config.rope_scaling.original_max_position_embeddings;
   } else {
     json["rope_scaling"] = nullptr;
   }
@@ -786,6 +898,14 @@ std::string ModelConfigToJson(const ModelConfig& config) {
   json["use_cache"] = true;
   json["vocab_size"] = config.vocab_size;
   return json.dump(2) + "\n";
+}
+
+const std::vector<double>& ModelConfig::LongRopeFactors() const {
+  static const std::vector<double> kNone;
+  if (rope_scaling.rope_type != "longrope") return kNone;
+  return max_position_embeddings > rope_scaling.original_max_position_embeddings
+             ? rope_scaling.long_factor
+             : rope_scaling.short_factor;
 }
 
 std::vector<int32_t> ModelConfig::EndOfGenerationIds(std::optional<int32_t> tokenizer_eos) const {

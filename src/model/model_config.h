@@ -27,12 +27,22 @@ int DTypeSize(DType dtype);
 enum class Activation { kSilu, kGeluTanh };
 
 struct RopeScaling {
-  // "default" (none) or "llama3" (Llama 3.1 / 3.2 frequency scaling).
+  // "default" (none), "llama3" (Llama 3.1 / 3.2 frequency scaling) or "longrope" (Phi-3's
+  // LongRoPE; config.json's "longrope" or "su").
   std::string rope_type = "default";
+  // llama3:
   double factor = 1.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
+  // llama3 and longrope: the context the model was pretrained on.
   int64_t original_max_position_embeddings = 8192;
+  // longrope: rotary frequency i is divided by short_factor[i] or long_factor[i] (rotary_dim / 2
+  // each; which one, ModelConfig::LongRopeFactors says), and cos and sin are multiplied by
+  // attention_factor (transformers' default: sqrt(1 + ln(s) / ln(original)) with s =
+  // max_position_embeddings / original_max_position_embeddings, 1 when s <= 1).
+  std::vector<double> short_factor;
+  std::vector<double> long_factor;
+  double attention_factor = 1.0;
 };
 
 // A family of decoder-only models that the executors run: Llama's layout (RMS norms, rotary
@@ -66,6 +76,13 @@ struct ModelFamily {
   // A GGUF file's general.architecture, the prefix of its keys ("llama.context_length"). Mistral
   // shares "llama" with Llama: such a file is Mistral when it sets a sliding window.
   const char* gguf_architecture;
+  // Accepts LongRoPE scaling (config.json rope_scaling "longrope" or "su"; GGUF
+  // rope_factors_short.weight and rope_factors_long.weight): Phi-3. Other families refuse it, so
+  // that an executor that runs a family never meets it unawares.
+  bool long_rope;
+  // Accepts partial rotary embeddings (config.json partial_rotary_factor below 1; GGUF
+  // rope.dimension_count below the head size): Phi-4-mini. Other families refuse them.
+  bool partial_rotary;
   // Gemma 3's departures, all false (kSilu) for the others:
   Activation activation;
   // Norms around both halves of a layer: post_attention_layernorm normalizes the attention's
@@ -139,6 +156,11 @@ struct ModelConfig {
   int64_t num_attention_heads = 0;
   int64_t num_key_value_heads = 0;
   int64_t head_dim = 0;  // hidden_size / num_attention_heads unless config.json says otherwise
+  // The rotary embedding turns the first rotary_dim dimensions of each query and key head (pairs
+  // i and i + rotary_dim / 2) and leaves the others; 0 means head_dim. head_dim *
+  // partial_rotary_factor, rounded down as transformers does (GGUF: rope.dimension_count). Only in
+  // a family with ModelFamily::partial_rotary.
+  int64_t rotary_dim = 0;
   int64_t max_position_embeddings = 2048;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
@@ -158,12 +180,21 @@ struct ModelConfig {
   std::vector<int32_t> EndOfGenerationIds(std::optional<int32_t> tokenizer_eos) const;
 
   int64_t q_size() const { return num_attention_heads * head_dim; }
+  int64_t RotaryDim() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
   // Whether layer `layer` attends through the sliding window.
   bool LayerSliding(int64_t layer) const {
     return sliding_window > 0 &&
            (layer_sliding.empty() || layer_sliding[static_cast<size_t>(layer)]);
   }
   int64_t kv_size() const { return num_key_value_heads * head_dim; }
+  // With LongRoPE scaling, the frequency factors every position runs with: long_factor when the
+  // context convoy serves (max_position_embeddings, the longest sequence the engine admits)
+  // exceeds original_max_position_embeddings, else short_factor. transformers picks per forward
+  // pass instead, long_factor once the sequence passes the original context, so a sequence that
+  // crosses it would need its cached keys recomputed; convoy chooses once per model, as llama.cpp
+  // does per context size, and so agrees with transformers on sequences past the original
+  // context (and, for a model whose context is the original one, everywhere). Empty without it.
+  const std::vector<double>& LongRopeFactors() const;
   // Parameters in the weights (embeddings counted once when tied).
   int64_t NumParameters() const;
 
@@ -178,9 +209,16 @@ struct ModelConfig {
 // Parses config.json text and validates it. `source` names the file in error messages. Only the
 // families of ModelFamilies() (by 'architectures', or by 'model_type' when it is absent), with
 // SiLU, a sliding window only in a family that has one (Mistral, Phi-3), no biases but the
-// family's own, full rotary embeddings, and no or "llama3" RoPE scaling are accepted (LongRoPE,
-// Phi-3's "longrope", is refused naming the field); another architecture is UNIMPLEMENTED, naming
-// it and the supported ones.
+// family's own, full rotary embeddings but in a family with ModelFamily::partial_rotary
+// (partial_rotary_factor from rope_parameters, rope_scaling or the top level, in that order), and
+// no, "llama3" or (in a family with
+// ModelFamily::long_rope) "longrope" RoPE scaling are accepted; another architecture is
+// UNIMPLEMENTED, naming it and the supported ones. LongRoPE reads rope_scaling's short_factor,
+// long_factor, optional factor and attention_factor (as transformers: factor defaults to
+// max_position_embeddings / original_max_position_embeddings), and
+// original_max_position_embeddings from the top level (where Phi-3's configs have it, and which
+// transformers prefers) or else from rope_scaling; short_mscale and long_mscale are ignored, as
+// transformers' Phi-3 and llama.cpp's converter ignore them.
 absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
                                              const std::string& source);
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path);

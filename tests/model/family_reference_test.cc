@@ -1,14 +1,15 @@
 // The families beside Llama (Qwen2 with QKV biases, untied and tied; Qwen3 with per-head Q/K
 // norms and a head_dim apart from hidden / heads; Phi-3 with fused QKV and gate/up projections;
-// Mistral with a sliding window of 6 positions, shorter than its 10- and 16-position sequences,
-// over blocks of 4, so that whole blocks fall out of the window; Gemma 3 with GeGLU, sandwich
-// norms stored as offsets from 1, scaled embeddings, per-head norms, five sliding-window layers
-// and a global one with their own rope bases, and soft-capped logits) through ModelWeights and
-// the CPU executor,
-// against transformers' greedy generation on tiny random models
-// (scripts/fixtures/family_fixtures.py): from the Hugging Face folder and from the GGUF file that
-// llama.cpp's converter would write, in fp32; and from a quantized GGUF, dequantized (fp32) and
-// in its own blocks (the native path).
+// Phi-3 with LongRoPE, an original context of 32 positions and sequences of 40 to 45, where
+// transformers and convoy both run the long factors, and again over partial rotary embeddings
+// (half of each head turns) with tied embeddings, as Phi-4-mini; Mistral with a sliding window of 6
+// positions, shorter than its 10- and 16-position sequences, over blocks of 4, so that whole blocks
+// fall out of the window; Gemma 3 with GeGLU, sandwich norms stored as offsets from 1, scaled
+// embeddings, per-head norms, five sliding-window layers and a global one with their own rope
+// bases, and soft-capped logits) through ModelWeights and the CPU executor, against transformers'
+// greedy generation on tiny random models (scripts/fixtures/family_fixtures.py): from the Hugging
+// Face folder and from the GGUF file that llama.cpp's converter would write, in fp32; and from a
+// quantized GGUF, dequantized (fp32) and in its own blocks (the native path).
 //
 // Each run is a generation as the engine runs one: two sequences side by side, prompts prefilled
 // in chunks (the longer one still prefilling while the shorter decodes), then decoded together,
@@ -210,6 +211,8 @@ std::vector<Case> Cases() {
         {"qwen2_tied", "Qwen2ForCausalLM"},
         {"qwen3", "Qwen3ForCausalLM"},
         {"phi3", "Phi3ForCausalLM"},
+        {"phi3_longrope", "Phi3ForCausalLM"},
+        {"phi4_mini", "Phi3ForCausalLM"},
         {"mistral", "MistralForCausalLM"},
         {"gemma3", "Gemma3ForCausalLM"}}) {
     cases.push_back({model, "", "reference.json", CpuWeightFormat::kF32, architecture});

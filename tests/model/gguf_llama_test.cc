@@ -1,5 +1,6 @@
 // A Llama from a GGUF file through ModelWeights::Load: the config from metadata, names and
 // layouts as the executors expect them, and errors that name the key or tensor.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -547,13 +548,113 @@ TEST(GgufLlamaTest, Phi3FusedProjectionsAreSplitIntoViews) {
   EXPECT_THAT(LoadBytes(dir, SyntheticLlama().String("general.architecture", "phi3").Build()),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("missing required key 'phi3.context_length'")));
-  // LongRoPE's factors are refused, naming the tensor.
-  EXPECT_THAT(LoadBytes(dir, SyntheticModel("phi3")
-                                 .F32Tensor("rope_factors_long.weight", {kHeadDim / 2},
-                                            std::vector<float>(kHeadDim / 2, 1.0f))
+}
+
+// Phi-3's LongRoPE as llama.cpp's converter writes it: the factors as tensors beside
+// phi3.rope.scaling.original_context_length and phi3.rope.scaling.attn_factor.
+GgufBuilder SyntheticLongRope() {
+  std::vector<float> short_factors, long_factors;
+  for (int64_t i = 0; i < kHeadDim / 2; ++i) {
+    short_factors.push_back(1.0f + 0.125f * static_cast<float>(i));
+    long_factors.push_back(2.0f + static_cast<float>(i));
+  }
+  return SyntheticModel("phi3")
+      .U32("phi3.attention.sliding_window", 0)
+      .U32("phi3.rope.scaling.original_context_length", 64)
+      .F32("phi3.rope.scaling.attn_factor", 1.5f)
+      .F32Tensor("rope_factors_short.weight", {kHeadDim / 2}, short_factors)
+      .F32Tensor("rope_factors_long.weight", {kHeadDim / 2}, long_factors);
+}
+
+TEST(GgufLlamaTest, Phi3LongRope) {
+  TestDir dir;
+  auto weights = LoadBytes(dir, SyntheticLongRope().Build());
+  ASSERT_OK(weights);
+  const ModelConfig& c = (*weights)->config();
+  const RopeScaling& s = c.rope_scaling;
+  EXPECT_EQ(s.rope_type, "longrope");
+  EXPECT_EQ(s.original_max_position_embeddings, 64);
+  EXPECT_DOUBLE_EQ(s.factor, 4.0);  // context_length 256 over 64
+  EXPECT_DOUBLE_EQ(s.attention_factor, 1.5);
+  ASSERT_EQ(s.short_factor.size(), static_cast<size_t>(kHeadDim / 2));
+  EXPECT_DOUBLE_EQ(s.short_factor[3], 1.375);
+  EXPECT_DOUBLE_EQ(s.long_factor[3], 5.0);
+  EXPECT_EQ(c.LongRopeFactors(), s.long_factor);
+  // Without attn_factor: transformers' sqrt(1 + ln 4 / ln 64).
+  weights = LoadBytes(dir, SyntheticLongRope().Remove("phi3.rope.scaling.attn_factor").Build());
+  ASSERT_OK(weights);
+  EXPECT_DOUBLE_EQ((*weights)->config().rope_scaling.attention_factor,
+                   std::sqrt(1.0 + std::log(4.0) / std::log(64.0)));
+}
+
+// Phi-4-mini's partial rotary embeddings: rope.dimension_count below the head size, LongRoPE's
+// factors one per rotary pair.
+TEST(GgufLlamaTest, Phi3PartialRotary) {
+  TestDir dir;
+  GgufBuilder b = SyntheticLongRope();
+  b.U32("phi3.rope.dimension_count", 8)
+      .RemoveTensor("rope_factors_short.weight")
+      .RemoveTensor("rope_factors_long.weight")
+      .F32Tensor("rope_factors_short.weight", {4}, {1, 1, 1, 1})
+      .F32Tensor("rope_factors_long.weight", {4}, {1, 2, 3, 4});
+  auto weights = LoadBytes(dir, b.Build());
+  ASSERT_OK(weights);
+  EXPECT_EQ((*weights)->config().rotary_dim, 8);
+  EXPECT_EQ((*weights)->config().LongRopeFactors(), (std::vector<double>{1, 2, 3, 4}));
+  // Head-sized factors for fewer rotary pairs are refused, naming the tensor.
+  EXPECT_THAT(LoadBytes(dir, SyntheticLongRope().U32("phi3.rope.dimension_count", 8).Build()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("tensor 'rope_factors_short.weight': expected shape [4]")));
+  EXPECT_THAT(LoadBytes(dir, SyntheticLongRope().U32("phi3.rope.dimension_count", 7).Build()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("key 'phi3.rope.dimension_count': expected an even number of "
+                                 "dimensions, at most the head size 16, found 7")));
+}
+
+TEST(GgufLlamaTest, Phi3LongRopeErrorsNameTheKeyOrTensor) {
+  TestDir dir;
+  EXPECT_THAT(LoadBytes(dir, SyntheticLongRope().RemoveTensor("rope_factors_long.weight").Build()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("tensor 'rope_factors_long.weight': expected shape [8] "
+                                 "(a factor per rotary pair) in F32, F16 or BF16, found none")));
+  EXPECT_THAT(LoadBytes(dir, SyntheticLongRope()
+                                 .RemoveTensor("rope_factors_short.weight")
+                                 .F32Tensor("rope_factors_short.weight", {4}, {1, 1, 1, 1})
                                  .Build()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("tensor 'rope_factors_short.weight': expected shape [8] "
+                                 "(a factor per rotary pair) in F32, F16 or BF16, found F32 [4]")));
+  EXPECT_THAT(
+      LoadBytes(
+          dir, SyntheticLongRope()
+                   .RemoveTensor("rope_factors_short.weight")
+                   .F32Tensor("rope_factors_short.weight", {kHeadDim / 2}, {1, 1, 1, 0, 1, 1, 1, 1})
+                   .Build()),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("field 'rope_scaling.short_factor' must hold positive numbers, found 0")));
+  EXPECT_THAT(
+      LoadBytes(dir,
+                SyntheticLongRope().Remove("phi3.rope.scaling.original_context_length").Build()),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("missing required key 'phi3.rope.scaling.original_context_length'")));
+  EXPECT_THAT(
+      LoadBytes(dir,
+                SyntheticLongRope().U32("phi3.rope.scaling.original_context_length", 0).Build()),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("key 'phi3.rope.scaling.original_context_length': expected a "
+                         "positive context, found 0")));
+  EXPECT_THAT(
+      LoadBytes(dir, SyntheticLongRope().F32("phi3.rope.scaling.attn_factor", -1.0f).Build()),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("field 'rope_scaling.attention_factor' must be a positive number")));
+  // Another family's file refuses the factors.
+  GgufBuilder llama = SyntheticLlama();
+  llama.F32Tensor("rope_factors_short.weight", {kHeadDim / 2}, std::vector<float>(8, 1.0f))
+      .F32Tensor("rope_factors_long.weight", {kHeadDim / 2}, std::vector<float>(8, 2.0f))
+      .U32("llama.rope.scaling.original_context_length", 64);
+  EXPECT_THAT(LoadBytes(dir, llama.Build()),
               StatusIs(absl::StatusCode::kUnimplemented,
-                       HasSubstr("tensor 'rope_factors_long.weight': LongRoPE scaling")));
+                       HasSubstr("LongRoPE scaling is supported for \"Phi3ForCausalLM\" only")));
 }
 
 // Found by gguf_fuzzer (an out-of-memory): a block_count of 2^24 layers, the most a config may

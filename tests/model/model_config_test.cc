@@ -402,27 +402,211 @@ TEST(ModelConfigTest, Phi3HasFusedProjections) {
   EXPECT_EQ(config->sliding_window, 2047);
 }
 
-// Phi-3-mini-128k's LongRoPE and Phi-4-mini's partial rotary embeddings are refused naming the
-// field.
-TEST(ModelConfigTest, Phi3LongRopeAndPartialRotaryAreRefused) {
+// n factors: 1, 1 + step, 1 + 2 step, ...
+Json Factors(int n, double step) {
+  Json factors = Json::array();
+  for (int i = 0; i < n; ++i) factors.push_back(1.0 + step * i);
+  return factors;
+}
+
+// Phi-3-mini-128k's config.json shape: Phi-3-mini-4k's with a context of 131072 and LongRoPE
+// (transformers 4's spelling: "rope_scaling", original_max_position_embeddings at the top level).
+Json Phi3LongRopeConfig() {
   Json json = Json::parse(kPhi3Config);
-  json["sliding_window"] = nullptr;
-  json["rope_scaling"] = {{"type", "longrope"},
-                          {"short_factor", Json::array({1.0, 1.0})},
-                          {"long_factor", Json::array({1.0, 2.0})}};
-  EXPECT_THAT(ParseModelConfig(json.dump(), "config.json"),
-              StatusIs(absl::StatusCode::kUnimplemented,
-                       HasSubstr("field 'rope_scaling.type' is \"longrope\": LongRoPE scaling")));
-  json["rope_scaling"] = nullptr;
+  json["sliding_window"] = 262144;
+  json["max_position_embeddings"] = 131072;
+  json["rope_scaling"] = {
+      {"type", "longrope"}, {"short_factor", Factors(48, 0.01)}, {"long_factor", Factors(48, 1.0)}};
+  return json;
+}
+
+// transformers' default attention factor for a context of 131072 over 4096: sqrt(1 + ln 32 /
+// ln 4096).
+const double kPhi3AttentionFactor = std::sqrt(1.0 + std::log(32.0) / std::log(4096.0));
+
+TEST(ModelConfigTest, Phi3LongRope) {
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(Phi3LongRopeConfig().dump(), "config.json");
+  ASSERT_OK(config);
+  const RopeScaling& s = config->rope_scaling;
+  EXPECT_EQ(s.rope_type, "longrope");
+  EXPECT_EQ(s.original_max_position_embeddings, 4096);
+  EXPECT_DOUBLE_EQ(s.factor, 32.0);
+  EXPECT_DOUBLE_EQ(s.attention_factor, kPhi3AttentionFactor);
+  EXPECT_NEAR(s.attention_factor, 1.1902, 1e-4);
+  ASSERT_EQ(s.short_factor.size(), 48u);
+  EXPECT_DOUBLE_EQ(s.short_factor[47], 1.47);
+  EXPECT_DOUBLE_EQ(s.long_factor[47], 48.0);
+  // A context past the original one runs the long factors at every position.
+  EXPECT_EQ(config->LongRopeFactors(), s.long_factor);
+
+  // Written back and read again, as transformers would.
+  absl::StatusOr<ModelConfig> again = ParseModelConfig(ModelConfigToJson(*config), "again.json");
+  ASSERT_OK(again);
+  EXPECT_EQ(again->rope_scaling.short_factor, s.short_factor);
+  EXPECT_EQ(again->rope_scaling.long_factor, s.long_factor);
+  EXPECT_EQ(again->rope_scaling.original_max_position_embeddings, 4096);
+  EXPECT_DOUBLE_EQ(again->rope_scaling.attention_factor, s.attention_factor);
+
+  // Phi-3-mini-128k's older spelling "su"; an explicit attention_factor and factor.
+  Json json = Phi3LongRopeConfig();
+  json["rope_scaling"]["type"] = "su";
+  json["rope_scaling"]["attention_factor"] = 1.25;
+  json["rope_scaling"]["short_mscale"] = 1.1;  // ignored, as transformers' Phi-3 does
+  config = ParseModelConfig(json.dump(), "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->rope_scaling.rope_type, "longrope");
+  EXPECT_DOUBLE_EQ(config->rope_scaling.attention_factor, 1.25);
+  json["rope_scaling"].erase("attention_factor");
+  json["rope_scaling"]["factor"] = 16.0;
+  config = ParseModelConfig(json.dump(), "config.json");
+  ASSERT_OK(config);
+  EXPECT_DOUBLE_EQ(config->rope_scaling.attention_factor,
+                   std::sqrt(1.0 + std::log(16.0) / std::log(4096.0)));
+
+  // transformers 5's spelling: "rope_parameters", rope_theta and the original context inside it
+  // (the top-level field, where present, wins as in transformers).
+  json = Phi3LongRopeConfig();
+  json["rope_parameters"] = json["rope_scaling"];
+  json["rope_parameters"]["rope_type"] = "longrope";
+  json["rope_parameters"]["rope_theta"] = 250000.0;
+  json["rope_parameters"]["original_max_position_embeddings"] = 2048;
+  json.erase("rope_scaling");
+  json.erase("original_max_position_embeddings");
+  config = ParseModelConfig(json.dump(), "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->rope_scaling.original_max_position_embeddings, 2048);
+  EXPECT_DOUBLE_EQ(config->rope_theta, 250000.0);
+  json["original_max_position_embeddings"] = 4096;
+  config = ParseModelConfig(json.dump(), "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->rope_scaling.original_max_position_embeddings, 4096);
+
+  // A context no longer than the original one runs the short factors, with no attention factor.
+  json = Phi3LongRopeConfig();
+  json["max_position_embeddings"] = 4096;
+  config = ParseModelConfig(json.dump(), "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->LongRopeFactors(), config->rope_scaling.short_factor);
+  EXPECT_DOUBLE_EQ(config->rope_scaling.attention_factor, 1.0);
+}
+
+TEST(ModelConfigTest, Phi3LongRopeErrorsNameTheField) {
+  auto parse = [](const Json& json) { return ParseModelConfig(json.dump(), "config.json"); };
+  Json json = Phi3LongRopeConfig();
+  json["rope_scaling"]["short_factor"] = Factors(2, 1.0);
+  EXPECT_THAT(parse(json), StatusIs(absl::StatusCode::kInvalidArgument,
+                                    HasSubstr("field 'rope_scaling.short_factor' must hold one "
+                                              "factor per rotary pair, 48, found 2")));
+  json = Phi3LongRopeConfig();
+  json["rope_scaling"]["long_factor"][5] = -1.0;
+  EXPECT_THAT(parse(json),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("field 'rope_scaling.long_factor' must be a list of "
+                                 "positive numbers, found [1.0,2.0,3.0,4.0,5.0,-1.0")));
+  json["rope_scaling"]["long_factor"] = "long";
+  EXPECT_THAT(parse(json), StatusIs(absl::StatusCode::kInvalidArgument,
+                                    HasSubstr("field 'rope_scaling.long_factor' must be a list of "
+                                              "positive numbers, found \"long\"")));
+  json["rope_scaling"].erase("long_factor");
+  EXPECT_THAT(parse(json),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("field 'rope_scaling.long_factor' is required, found none")));
+  json = Phi3LongRopeConfig();
+  json["original_max_position_embeddings"] = 0;
+  EXPECT_THAT(parse(json), StatusIs(absl::StatusCode::kInvalidArgument,
+                                    HasSubstr("field 'original_max_position_embeddings' must be "
+                                              "positive, found 0")));
+  json.erase("original_max_position_embeddings");
+  EXPECT_THAT(parse(json),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("field 'rope_scaling.original_max_position_embeddings' "
+                                 "is required, found none")));
+  json = Phi3LongRopeConfig();
+  json["rope_scaling"]["attention_factor"] = 0.0;
+  EXPECT_THAT(parse(json), StatusIs(absl::StatusCode::kInvalidArgument,
+                                    HasSubstr("field 'rope_scaling.attention_factor' must be a "
+                                              "positive number, found 0")));
+  // Another family refuses LongRoPE: its executors would not run it.
+  json = Phi3LongRopeConfig();
+  json["architectures"] = {"LlamaForCausalLM"};
+  json["model_type"] = "llama";
+  json.erase("sliding_window");
+  EXPECT_THAT(parse(json), StatusIs(absl::StatusCode::kUnimplemented,
+                                    HasSubstr("LongRoPE scaling is supported for "
+                                              "\"Phi3ForCausalLM\" only, found LlamaForCausalLM")));
+}
+
+// Phi-4-mini's config.json shape: partial rotary embeddings (96 of 128 dimensions) with
+// LongRoPE (48 factors each).
+Json Phi4MiniConfig() {
+  Json json = Phi3LongRopeConfig();
+  json["hidden_size"] = 3072;
+  json["num_attention_heads"] = 24;
+  json["num_key_value_heads"] = 8;
+  json["sliding_window"] = 262144;
   json["partial_rotary_factor"] = 0.75;
-  EXPECT_THAT(ParseModelConfig(json.dump(), "config.json"),
-              StatusIs(absl::StatusCode::kUnimplemented,
-                       HasSubstr("field 'partial_rotary_factor' must be 1 (partial rotary "
-                                 "embeddings are not supported), found 0.75")));
+  json["tie_word_embeddings"] = true;
+  return json;
+}
+
+TEST(ModelConfigTest, Phi4MiniPartialRotary) {
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(Phi4MiniConfig().dump(), "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->head_dim, 128);
+  EXPECT_EQ(config->rotary_dim, 96);
+  EXPECT_EQ(config->RotaryDim(), 96);
+  EXPECT_EQ(config->LongRopeFactors().size(), 48u);
+  absl::StatusOr<ModelConfig> again = ParseModelConfig(ModelConfigToJson(*config), "again.json");
+  ASSERT_OK(again);
+  EXPECT_EQ(again->rotary_dim, 96);
+  // rope_scaling's factor comes before the top level's, as in transformers.
+  Json json = Phi4MiniConfig();
+  json["rope_scaling"]["partial_rotary_factor"] = 0.5;
+  json["rope_scaling"]["short_factor"] = Factors(32, 0.01);
+  json["rope_scaling"]["long_factor"] = Factors(32, 1.0);
+  config = ParseModelConfig(json.dump(), "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->RotaryDim(), 64);
+  // Full rotary embeddings: RotaryDim() is head_dim.
+  config = ParseModelConfig(kPhi3Config, "config.json");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->RotaryDim(), 96);
+}
+
+TEST(ModelConfigTest, PartialRotaryErrorsNameTheField) {
+  auto parse = [](const Json& json) { return ParseModelConfig(json.dump(), "config.json"); };
+  Json json = Phi4MiniConfig();
+  json["partial_rotary_factor"] = 1.5;
+  EXPECT_THAT(parse(json), StatusIs(absl::StatusCode::kInvalidArgument,
+                                    HasSubstr("field 'partial_rotary_factor' must be in (0, 1], "
+                                              "found 1.5")));
+  json["partial_rotary_factor"] = 0.001;
+  EXPECT_THAT(parse(json),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("field 'partial_rotary_factor' must turn at least one pair")));
+  json["partial_rotary_factor"] = 0.75;
+  json["rope_scaling"]["long_factor"] = Factors(64, 1.0);  // head_dim / 2, not 96 / 2
+  EXPECT_THAT(parse(json), StatusIs(absl::StatusCode::kInvalidArgument,
+                                    HasSubstr("field 'rope_scaling.long_factor' must hold one "
+                                              "factor per rotary pair, 48, found 64")));
+  json = Phi4MiniConfig();
+  json["rope_scaling"] = nullptr;
+  json["head_dim"] = 120;
+  json["partial_rotary_factor"] = 0.025;  // 3 dimensions: odd
+  EXPECT_THAT(parse(json), StatusIs(absl::StatusCode::kInvalidArgument,
+                                    HasSubstr("field 'partial_rotary_factor' must turn an even "
+                                              "number of dimensions, at most head_dim 120, "
+                                              "found 3")));
+  // Other families refuse them naming the field, wherever it is.
+  json = Json::parse(kMistralConfig);
+  json["partial_rotary_factor"] = 0.75;
+  EXPECT_THAT(parse(json), StatusIs(absl::StatusCode::kUnimplemented,
+                                    HasSubstr("field 'partial_rotary_factor' must be 1 (partial "
+                                              "rotary embeddings are not supported), found 0.75")));
   json.erase("partial_rotary_factor");
   json["rope_parameters"] = {
       {"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.5}};
-  EXPECT_THAT(ParseModelConfig(json.dump(), "config.json"),
+  EXPECT_THAT(parse(json),
               StatusIs(absl::StatusCode::kUnimplemented,
                        HasSubstr("field 'rope_parameters.partial_rotary_factor' must be 1")));
 }

@@ -355,7 +355,9 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan, absl::Ti
   const int64_t half = hd / 2;
   const float eps = static_cast<float>(c.rms_norm_eps);
 
-  // Embeddings; padding slots carry token 0 and are masked out below. Rotary angles per token.
+  // Embeddings; padding slots carry token 0 and are masked out below. Rotary angles per token:
+  // cos from i * 2 * half, sin from i * 2 * half + half (RotaryDim() / 2 of each, maybe fewer
+  // than half).
   float* xs = Scratch(&x, m * hidden);
   float* angles = Scratch(&cos_sin, m * 2 * half);
   float* local_angles = local_rope != nullptr ? Scratch(&local_cos_sin, m * 2 * half) : nullptr;
@@ -428,8 +430,8 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan, absl::Ti
         RmsNorm(k, layer.k_norm.data(), c.num_key_value_heads, hd, eps, k);
       }
       const float* a = layer_angles + i * 2 * half;
-      RopeTable::Apply(q, c.num_attention_heads, hd, a, a + half);
-      RopeTable::Apply(k, c.num_key_value_heads, hd, a, a + half);
+      RopeTable::Apply(q, c.num_attention_heads, hd, c.RotaryDim(), a, a + half);
+      RopeTable::Apply(k, c.num_key_value_heads, hd, c.RotaryDim(), a, a + half);
       const int32_t pos = row.start_pos + t;
       const BlockId block = row.block_table[pos / block_size];
       for (int32_t kh = 0; kh < static_cast<int32_t>(c.num_key_value_heads); ++kh) {

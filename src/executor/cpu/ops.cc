@@ -92,14 +92,21 @@ void AddInPlace(float* x, const float* y, int64_t n) {
 }
 
 RopeTable::RopeTable(const ModelConfig& config) {
-  const int64_t dim = config.head_dim;
+  const int64_t dim = config.RotaryDim();
   inv_freq_.resize(dim / 2);
   const RopeScaling& s = config.rope_scaling;
+  const std::vector<double>& long_rope = config.LongRopeFactors();
+  if (!long_rope.empty()) scale_ = static_cast<float>(s.attention_factor);
   for (int64_t i = 0; i < dim / 2; ++i) {
     const float exponent = static_cast<float>(2 * i) / static_cast<float>(dim);
     float inv =
         static_cast<float>(1.0 / std::pow(config.rope_theta, static_cast<double>(exponent)));
-    if (s.rope_type == "llama3") {
+    if (!long_rope.empty()) {
+      // 1 / (factor * base^exponent), each step rounded to fp32 as transformers computes it.
+      const float base_power =
+          static_cast<float>(std::pow(config.rope_theta, static_cast<double>(exponent)));
+      inv = 1.0f / (static_cast<float>(long_rope[static_cast<size_t>(i)]) * base_power);
+    } else if (s.rope_type == "llama3") {
       // Long wavelengths are slowed by `factor`, short ones kept, the band between blended.
       const double low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
       const double high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
@@ -142,14 +149,14 @@ void RopeTable::Angles(int64_t position, float* cos_out, float* sin_out) const {
   const float p = static_cast<float>(position);
   for (size_t i = 0; i < inv_freq_.size(); ++i) {
     const float angle = p * inv_freq_[i];  // rounded to fp32, as in transformers
-    cos_out[i] = static_cast<float>(std::cos(static_cast<double>(angle)));
-    sin_out[i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+    cos_out[i] = static_cast<float>(std::cos(static_cast<double>(angle))) * scale_;
+    sin_out[i] = static_cast<float>(std::sin(static_cast<double>(angle))) * scale_;
   }
 }
 
-void RopeTable::Apply(float* x, int64_t num_heads, int64_t head_dim, const float* cos_v,
-                      const float* sin_v) {
-  const int64_t half = head_dim / 2;
+void RopeTable::Apply(float* x, int64_t num_heads, int64_t head_dim, int64_t rotary_dim,
+                      const float* cos_v, const float* sin_v) {
+  const int64_t half = rotary_dim / 2;
   for (int64_t h = 0; h < num_heads; ++h) {
     float* v = x + h * head_dim;
     for (int64_t i = 0; i < half; ++i) {

@@ -38,18 +38,30 @@ void AddInPlace(float* x, const float* y, int64_t n);
 
 // Rotary embedding tables in the layout Hugging Face Llama uses (rotate-half, not interleaved):
 // the angle of pair i at position p is p * inv_freq[i], computed in fp32 as transformers does.
+// The model's rope scaling is applied here, and only here: llama3's frequency scaling, and
+// LongRoPE's frequency factors (those ModelConfig::LongRopeFactors chooses) with its attention
+// factor multiplying cos and sin.
 class RopeTable {
  public:
   explicit RopeTable(const ModelConfig& config);
+  // rotary_dim / 2.
   int64_t half_dim() const { return static_cast<int64_t>(inv_freq_.size()); }
   // Fills cos and sin (half_dim floats each) for `position`.
   void Angles(int64_t position, float* cos_out, float* sin_out) const;
-  // Rotates `num_heads` heads of head_dim floats at `x` in place with precomputed cos/sin.
+  // Rotates the first rotary_dim floats (ModelConfig::RotaryDim; pairs i and i + rotary_dim / 2)
+  // of `num_heads` heads of head_dim floats at `x` in place with precomputed cos/sin
+  // (rotary_dim / 2 each); the rest of each head passes unchanged.
+  static void Apply(float* x, int64_t num_heads, int64_t head_dim, int64_t rotary_dim,
+                    const float* cos_v, const float* sin_v);
+  // Every dimension rotates.
   static void Apply(float* x, int64_t num_heads, int64_t head_dim, const float* cos_v,
-                    const float* sin_v);
+                    const float* sin_v) {
+    Apply(x, num_heads, head_dim, head_dim, cos_v, sin_v);
+  }
 
  private:
   std::vector<float> inv_freq_;
+  float scale_ = 1.0f;  // multiplies cos and sin (LongRoPE's attention factor)
 };
 
 }  // namespace convoy
