@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Decode time per output token with and without a JSON-schema constraint, at 1 and 16 concurrent
-# requests, two interleaved rounds: convoyd on the default model (build/ built, the model fetched
-# by scripts/fetch-default-model.sh), `convoy generate --json` per request, the decode time per
-# token from each answer's timings ((total - time to first token) / (tokens - 1)). Prints the
-# median and mean over the requests of each run. docs/perf/cpu.md section 14.
+# Decode time per output token with and without a JSON-schema constraint (and with penalties and
+# a logit bias instead), at 1 and 16 concurrent requests, two interleaved rounds: convoyd on the
+# default model (build/ built, the model fetched by scripts/fetch-default-model.sh), `convoy
+# generate --json` per request, the decode time per token from each answer's timings ((total -
+# time to first token) / (tokens - 1)). Prints the median and mean over the requests of each run.
+# docs/perf/cpu.md section 14.
 set -u
 cd "$(dirname "$0")/.."
 B=build/src/daemon
@@ -34,6 +35,8 @@ for n in 1 16; do
   for round in 1 2; do
     echo "n=$n round $round free:"; run $n
     echo "n=$n round $round schema:"; run $n --json-schema $schema
+    echo "n=$n round $round penalties and bias:"
+    run $n --presence-penalty 0.5 --frequency-penalty 0.5 --repetition-penalty 1.1 --logit-bias 28=-5,30=2
   done
 done
 kill $pid; wait $pid 2>/dev/null
