@@ -1,6 +1,50 @@
-// Small AVX-512 helpers shared by the CPU kernels.
+// Small AVX-512 (and AVX2) helpers shared by the CPU kernels.
 #ifndef CONVOY_COMMON_SIMD_H_
 #define CONVOY_COMMON_SIMD_H_
+
+namespace convoy {
+// 2^f for f in [-0.5, 0.5], highest power first (Exp16, Exp8): relative error about 1e-6.
+inline constexpr float kExp2Polynomial[8] = {1.525273380405984e-05f,  1.5403530393381608e-04f,
+                                             1.3333558146428443e-03f, 9.618129107628477e-03f,
+                                             5.550410866482158e-02f,  2.402265069591007e-01f,
+                                             6.931471805599453e-01f,  1.0f};
+}  // namespace convoy
+
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define CONVOY_SIMD_AVX2 1
+
+namespace convoy {
+
+// exp of 8 lanes, Exp16's polynomial and range reduction on AVX2 (which has no scalef: 2^whole
+// is built in the exponent bits). Lanes below -87 give 0, lanes above 88.7 infinity.
+inline __m256 Exp8(__m256 v) {
+  const __m256 low = _mm256_set1_ps(-87.0f);
+  // t is clamped to 128 so that large lanes make the infinite exponent rather than overflow it.
+  const __m256 t =
+      _mm256_min_ps(_mm256_mul_ps(_mm256_max_ps(v, low), _mm256_set1_ps(1.44269504088896341f)),
+                    _mm256_set1_ps(128.0f));
+  const __m256 whole = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 f = _mm256_sub_ps(t, whole);  // in [-0.5, 0.5]
+  __m256 p = _mm256_set1_ps(kExp2Polynomial[0]);
+  for (int k = 1; k < 8; ++k) p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(kExp2Polynomial[k]));
+  // whole is in [-126, 128]: 128 makes the all-ones exponent, infinity.
+  const __m256i bits =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(whole), _mm256_set1_epi32(127)), 23);
+  const __m256 e = _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+  return _mm256_blendv_ps(e, _mm256_setzero_ps(), _mm256_cmp_ps(v, low, _CMP_LT_OQ));
+}
+
+// The sum of the 8 lanes.
+inline float HorizontalSum8(__m256 v) {
+  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s4 = _mm_hadd_ps(s4, s4);
+  s4 = _mm_hadd_ps(s4, s4);
+  return _mm_cvtss_f32(s4);
+}
+
+}  // namespace convoy
+#endif
 
 #if defined(__AVX512F__)
 // gcc 12's AVX-512 intrinsics build their "undefined" vectors from themselves, which
@@ -66,14 +110,8 @@ inline __m512 Exp16(__m512 v) {
       _mm512_mul_ps(_mm512_max_ps(v, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(1.44269504088896341f));
   const __m512 whole = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512 f = _mm512_sub_ps(t, whole);  // in [-0.5, 0.5]
-  __m512 p = _mm512_set1_ps(1.525273380405984e-05f);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.5403530393381608e-04f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-03f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618129107628477e-03f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550410866482158e-02f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402265069591007e-01f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931471805599453e-01f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+  __m512 p = _mm512_set1_ps(kExp2Polynomial[0]);
+  for (int k = 1; k < 8; ++k) p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(kExp2Polynomial[k]));
   const __m512 e = _mm512_scalef_ps(p, whole);
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_set1_ps(-87.0f), _CMP_LT_OQ), e,
                               _mm512_setzero_ps());
@@ -85,7 +123,8 @@ inline __mmask16 TailMask(int64_t n, int64_t i) {
 }
 #endif
 
-// x[i] = exp(x[i] - shift) for i < n; returns their sum. With AVX-512 sixteen at a time (Exp16).
+// x[i] = exp(x[i] - shift) for i < n; returns their sum. With AVX-512 sixteen at a time (Exp16),
+// with AVX2 eight (Exp8).
 inline float ExpShiftedSum(float* x, int64_t n, float shift) {
   int64_t i = 0;
   float sum = 0.0f;
@@ -99,6 +138,15 @@ inline float ExpShiftedSum(float* x, int64_t n, float shift) {
     vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(mask, e));
   }
   sum = HorizontalSum(vsum);
+#elif defined(CONVOY_SIMD_AVX2)
+  const __m256 vshift = _mm256_set1_ps(shift);
+  __m256 vsum = _mm256_setzero_ps();
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = Exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vshift));
+    _mm256_storeu_ps(x + i, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  sum = HorizontalSum8(vsum);
 #endif
   for (; i < n; ++i) {
     x[i] = std::exp(x[i] - shift);

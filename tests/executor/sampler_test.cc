@@ -1,6 +1,8 @@
 #include "executor/sampler.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 #include <vector>
@@ -48,6 +50,16 @@ TEST(SamplerTest, GreedyOverALargeVocabularyMatchesADoubleLogSoftmax) {
     EXPECT_EQ(t.token, first) << vocab;
     EXPECT_NEAR(t.logprob, LogSoftmaxAt(logits, first), 1e-5) << vocab;
   }
+}
+
+TEST(SamplerTest, ANanLogitDoesNotHideTheLargestOneBeforeIt) {
+  // The NaN comes 16 logits after the maximum: the same vector lane for AVX-512 and AVX2.
+  std::vector<float> logits(64, 0.0f);
+  logits[5] = 3.0f;
+  logits[21] = NAN;
+  logits[40] = 2.0f;
+  std::vector<std::pair<float, int32_t>> scratch;
+  EXPECT_EQ(SampleToken(logits.data(), 64, SamplingParams{}, 0, &scratch).token, 5);
 }
 
 TEST(SamplerTest, TopKOneAndTinyTopPAreGreedy) {
@@ -122,6 +134,93 @@ TEST(SamplerTest, DrawIsTheInverseCdfInTokenIdOrder) {
     EXPECT_EQ(SampleToken(logits.data(), 4, params, i, &scratch).token, want) << "draw " << i;
   }
   EXPECT_GT(checked, 490);
+}
+
+// The rule of common/sampling_rule.h written out the plain way (every kept token sorted, masses in
+// double), for comparing the sampler's sort-as-far-as-the-cut top_p with.
+int32_t ReferenceDraw(const std::vector<float>& logits, const SamplingParams& p, int64_t index) {
+  const double max = *std::max_element(logits.begin(), logits.end());
+  auto mass = [&](double l) { return std::exp((l - max) / p.temperature); };
+  std::vector<float> kept(logits);
+  std::sort(kept.begin(), kept.end(), std::greater<float>());
+  if (p.top_k > 0 && p.top_k < static_cast<int32_t>(kept.size())) {
+    const float kth = kept[p.top_k - 1];
+    while (kept.back() < kth) kept.pop_back();
+  }
+  double total = 0.0;
+  for (float l : kept) total += mass(l);
+  float threshold = kept.back();
+  double cumulative = 0.0;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    cumulative += mass(kept[i]);
+    const bool group_ends = i + 1 == kept.size() || kept[i + 1] != kept[i];
+    if (group_ends && cumulative >= p.top_p * total) {
+      threshold = kept[i];
+      total = cumulative;
+      break;
+    }
+  }
+  const double target = SampleUniform(p.seed, index) * total;
+  double running = 0.0;
+  for (size_t t = 0; t < logits.size(); ++t) {
+    if (logits[t] < threshold) continue;
+    running += mass(logits[t]);
+    if (target < running) return static_cast<int32_t>(t);
+  }
+  return -1;
+}
+
+TEST(SamplerTest, TopPMatchesThePlainRuleWhereverTheCutFalls) {
+  // Flat and peaked logits, and logits rounded to a few values so that groups of equal logits
+  // straddle the sampler's sort rounds (64, 256, 1024, ... tokens); cuts from the first token to
+  // most of the vocabulary.
+  std::vector<std::pair<float, int32_t>> scratch;
+  uint32_t s = 7u;
+  auto next = [&] {
+    s = s * 1664525u + 1013904223u;
+    return static_cast<float>(s >> 8) / (1 << 24);  // [0, 1)
+  };
+  int compared = 0;
+  for (int32_t vocab : {50, 3000, 20000}) {
+    for (float spread : {0.5f, 4.0f, 20.0f}) {
+      for (float step : {0.0f, 0.25f, 1.0f}) {
+        std::vector<float> logits(vocab);
+        for (float& l : logits) {
+          l = spread * (next() - 0.5f);
+          if (step > 0.0f) l = std::round(l / step) * step;
+        }
+        for (float top_p : {0.05f, 0.5f, 0.9f, 0.99f}) {
+          for (int32_t top_k : {0, 100}) {
+            const SamplingParams p{1.0f, top_k, top_p, 5, 0};
+            for (int64_t i = 0; i < 20; ++i) {
+              ++compared;
+              ASSERT_EQ(SampleToken(logits.data(), vocab, p, i, &scratch).token,
+                        ReferenceDraw(logits, p, i))
+                  << "vocab " << vocab << " spread " << spread << " step " << step << " top_p "
+                  << top_p << " top_k " << top_k << " draw " << i;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, 3 * 3 * 3 * 4 * 2 * 20);
+}
+
+TEST(SamplerTest, NanLogitsAreNeverDrawnAndEveryCutEnds) {
+  std::vector<float> logits(300);
+  for (int32_t i = 0; i < 300; ++i) logits[i] = i % 7 == 0 ? NAN : static_cast<float>(i % 13);
+  std::vector<std::pair<float, int32_t>> scratch;
+  for (float top_p : {0.3f, 0.9f, 1.0f}) {
+    for (int32_t top_k : {0, 20}) {
+      for (int64_t i = 0; i < 50; ++i) {
+        const int32_t t =
+            SampleToken(logits.data(), 300, {1.0f, top_k, top_p, 3, 0}, i, &scratch).token;
+        ASSERT_GE(t, 0);
+        EXPECT_FALSE(std::isnan(logits[t])) << "top_p " << top_p << " top_k " << top_k;
+      }
+    }
+  }
 }
 
 TEST(SamplerTest, TiesAtTheTopKAndTopPCutsAreKept) {
