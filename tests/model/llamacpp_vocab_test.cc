@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "model/gguf_file.h"
 #include "model/gguf_tokenizer.h"
+#include "model/model_tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "status_matchers.h"
 #include "test_dir.h"
@@ -147,6 +148,57 @@ INSTANTIATE_TEST_SUITE_P(Vocabularies, LlamaCppVocabTest,
                            }
                            return name;
                          });
+
+// The tokens a chat turn ends with are among those that end generation, though these files (as
+// many converted models) name only the end of text as eos and set no tokenizer.ggml.eot_token_id;
+// tokens of the same text that the vocabulary does not mark special are text, not stops (Phi-3's
+// "</s>" is user-defined, Gemma 4's and Qwen2's "</s>" normal).
+TEST(LlamaCppVocabStopTest, EndOfTurnTokensOfEachFamily) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> families = {
+      {"phi-3", {"<|end|>", "<|endoftext|>"}},           // Phi-3, Phi-3.5
+      {"llama-spm", {"</s>"}},                           // Llama 2, Mistral
+      {"gemma-4", {"<turn|>"}},                          // Gemma 4
+      {"llama-bpe", {"<|eot_id|>", "<|end_of_text|>"}},  // Llama 3
+      {"qwen2", {"<|im_end|>", "<|endoftext|>"}},        // Qwen2, Qwen2.5 (ChatML)
+      {"gpt-2", {"<|endoftext|>"}},
+  };
+  for (const auto& [name, texts] : families) {
+    SCOPED_TRACE(name);
+    ExpectFetched(VocabPath(name));
+    if (::testing::Test::HasFatalFailure()) return;
+    absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadVocab(name);
+    ASSERT_OK(tokenizer);
+    std::vector<int32_t> want;
+    for (const std::string& text : texts) {
+      const std::optional<int32_t> id = (*tokenizer)->TokenToId(text);
+      ASSERT_TRUE(id.has_value()) << text;
+      want.push_back(*id);
+      // Written in a prompt (as a template writes it), it is that one token.
+      absl::StatusOr<std::vector<int32_t>> ids = (*tokenizer)->Encode(text, false);
+      ASSERT_OK(ids);
+      EXPECT_EQ(*ids, std::vector<int32_t>{*id}) << text;
+    }
+    EXPECT_EQ(EndOfTurnTokenIds(**tokenizer), want);
+  }
+}
+
+// Gemma 2 and 3 end a turn with <end_of_turn> (no such vocabulary among llama.cpp's files: a small
+// one in their format).
+TEST(LlamaCppVocabStopTest, GemmaThreesEndOfTurn) {
+  TokenizerSpec spec;
+  spec.model = "llama";
+  spec.tokens = {"<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>", "a"};
+  spec.token_types = {TokenType::kControl, TokenType::kControl, TokenType::kControl,
+                      TokenType::kUnknown, TokenType::kControl, TokenType::kControl,
+                      TokenType::kNormal};
+  spec.bos_id = 2;
+  spec.eos_id = 1;
+  spec.unk_id = 3;
+  spec.add_space_prefix = false;
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromSpec(spec);
+  ASSERT_OK(tokenizer);
+  EXPECT_EQ(EndOfTurnTokenIds(**tokenizer), std::vector<int32_t>{5});
+}
 
 // A vocabulary whose tokenizer convoy does not implement is refused, naming what is missing.
 TEST(LlamaCppVocabRefusalTest, UnknownModelsAndPreTokenizersAreNamed) {
