@@ -8,7 +8,7 @@
 # What it does:
 #   1. builds convoyd, convoy-bench and cpu_forward_bench in build-compare/ (or uses BUILD_DIR as
 #      it is, building nothing there);
-#   2. downloads the PyPI sdist of llama-cpp-python (pinned below), unpacks it into LLAMACPP_DIR
+#   2. downloads the PyPI sdist of llama-cpp-python (pinned in scripts/lib/llamacpp.sh), unpacks it into LLAMACPP_DIR
 #      (outside the repository) and builds llama-server, llama-bench and llama-quantize from its
 #      vendored llama.cpp (CPU only, -march=native, no CURL); cached, rebuilt only when missing;
 #   3. fetches the default model (scripts/fetch-default-model.sh) and writes a BF16 and an F16
@@ -49,8 +49,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 
-llamacpp_version=0.3.36  # llama-cpp-python's sdist; it vendors llama.cpp (see its CHANGELOG.md)
-llamacpp_dir=${LLAMACPP_DIR:-/var/tmp/convoy-llamacpp}
+source scripts/lib/llamacpp.sh  # llamacpp_version, llamacpp_dir (LLAMACPP_DIR), the sdist
 model=${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
 cpus=${CPUS:-0-1}
 threads=${THREADS:-2}
@@ -104,18 +103,14 @@ done
 
 # --- 2. llama.cpp ----------------------------------------------------------------------------
 mkdir -p "$llamacpp_dir"
-sdist=$llamacpp_dir/llama_cpp_python-$llamacpp_version.tar.gz
-src=$llamacpp_dir/llama_cpp_python-$llamacpp_version/vendor/llama.cpp
+sdist=$llamacpp_sdist
+src=$llamacpp_dir/$llamacpp_top/vendor/llama.cpp
 lbuild=$llamacpp_dir/build-$llamacpp_version
 llama_server=$lbuild/bin/llama-server
 llama_bench=$lbuild/bin/llama-bench
 llama_quantize=$lbuild/bin/llama-quantize
 if [ ! -x "$llama_server" ] || [ ! -x "$llama_bench" ] || [ ! -x "$llama_quantize" ]; then
-  if [ ! -f "$sdist" ]; then
-    log "downloading the sdist of llama-cpp-python==$llamacpp_version from PyPI (77 MB, once)"
-    python3 -m pip download --quiet --no-deps --no-binary :all: --dest "$llamacpp_dir" \
-      "llama-cpp-python==$llamacpp_version" >&2
-  fi
+  fetch_llamacpp_sdist llamacpp-compare
   if [ ! -f "$src/CMakeLists.txt" ]; then
     tar -xzf "$sdist" -C "$llamacpp_dir"
   fi

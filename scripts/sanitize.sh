@@ -76,6 +76,8 @@ case "$mode" in
     # The default model, for the tests that run it (as scripts/test.sh fetches it).
     scripts/fetch-default-model.sh >/dev/null ||
       echo "sanitize: the default model could not be fetched: its tests will fail" >&2
+    scripts/fetch-llamacpp-vocab.sh >/dev/null ||
+      echo "sanitize: llama.cpp's test vocabularies could not be fetched: their tests will fail" >&2
     # halt_on_error: the first report fails the test that caused it.
     ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
       ctest --test-dir build-asan --output-on-failure -j "$(nproc)" "$@"

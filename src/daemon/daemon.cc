@@ -291,7 +291,8 @@ absl::StatusOr<HttpServerOptions> HttpOptionsFromConfig(const v1::FrontendConfig
 
 // The engine and what it runs on, in the order they must be destroyed (engine first).
 struct Engine {
-  std::unique_ptr<Tokenizer> tokenizer;  // null when the model has none
+  std::unique_ptr<Tokenizer> tokenizer;        // null when the model has none
+  std::vector<int32_t> end_of_generation_ids;  // ModelEndOfGenerationIds
   // The model's chat template; unset when it has none or it cannot be rendered (the reason says
   // which).
   std::optional<ChatTemplate> chat_template;
@@ -309,11 +310,9 @@ absl::StatusOr<Engine> LoadEngine(const v1::ServerConfig& config, Metrics* metri
   ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> weights, ModelWeights::Load(config.model().dir()));
   Engine engine;
   ASSIGN_OR_RETURN(engine.tokenizer, LoadModelTokenizer(*weights));
-  ASSIGN_OR_RETURN(
-      BuiltExecutor built,
-      CreateExecutor(*weights, config,
-                     weights->config().EndOfGenerationIds(
-                         engine.tokenizer ? engine.tokenizer->eos_id() : std::nullopt)));
+  engine.end_of_generation_ids = ModelEndOfGenerationIds(*weights, engine.tokenizer.get());
+  ASSIGN_OR_RETURN(BuiltExecutor built,
+                   CreateExecutor(*weights, config, engine.end_of_generation_ids));
   ASSIGN_OR_RETURN(std::optional<std::string> template_source,
                    LoadModelChatTemplateSource(*weights));
   if (!template_source) {
@@ -344,10 +343,9 @@ absl::StatusOr<Engine> LoadEngine(const v1::ServerConfig& config, Metrics* metri
         "the ", engine.executor_name, " executor does not apply structured output yet"));
   } else {
     const absl::Time vocab_start = absl::Now();
-    ASSIGN_OR_RETURN(
-        engine.output_constraints,
-        OutputConstraints::Create(*engine.tokenizer, model.vocab_size,
-                                  model.EndOfGenerationIds(engine.tokenizer->eos_id())));
+    ASSIGN_OR_RETURN(engine.output_constraints,
+                     OutputConstraints::Create(*engine.tokenizer, model.vocab_size,
+                                               engine.end_of_generation_ids));
     spdlog::debug("structured output's vocabulary built in {}",
                   absl::FormatDuration(absl::Now() - vocab_start));
   }
@@ -511,8 +509,7 @@ int RunDaemon(const DaemonOptions& options) {
   SetReloadableLimits(config, &serving.limits);
   serving.limits.max_top_logprobs = engine->executor->limits().max_top_logprobs;
   serving.limits.tokenizer = engine->tokenizer.get();
-  serving.limits.end_of_generation_ids =
-      model.EndOfGenerationIds(engine->tokenizer ? engine->tokenizer->eos_id() : std::nullopt);
+  serving.limits.end_of_generation_ids = engine->end_of_generation_ids;
   if (engine->chat_template) serving.limits.chat_template = &*engine->chat_template;
   serving.limits.output_constraints = engine->output_constraints.get();
   serving.limits.no_output_constraints = engine->no_output_constraints;

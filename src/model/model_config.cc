@@ -820,6 +820,45 @@ absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path) {
   return ParseModelConfig(text, path);
 }
 
+absl::Status MergeGenerationConfig(const std::string& json_text, const std::string& source,
+                                   ModelConfig& config) {
+  const Json json = Json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": not a JSON object"));
+  }
+  if (!json.contains("eos_token_id") || json["eos_token_id"].is_null()) return absl::OkStatus();
+  const Json& eos = json["eos_token_id"];
+  std::vector<int64_t> ids;
+  if (eos.is_number_integer()) {
+    ids.push_back(eos.get<int64_t>());
+  } else if (eos.is_array() && std::all_of(eos.begin(), eos.end(),
+                                           [](const Json& id) { return id.is_number_integer(); })) {
+    ids = eos.get<std::vector<int64_t>>();
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": field 'eos_token_id' must be an integer or a list of integers, found ",
+        eos.dump()));
+  }
+  for (int64_t id : ids) {
+    if (id < 0 || id >= config.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": field 'eos_token_id': ", id,
+                                                     " is not in [0, vocab_size ",
+                                                     config.vocab_size, ")"));
+    }
+  }
+  if (config.eos_token_ids.empty() && config.eos_token_id >= 0) {
+    config.eos_token_ids.push_back(config.eos_token_id);
+  }
+  for (int64_t id : ids) {
+    if (std::find(config.eos_token_ids.begin(), config.eos_token_ids.end(), id) ==
+        config.eos_token_ids.end()) {
+      config.eos_token_ids.push_back(id);
+    }
+  }
+  config.eos_token_id = config.eos_token_ids.front();
+  return absl::OkStatus();
+}
+
 std::string ModelConfigToJson(const ModelConfig& config) {
   nlohmann::ordered_json json;
   auto token_id = [](int64_t id) {

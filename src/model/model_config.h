@@ -222,6 +222,13 @@ struct ModelConfig {
 absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
                                              const std::string& source);
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path);
+// Adds generation_config.json's eos_token_id (an id or a list of ids; absent or null: nothing) to
+// config.eos_token_ids after config.json's, each once, as transformers' generate() stops at them
+// (Phi-3.5-mini's config.json names <|endoftext|> only, its generation_config.json <|end|> too).
+// `source` names the file in errors: INVALID_ARGUMENT for text that is not a JSON object, another
+// type, or an id outside [0, vocab_size).
+absl::Status MergeGenerationConfig(const std::string& json_text, const std::string& source,
+                                   ModelConfig& config);
 // Serializes to config.json text that Hugging Face transformers loads as the family's config. The
 // text is a function of `config` alone (stable bytes for the same config).
 std::string ModelConfigToJson(const ModelConfig& config);

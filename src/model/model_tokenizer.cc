@@ -1,5 +1,6 @@
 #include "model/model_tokenizer.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -98,6 +99,34 @@ absl::StatusOr<std::optional<std::string>> LoadModelChatTemplateSource(
   return absl::InvalidArgumentError(
       absl::StrCat(where, ": chat_template must be a string or a list of {name, template}, got ",
                    value.type_name()));
+}
+
+std::vector<int32_t> EndOfTurnTokenIds(const Tokenizer& tokenizer) {
+  static constexpr const char* kEndOfTurn[] = {"<|eot_id|>",    "<|eom_id|>",      "<|im_end|>",
+                                               "<|end|>",       "<end_of_turn>",   "<turn|>",
+                                               "<|endoftext|>", "<|end_of_text|>", "</s>"};
+  std::vector<int32_t> ids;
+  for (const char* text : kEndOfTurn) {
+    const std::optional<int32_t> id = tokenizer.TokenToId(text);
+    if (id.has_value() && tokenizer.IsSpecial(*id) &&
+        std::find(ids.begin(), ids.end(), *id) == ids.end()) {
+      ids.push_back(*id);
+    }
+  }
+  return ids;
+}
+
+std::vector<int32_t> ModelEndOfGenerationIds(const ModelWeights& weights,
+                                             const Tokenizer* tokenizer) {
+  std::vector<int32_t> ids = weights.config().EndOfGenerationIds(
+      tokenizer != nullptr ? tokenizer->eos_id() : std::nullopt);
+  if (weights.gguf_file() == nullptr || tokenizer == nullptr) return ids;
+  for (int32_t id : EndOfTurnTokenIds(*tokenizer)) {
+    if (id < weights.config().vocab_size && std::find(ids.begin(), ids.end(), id) == ids.end()) {
+      ids.push_back(id);
+    }
+  }
+  return ids;
 }
 
 }  // namespace convoy

@@ -240,6 +240,11 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const std::stri
   std::unique_ptr<ModelWeights> weights(new ModelWeights());
   weights->dir_ = dir;
   ASSIGN_OR_RETURN(weights->config_, LoadModelConfig(JoinPath(dir, "config.json")));
+  if (const std::string generation = JoinPath(dir, "generation_config.json");
+      PathExists(generation)) {
+    ASSIGN_OR_RETURN(const std::string text, ReadFileToString(generation));
+    RETURN_IF_ERROR(MergeGenerationConfig(text, generation, weights->config_));
+  }
 
   TensorIndex index;
   std::string where;  // names the file(s) searched, for "missing tensor" errors

@@ -186,7 +186,10 @@ absl::Status BuildByteLevel(const TokenizerSpec& spec, TokenizerParts* parts) {
   return absl::OkStatus();
 }
 
-absl::Status BuildSentencePiece(const TokenizerSpec& spec, TokenizerParts* parts) {
+// "llama" and "gemma4": SentencePiece-style BPE over "▁"-for-space text with byte fallback.
+// `space_prefix_default` is what an absent add_space_prefix reads as.
+absl::Status BuildSentencePiece(const TokenizerSpec& spec, bool space_prefix_default,
+                                TokenizerParts* parts) {
   absl::flat_hash_map<std::string, int32_t> vocab;
   vocab.reserve(spec.tokens.size());
   for (size_t id = 0; id < spec.tokens.size(); ++id)
@@ -205,7 +208,7 @@ absl::Status BuildSentencePiece(const TokenizerSpec& spec, TokenizerParts* parts
       BpeModel::Create(std::move(vocab), merges, options);
   if (!model.ok()) return Invalid("merges", ToStd(model.status().message()));
   parts->model = *std::move(model);
-  const bool space_prefix = spec.add_space_prefix.value_or(true);
+  const bool space_prefix = spec.add_space_prefix.value_or(space_prefix_default);
   if (space_prefix) parts->normalizer.AddPrepend(kMetaspace);
   parts->normalizer.AddReplace(" ", kMetaspace);
   // Llama 2's decoder: "▁" reads as a space, byte runs join, and the prefix space goes again.
@@ -237,11 +240,17 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromSpec(const TokenizerSp
   if (spec.model == "gpt2") {
     RETURN_IF_ERROR(BuildByteLevel(spec, parts.get()));
   } else if (spec.model == "llama") {
-    RETURN_IF_ERROR(BuildSentencePiece(spec, parts.get()));
+    RETURN_IF_ERROR(BuildSentencePiece(spec, /*space_prefix_default=*/true, parts.get()));
+    add_bos_default = true;
+  } else if (spec.model == "gemma4") {
+    // Gemma 4's tokenizer.json as llama.cpp's converter writes it: the merges themselves (no
+    // scores to derive them from), no dummy prefix, BOS first.
+    if (spec.merges.empty()) return Invalid("merges", "required for model \"gemma4\", absent");
+    RETURN_IF_ERROR(BuildSentencePiece(spec, /*space_prefix_default=*/false, parts.get()));
     add_bos_default = true;
   } else {
-    return absl::UnimplementedError(
-        absl::StrCat("tokenizer spec: model \"", spec.model, "\" (known: \"gpt2\", \"llama\")"));
+    return absl::UnimplementedError(absl::StrCat("tokenizer spec: model \"", spec.model,
+                                                 "\" (known: \"gpt2\", \"llama\", \"gemma4\")"));
   }
   parts->bos_id = spec.bos_id;
   parts->eos_id = spec.eos_id;

@@ -66,11 +66,13 @@ TEST_P(FamilyTokenizerTest, IdsTemplateAndStopsMatchHuggingFace) {
     EXPECT_EQ(*prompt_ids, chat["ids"].get<std::vector<int32_t>>());
   }
 
-  // The file's eos is <|im_end|>: a chat's answer stops at the end of its turn.
-  const int32_t im_end = ref["special_tokens"]["<|im_end|>"].get<int32_t>();
-  const std::vector<int32_t> stops =
-      (*weights)->config().EndOfGenerationIds((*tokenizer)->eos_id());
-  EXPECT_NE(std::find(stops.begin(), stops.end(), im_end), stops.end());
+  // The file's eos is <|im_end|>: a chat's answer stops at the end of its turn, and at the end of
+  // text (<|endoftext|>, found by its text as llama.cpp finds it).
+  const std::vector<int32_t> stops = ModelEndOfGenerationIds(**weights, tokenizer->get());
+  for (const char* text : {"<|im_end|>", "<|endoftext|>"}) {
+    const int32_t id = ref["special_tokens"][text].get<int32_t>();
+    EXPECT_NE(std::find(stops.begin(), stops.end(), id), stops.end()) << text;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FamilyTokenizerTest, ::testing::Values("qwen2", "qwen3"));

@@ -1083,3 +1083,50 @@ TEST(ModelConfigTest, LoadModelConfigReadsTheFileAndNamesIt) {
 
 }  // namespace
 }  // namespace convoy
+
+namespace convoy {
+namespace {
+
+// Phi-3.5-mini-instruct: config.json's eos is <|endoftext|> (32000); generation_config.json adds
+// <|end|> (32007), which ends each turn, and <|assistant|> (32001).
+TEST(MergeGenerationConfigTest, AddsTheIdsAfterConfigJsons) {
+  ModelConfig config;
+  config.vocab_size = 32064;
+  config.eos_token_id = 32000;
+  ASSERT_OK(MergeGenerationConfig(R"({"eos_token_id": [32007, 32001, 32000]})", "g.json", config));
+  EXPECT_THAT(config.eos_token_ids, ElementsAre(32000, 32007, 32001));
+  EXPECT_EQ(config.eos_token_id, 32000);
+  ASSERT_OK(MergeGenerationConfig(R"({"eos_token_id": 5})", "g.json", config));
+  EXPECT_THAT(config.eos_token_ids, ElementsAre(32000, 32007, 32001, 5));
+  ASSERT_OK(
+      MergeGenerationConfig(R"({"eos_token_id": null, "do_sample": true})", "g.json", config));
+  EXPECT_THAT(config.eos_token_ids, ElementsAre(32000, 32007, 32001, 5));
+
+  ModelConfig no_eos;  // config.json's eos_token_id null
+  no_eos.vocab_size = 100;
+  no_eos.eos_token_id = -1;
+  ASSERT_OK(MergeGenerationConfig(R"({"eos_token_id": [9, 8]})", "g.json", no_eos));
+  EXPECT_THAT(no_eos.eos_token_ids, ElementsAre(9, 8));
+  EXPECT_EQ(no_eos.eos_token_id, 9);
+}
+
+TEST(MergeGenerationConfigTest, ErrorsNameTheFileAndField) {
+  ModelConfig config;
+  config.vocab_size = 100;
+  for (const char* bad : {R"({"eos_token_id": "</s>"})", R"({"eos_token_id": [1, "2"]})",
+                          R"({"eos_token_id": [1.5]})"}) {
+    EXPECT_THAT(MergeGenerationConfig(bad, "m/generation_config.json", config),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("m/generation_config.json"),
+                               HasSubstr("'eos_token_id' must be an integer or a list"))))
+        << bad;
+  }
+  EXPECT_THAT(
+      MergeGenerationConfig(R"({"eos_token_id": [100]})", "g.json", config),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("100 is not in [0, vocab_size 100)")));
+  EXPECT_THAT(MergeGenerationConfig("[1]", "g.json", config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("g.json: not a JSON object")));
+}
+
+}  // namespace
+}  // namespace convoy

@@ -191,6 +191,21 @@ TEST(ModelWeightsTest, TiedConfigIgnoresAPresentLmHead) {
   EXPECT_EQ((*weights)->lm_head().data, (*weights)->embed_tokens().data);
 }
 
+TEST(ModelWeightsTest, GenerationConfigAddsItsEndOfSequenceIds) {
+  TestDir dir;
+  ASSERT_OK(WriteRandomModel(dir.path(), Options(DType::kF32, false, 1)));
+  const int64_t eos = SmallConfig(false).eos_token_id;
+  WriteBytes(dir.Join("generation_config.json"),
+             "{\"eos_token_id\": [7, " + std::to_string(eos) + ", 5]}");
+  absl::StatusOr<std::unique_ptr<ModelWeights>> weights = ModelWeights::Load(dir.path());
+  ASSERT_OK(weights);
+  EXPECT_EQ((*weights)->config().eos_token_ids, (std::vector<int64_t>{eos, 7, 5}));
+  WriteBytes(dir.Join("generation_config.json"), "{\"eos_token_id\": \"</s>\"}");
+  EXPECT_THAT(ModelWeights::Load(dir.path()).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("generation_config.json"), HasSubstr("eos_token_id"))));
+}
+
 TEST(ModelWeightsTest, MissingTensorNamesFileTensorAndShape) {
   TestDir dir;
   ASSERT_OK(WriteRandomModel(dir.path(), Options(DType::kBF16, false, 1)));

@@ -1,6 +1,8 @@
 // ChatTemplate against the independent reference: Python's Jinja2 configured as transformers
 // configures it, rendering real models' chat templates over many conversations
-// (tests/fixtures/chat_template/*.json, written by scripts/fixtures/chat_template_fixtures.py).
+// (tests/fixtures/chat_template/*.json, written by scripts/fixtures/chat_template_fixtures.py; the
+// lcpp_* templates are llama.cpp's copies of Gemma 2, Phi-3.5, Mistral Nemo, Llama 3.x, Qwen2.5,
+// Qwen3 and SmolLM3's, from the sdist scripts/fetch-llamacpp-vocab.sh unpacks).
 // Every rendered case must match byte for byte; every case the template rejects through
 // raise_exception() must fail with the same message; every other Jinja2 failure must fail too.
 #include "text/chat_template.h"
@@ -118,7 +120,11 @@ TEST_P(ChatTemplateFixtureTest, MatchesJinja2) {
 INSTANTIATE_TEST_SUITE_P(RealTemplates, ChatTemplateFixtureTest,
                          ::testing::Values("chatml_qwen2", "qwen2_5", "smollm2", "llama3",
                                            "llama3_1", "llama3_2", "llama2", "mistral_v0_1",
-                                           "mistral_v0_2", "mistral_v0_3", "zephyr"),
+                                           "mistral_v0_2", "mistral_v0_3", "zephyr",
+                                           // llama.cpp's copies of real templates.
+                                           "lcpp_gemma2", "lcpp_phi3_5", "lcpp_mistral_nemo",
+                                           "lcpp_llama3_1", "lcpp_llama3_2", "lcpp_llama3_3",
+                                           "lcpp_qwen2_5", "lcpp_qwen3", "lcpp_smollm3"),
                          [](const auto& info) { return info.param; });
 
 // ---------------------------------------------------------------------------------------------
