@@ -10,13 +10,15 @@ constexpr size_t kPruneAt = 4096;
 
 }  // namespace
 
-uint64_t ClientShare::Arrive(int32_t level, const std::string& client) {
+uint64_t ClientShare::Arrive(int32_t level, const std::string& client,
+                             std::optional<uint64_t> lowest_waiting) {
   Level& l = levels_[level - 1];
+  const uint64_t now = lowest_waiting ? std::min(l.virtual_time, *lowest_waiting) : l.virtual_time;
   if (l.finish.size() >= kPruneAt) {
     absl::erase_if(l.finish, [&l](const auto& entry) { return entry.second <= l.virtual_time; });
   }
   uint64_t& finish = l.finish[client];
-  const uint64_t start = std::max(l.virtual_time, finish);
+  const uint64_t start = std::max(now, finish);
   finish = start + 1;
   return start;
 }

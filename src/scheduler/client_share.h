@@ -2,7 +2,8 @@
 // one unit of cost per request. Each new request gets a start tag: its client's previous finish
 // tag, or the level's virtual time if that is later; its client's finish tag becomes the start
 // tag plus one. Waiting requests start in order of their tags (then of arrival), and the level's
-// virtual time follows the tags of the requests that start. A client that sends many requests at
+// virtual time follows the tags of the requests that start (held back to the lowest tag still
+// waiting, see Arrive). A client that sends many requests at
 // once queues them one tag apart, so another client's request, tagged at the virtual time, starts
 // after at most one of each other client's, whatever their backlog; a lone client is served in
 // arrival order.
@@ -12,6 +13,7 @@
 #define CONVOY_SCHEDULER_CLIENT_SHARE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,8 +25,13 @@ class ClientShare {
  public:
   explicit ClientShare(int32_t levels) : levels_(levels) {}
 
-  // The start tag of a new request of `client` at `level` (1-based).
-  uint64_t Arrive(int32_t level, const std::string& client);
+  // The start tag of a new request of `client` at `level` (1-based). `lowest_waiting`: the lowest
+  // tag among the level's requests still waiting, if any. Requests need not start in tag order
+  // (the scheduler may pick a shorter one from its length-grouping window first), so the virtual
+  // time, the highest tag started, can run ahead of requests that are still waiting; a new client
+  // then starts at the lowest waiting tag instead, not behind them.
+  uint64_t Arrive(int32_t level, const std::string& client,
+                  std::optional<uint64_t> lowest_waiting = std::nullopt);
   // A request of `level` with start tag `tag` started running.
   void Started(int32_t level, uint64_t tag);
 

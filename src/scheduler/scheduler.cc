@@ -120,8 +120,13 @@ absl::Status Scheduler::Submit(Request request, absl::Time now) {
     deadlines_.emplace(*seq->deadline, seq->request.id);
   }
   // After the preempted sequences and every new one its client's fair share puts before it.
-  seq->share_tag = client_share_.Arrive(seq->level, seq->request.client);
   auto& queue = queues_[seq->level - 1];
+  // Waiting requests are in tag order behind the preempted ones (started) at the front.
+  auto first_new =
+      std::find_if(queue.begin(), queue.end(), [](const Sequence* s) { return !s->started; });
+  seq->share_tag = client_share_.Arrive(
+      seq->level, seq->request.client,
+      first_new == queue.end() ? std::nullopt : std::optional<uint64_t>((*first_new)->share_tag));
   auto pos = queue.end();
   while (pos != queue.begin() && !(*std::prev(pos))->started &&
          (*std::prev(pos))->share_tag > seq->share_tag) {
@@ -347,6 +352,22 @@ void Scheduler::AddRunningPrefills(absl::Time now, Draft* draft) {
   }
 }
 
+// Whether starting window[i] before the candidates ahead of it would pass over another client's
+// request of the same level with a lower fair-share tag (ClientShare): the length grouping may
+// reorder one client's requests, and requests of equal tags, but not let a client's backlog
+// overtake a request that its fair share put first.
+bool Scheduler::PassesFairShare(const std::vector<Sequence*>& window, size_t i) {
+  const Sequence& pick = *window[i];
+  for (size_t j = 0; j < i; ++j) {
+    const Sequence& ahead = *window[j];
+    if (ahead.level == pick.level && ahead.share_tag < pick.share_tag &&
+        ahead.request.client != pick.request.client) {
+      return true;
+    }
+  }
+  return false;
+}
+
 int32_t Scheduler::Admit(absl::Time now, int32_t limit, bool joining, Draft* draft) {
   int32_t admitted = 0;
   // Padding a candidate's first chunk would add to the draft, or -1 when it does not fit.
@@ -365,11 +386,13 @@ int32_t Scheduler::Admit(absl::Time now, int32_t limit, bool joining, Draft* dra
     if (window.empty()) break;
     bool head = true;
     while (!window.empty() && admitted < limit) {
-      // The head of each window goes first, so no length waits forever; then the least padding.
+      // The head of each window goes first, so no length waits forever; then the least padding
+      // among the candidates that pass no one their clients' fair shares put first.
       size_t pick = 0;
       if (!head) {
         int64_t best = std::numeric_limits<int64_t>::max();
         for (size_t i = 0; i < window.size(); ++i) {
+          if (PassesFairShare(window, i)) continue;
           const int64_t padding = added_padding(*window[i]);
           if (padding >= 0 && padding < best) {
             best = padding;

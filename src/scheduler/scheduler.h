@@ -190,6 +190,8 @@ class Scheduler {
   void Preempt(Sequence* seq);
   // Adds prompt chunks of running sequences that are not decoding.
   void AddRunningPrefills(absl::Time now, Draft* draft);
+  // Whether window[i] would pass over another client's request that its fair share put first.
+  static bool PassesFairShare(const std::vector<Sequence*>& window, size_t i);
   // Admits waiting requests, at most `limit`; returns how many.
   // `joining`: into a batch that runs (only those the policy lets join), rather than one that
   // fires.

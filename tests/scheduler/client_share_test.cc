@@ -2,6 +2,10 @@
 // another client's requests, and one client alone is served in arrival order.
 #include "scheduler/client_share.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -82,5 +86,95 @@ TEST(ClientShareTest, AClientThatWasIdleStartsAtTheVirtualTimeNotWithCredit) {
   EXPECT_EQ(share.Arrive(1, "c"), 10u);
 }
 
+// docs/reliability.md's flood, in steps: one client keeps `flood` requests in flight (a closed
+// loop: each one that ends is replaced at once) against a running batch of 16, so that most of them
+// wait, with prompts of 16-64 tokens and 24-40 output tokens; another client sends one request at
+// a time. For each of the victim's requests: the steps it waited between its arrival and its first
+// row, and how many of the flood's requests started meanwhile.
+struct Wait {
+  int steps = 0;
+  int flood_starts = 0;
+};
+
+std::vector<Wait> VictimWaits(bool plan_ahead, int flood, int victims) {
+  SchedulerOptions options = TestOptions();
+  options.max_batch_size = 16;
+  options.num_blocks = 4096;
+  Harness h(options);
+  h.plan_ahead = plan_ahead;
+  uint32_t s = 1;
+  auto uniform = [&](int lo, int hi) {
+    s = s * 1664525u + 1013904223u;
+    return lo + static_cast<int>((s >> 8) % static_cast<uint32_t>(hi - lo + 1));
+  };
+  RequestId next_id = 1;
+  auto request = [&](const std::string& client) {
+    Request r = MakeRequest(next_id++, uniform(16, 64), uniform(24, 40));
+    r.client = client;
+    return r;
+  };
+  std::set<RequestId> flood_ids;
+  for (int i = 0; i < flood; ++i) {
+    Request r = request("flood");
+    flood_ids.insert(r.id);
+    EXPECT_OK(h.Submit(std::move(r)));
+  }
+  std::vector<Wait> waits;
+  RequestId victim = 0;  // waiting for its first row; 0: none
+  Wait wait;
+  for (int step = 0; step < 20000 && static_cast<int>(waits.size()) < victims; ++step) {
+    if (victim == 0 && step > 40 && step % 7 == 0) {
+      Request r = request("victim");
+      victim = r.id;
+      wait = Wait{};
+      EXPECT_OK(h.Submit(std::move(r)));
+    }
+    EXPECT_TRUE(h.Step());
+    if (victim != 0) {
+      bool started = false;
+      for (const StepRow& row : h.last_plan().rows) {  // new rows in the order they were admitted
+        if (row.start_pos != 0 || started) continue;
+        if (row.seq_id == victim) started = true;
+        if (flood_ids.contains(row.seq_id)) ++wait.flood_starts;
+      }
+      if (started) {
+        waits.push_back(wait);
+        victim = 0;
+      } else {
+        ++wait.steps;
+      }
+    }
+    for (auto it = flood_ids.begin(); it != flood_ids.end();) {
+      if (h.Finished(*it)) {
+        it = flood_ids.erase(it);
+        Request r = request("flood");
+        flood_ids.insert(r.id);
+        EXPECT_OK(h.Submit(std::move(r)));
+      } else {
+        ++it;
+      }
+    }
+  }
+  return waits;
+}
+
+TEST(ClientShareTest, AFloodingClientsBacklogNeverOvertakesAnotherClient) {
+  // The victim's request starts at the next free slot, after at most the one flood request that
+  // holds the same tag (ties go in arrival order), whatever the length grouping would prefer and
+  // however far the flood's backlog runs ahead. How long it waits for that slot depends on when
+  // the flood's running requests end (no one is preempted for it).
+  for (bool plan_ahead : {false, true}) {
+    const std::vector<Wait> waits = VictimWaits(plan_ahead, 63, 60);
+    ASSERT_EQ(waits.size(), 60u);
+    std::vector<int> steps;
+    for (const Wait& w : waits) {
+      EXPECT_LE(w.flood_starts, 1) << (plan_ahead ? "planning ahead" : "");
+      steps.push_back(w.steps);
+    }
+    std::sort(steps.begin(), steps.end());
+    std::printf("%svictim's wait in steps: p50 %d, p90 %d, max %d\n",
+                plan_ahead ? "planning ahead: " : "", steps[30], steps[54], steps.back());
+  }
+}
 }  // namespace
 }  // namespace convoy::testing
