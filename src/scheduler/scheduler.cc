@@ -4,9 +4,11 @@
 #include <cmath>
 #include <iterator>
 #include <limits>
+#include <string_view>
 #include <tuple>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "convoy/status_macros.h"
@@ -336,6 +338,61 @@ void Scheduler::PreemptForDecodes(absl::Time /*now*/) {
   }
 }
 
+std::pair<Sequence*, Sequence*> Scheduler::UnderShare(absl::Time now) const {
+  if (options_.mode != BatchingMode::kContinuous) return {nullptr, nullptr};
+  const std::vector<Sequence*> window =
+      NextCandidates(now, static_cast<size_t>(options_.length_grouping_window), true);
+  absl::flat_hash_map<std::string_view, int32_t> running_of;
+  for (Sequence* waiting : window) {
+    if (waiting->started && !waiting->yielded) break;  // preempted for KV blocks: they go first
+    if (waiting->started) continue;                    // yielded: its client is over its share
+    running_of.clear();
+    for (const Sequence* seq : running_) {
+      if (seq->level == waiting->level) ++running_of[seq->request.client];
+    }
+    const int32_t own = running_of[waiting->request.client];
+    Sequence* yields = nullptr;
+    int32_t most = own + 1;
+    for (Sequence* seq : running_) {
+      if (seq->level != waiting->level || seq->yielded) continue;
+      const int32_t count = running_of[seq->request.client];
+      if (count > most ||
+          (count == most && yields != nullptr && seq->request.client == yields->request.client &&
+           seq->admit_order > yields->admit_order)) {
+        most = count;
+        yields = seq;
+      }
+    }
+    if (yields != nullptr) return {waiting, yields};
+  }
+  return {nullptr, nullptr};
+}
+
+bool Scheduler::BatchFull() const {
+  return static_cast<int32_t>(running_.size()) >= options_.max_batch_size;
+}
+
+void Scheduler::PromoteUnderShare(absl::Time now, bool may_preempt) {
+  const auto [waiting, yields] = UnderShare(now);
+  if (waiting == nullptr) return;
+  const bool preempt = BatchFull();
+  if (preempt && !may_preempt) return;
+  auto& queue = queues_[waiting->level - 1];
+  if (preempt) {
+    Preempt(yields);
+    yields->yielded = true;
+    queue.erase(yields->queue_pos);
+  }
+  // The waiting request goes first after the sequences preempted for KV blocks (its client is
+  // under its share: ahead of other yielded ones and of the new ones), the yielding one right
+  // after it.
+  queue.erase(waiting->queue_pos);
+  auto first = std::find_if(queue.begin(), queue.end(),
+                            [](const Sequence* s) { return !s->started || s->yielded; });
+  waiting->queue_pos = queue.insert(first, waiting);
+  if (preempt) yields->queue_pos = queue.insert(std::next(waiting->queue_pos), yields);
+}
+
 void Scheduler::AddRunningPrefills(absl::Time now, Draft* draft) {
   std::vector<Sequence*> prefills;
   for (Sequence* seq : running_) {
@@ -478,6 +535,7 @@ ScheduleDecision Scheduler::Schedule(absl::Time now) {
   const bool batch_running = policy_->BatchRunning(!running_.empty());
   if (batch_running) {
     PreemptForDecodes(now);
+    PromoteUnderShare(now, /*may_preempt=*/true);
     for (Sequence* seq : running_) {
       // PreemptForDecodes left enough free blocks for every decoding sequence.
       if (seq->decoding() &&
@@ -597,6 +655,8 @@ std::optional<StepPlan> Scheduler::ScheduleAhead(absl::Time now) {
     }
   }
   if (need > allocator_.num_free()) return std::nullopt;  // only a preemption would do
+  // A client under its share of a full batch takes a slot at the next step planned now.
+  if (BatchFull() && UnderShare(now).first != nullptr) return std::nullopt;
 
   absl::Cleanup observe_service = [this, now] {
     service_rate_.Observe(now, started_this_pass_, num_waiting() > 0);
@@ -628,6 +688,7 @@ std::optional<StepPlan> Scheduler::ScheduleAhead(absl::Time now) {
     if (chunk == 0) break;
     AddRow(seq, chunk, &draft, offset);
   }
+  PromoteUnderShare(now, /*may_preempt=*/false);
   Admit(now, options_.max_batch_size, /*joining=*/true, &draft);
   if (draft.rows.empty()) return std::nullopt;
   ahead_ = true;
@@ -696,6 +757,7 @@ StepPlan Scheduler::CommitAhead(StepPlan plan, absl::Time now) {
         AddRow(seq, 1, &draft);
       }
     }
+    PromoteUnderShare(now, /*may_preempt=*/false);
     Admit(now, options_.max_batch_size, /*joining=*/true, &draft);
     plan = std::move(draft.plan);
     kept_rows = std::move(draft.records);

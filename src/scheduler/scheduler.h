@@ -187,6 +187,16 @@ class Scheduler {
 
   void ExpireTimeouts(absl::Time now);
   void PreemptForDecodes(absl::Time now);
+  // The running batch is shared between the clients of a level too. UnderShare: the first of
+  // the next candidates whose client runs at least two sequences fewer at its level than another
+  // client does, and that client's latest admitted sequence that has not yielded before; or nulls.
+  // Continuous batching only; nothing while sequences preempted for KV blocks wait.
+  std::pair<Sequence*, Sequence*> UnderShare(absl::Time now) const;
+  bool BatchFull() const;
+  // Moves UnderShare's waiting request to the front of the new ones, so that it takes the next
+  // free slot; with `may_preempt`, a full batch frees one: the other client's sequence is
+  // preempted and waits right behind it (and never yields again).
+  void PromoteUnderShare(absl::Time now, bool may_preempt);
   void Preempt(Sequence* seq);
   // Adds prompt chunks of running sequences that are not decoding.
   void AddRunningPrefills(absl::Time now, Draft* draft);

@@ -48,9 +48,10 @@ struct Sequence {
   std::optional<absl::Duration> queue_time;  // arrival to the first step that held it
   bool cancel_requested = false;             // cancelled while its step was in flight
   bool in_flight = false;
-  int32_t in_flight_tokens = 0;              // the tokens of its row in the step in flight
-  bool ahead = false;                        // has a row in the step planned ahead
-  uint64_t admit_order = 0;                  // larger: admitted (or re-admitted) later
+  int32_t in_flight_tokens = 0;  // the tokens of its row in the step in flight
+  bool ahead = false;            // has a row in the step planned ahead
+  uint64_t admit_order = 0;      // larger: admitted (or re-admitted) later
+  bool yielded = false;  // preempted once to give its slot to another client (PromoteUnderShare)
   int64_t static_batch = -1;                 // static mode: the batch it belongs to
   std::list<Sequence*>::iterator queue_pos;  // valid while kWaiting in a level queue
   std::optional<absl::Time> last_token_time;

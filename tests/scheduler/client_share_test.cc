@@ -86,6 +86,39 @@ TEST(ClientShareTest, AClientThatWasIdleStartsAtTheVirtualTimeNotWithCredit) {
   EXPECT_EQ(share.Arrive(1, "c"), 10u);
 }
 
+TEST(ClientShareTest, AFullBatchGivesAnUnderShareClientASlotAndNoMore) {
+  SchedulerOptions options = TestOptions();
+  options.max_batch_size = 3;
+  Harness h(options);
+  for (RequestId id = 1; id <= 3; ++id) {
+    Request r = MakeRequest(id, 6, 12);
+    r.client = "a";
+    ASSERT_OK(h.Submit(std::move(r)));
+  }
+  ASSERT_TRUE(h.Step());
+  ASSERT_TRUE(h.Step());
+  Request b = MakeRequest(10, 6, 12);
+  b.client = "b";
+  ASSERT_OK(h.Submit(std::move(b)));
+  ASSERT_TRUE(h.Step());
+  // a ran 3, b none: a's latest admitted (3) yields its slot to b's request.
+  EXPECT_EQ(RowIds(h.last_plan()), (std::vector<RequestId>{1, 2, 10}));
+  EXPECT_EQ(h.scheduler->stats().preemptions, 1);
+  // a 2, b 1: even enough; b's second request waits for a free slot.
+  Request b2 = MakeRequest(11, 6, 12);
+  b2.client = "b";
+  ASSERT_OK(h.Submit(std::move(b2)));
+  ASSERT_TRUE(h.Step());
+  EXPECT_EQ(RowIds(h.last_plan()), (std::vector<RequestId>{1, 2, 10}));
+  EXPECT_EQ(h.scheduler->stats().preemptions, 1);
+  h.RunUntilIdle();
+  for (RequestId id : {1, 2, 3, 10, 11}) {
+    EXPECT_EQ(h.Final(id).outcome, Outcome::kCompleteLength) << id;
+    // The yielded request recomputes and goes on as if it had run alone.
+    EXPECT_EQ(h.tokens[id], FakeExpectedTokens(MakePrompt(id, 6), 12)) << id;
+  }
+}
+
 // docs/reliability.md's flood, in steps: one client keeps `flood` requests in flight (a closed
 // loop: each one that ends is replaced at once) against a running batch of 16, so that most of them
 // wait, with prompts of 16-64 tokens and 24-40 output tokens; another client sends one request at
@@ -159,16 +192,17 @@ std::vector<Wait> VictimWaits(bool plan_ahead, int flood, int victims) {
 }
 
 TEST(ClientShareTest, AFloodingClientsBacklogNeverOvertakesAnotherClient) {
-  // The victim's request starts at the next free slot, after at most the one flood request that
-  // holds the same tag (ties go in arrival order), whatever the length grouping would prefer and
-  // however far the flood's backlog runs ahead. How long it waits for that slot depends on when
-  // the flood's running requests end (no one is preempted for it).
+  // The victim's request starts before any of the flood's waiting requests, whatever the length
+  // grouping would prefer and however far the flood's backlog runs ahead, and the full batch
+  // gives it one of the flood's slots: it waits one step at most (the step planned ahead before
+  // it came), and the flood's request that yielded its slot waits right behind it.
   for (bool plan_ahead : {false, true}) {
     const std::vector<Wait> waits = VictimWaits(plan_ahead, 63, 60);
     ASSERT_EQ(waits.size(), 60u);
     std::vector<int> steps;
     for (const Wait& w : waits) {
-      EXPECT_LE(w.flood_starts, 1) << (plan_ahead ? "planning ahead" : "");
+      EXPECT_EQ(w.flood_starts, 0) << (plan_ahead ? "planning ahead" : "");
+      EXPECT_LE(w.steps, plan_ahead ? 1 : 0);
       steps.push_back(w.steps);
     }
     std::sort(steps.begin(), steps.end());

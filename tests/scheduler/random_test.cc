@@ -56,6 +56,9 @@ TEST_P(RandomTest, EveryRequestEndsExactlyOnceAndAllBlocksAreFree) {
       Request request = MakeRequest(next_id, uniform(1, 40), uniform(1, 24), uniform(0, 3));
       if (uniform(0, 3) == 0) request.timeout = absl::Milliseconds(uniform(1, 30));
       if (uniform(0, 9) == 0) request.stop_token_ids = {uniform(0, kFakeVocab - 1)};
+      // Three clients, one sending most: fair shares reorder the queue and take slots back.
+      const int who = uniform(0, 4);
+      request.client = who <= 2 ? "a" : who == 3 ? "b" : "c";
       const RequestId id = next_id++;
       absl::Status status = h.Submit(request);
       if (status.ok()) {
