@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh >/dev/null
 addr=127.0.0.1:${CONVOY_PORT:-50051}
-question="What is the capital of France?"
+question="Write one sentence about the ocean."
 
 chat=1
 if [ -n "${CONVOY_MODEL:-}" ]; then
