@@ -17,7 +17,8 @@ inline constexpr float kExp2Polynomial[8] = {1.525273380405984e-05f,  1.54035303
 namespace convoy {
 
 // exp of 8 lanes, Exp16's polynomial and range reduction on AVX2 (which has no scalef: 2^whole
-// is built in the exponent bits). Lanes below -87 give 0, lanes above 88.7 infinity.
+// is built in the exponent bits). Lanes below -87 give 0, lanes above 88.7 infinity, a NaN lane
+// about 1e-38 as in Exp16.
 inline __m256 Exp8(__m256 v) {
   const __m256 low = _mm256_set1_ps(-87.0f);
   // t is clamped to 128 so that large lanes make the infinite exponent rather than overflow it.
@@ -104,7 +105,8 @@ inline float ScaleAndMax(float* x, int64_t n, float scale) {
 
 #if defined(__AVX512F__)
 // exp of 16 lanes: a degree-7 polynomial for 2^f after range reduction (relative error about 1e-6);
-// lanes below -87 give 0 as expf's do, lanes above 88.7 give infinity, NaN stays NaN.
+// lanes below -87 give 0 as expf's do, lanes above 88.7 give infinity; a NaN lane gives about 1e-38
+// (the max with -87 takes the bound), not NaN.
 inline __m512 Exp16(__m512 v) {
   const __m512 t =
       _mm512_mul_ps(_mm512_max_ps(v, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(1.44269504088896341f));
