@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "executor/cpu/quant_unpack.h"
+#include "executor/cpu/quant_vnni.h"
 
 // The kernel is compiled for AVX2 + FMA whatever the build's -march, and only called after
 // Avx2Available() said the CPU has them (and F16C, for quant_unpack.cc's one-row kernels).
@@ -17,6 +19,7 @@
 namespace convoy {
 namespace {
 
+using quant::TileFn;
 using quant::UnpackedRow;
 
 // A group whose largest magnitude is below this quantizes to zeros: 127 / amax stays finite.
@@ -37,6 +40,25 @@ bool Avx2Available() {
     return f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   }();
   return available;
+}
+
+// kBest resolved: the fastest path the CPU has, capped by CONVOY_QUANT_PATH.
+QuantPath BestPath() {
+  static const QuantPath best = [] {
+    const char* cap = std::getenv("CONVOY_QUANT_PATH");
+    if (cap != nullptr && std::strcmp(cap, "portable") == 0) return QuantPath::kPortable;
+    if (cap != nullptr && std::strcmp(cap, "avx2") == 0) return QuantPath::kAvx2;
+    return QuantPath::kAvx512Vnni;
+  }();
+  return best;
+}
+
+// The path that runs: `path`, or the next one below it the CPU has.
+QuantPath Resolve(QuantPath path) {
+  if (path == QuantPath::kBest) path = BestPath();
+  if (path == QuantPath::kAvx512Vnni && !quant::Avx512VnniAvailable()) path = QuantPath::kAvx2;
+  if (path == QuantPath::kAvx2 && !Avx2Available()) path = QuantPath::kPortable;
+  return path;
 }
 
 // Round to nearest, ties to even, for |v| <= 2^22: adding 1.5 * 2^23 leaves no fraction bits.
@@ -183,8 +205,6 @@ void TilePortable(const UnpackedRow* rows, int count, int64_t k, const Quantized
   }
 }
 
-using TileFn = void (*)(const UnpackedRow*, int, int64_t, const QuantizedRows&, float*, int64_t);
-
 template <bool kSigned, bool kOffsets>
 void TileAvx2Any(const UnpackedRow* rows, int count, int64_t k, const QuantizedRows& x, float* y,
                  int64_t ldy) {
@@ -209,6 +229,17 @@ TileFn FindTile(bool is_signed, bool avx2) {
 
 bool QuantMatmulSupports(GgmlType type) { return quant::FindFormat(type) != nullptr; }
 
+bool QuantPathAvailable(QuantPath path) {
+  switch (path) {
+    case QuantPath::kAvx512Vnni:
+      return quant::Avx512VnniAvailable();
+    case QuantPath::kAvx2:
+      return Avx2Available();
+    default:
+      return true;
+  }
+}
+
 void QuantizedRows::Quantize(const float* x, int64_t m, int64_t k) {
   m_ = m;
   k_ = k;
@@ -232,19 +263,24 @@ void QuantMatmul(GgmlType type, const std::byte* w, int64_t n, int64_t k, const 
   const int64_t m = x.m();
   if (m <= 0 || n <= 0) return;
   const quant::Format& format = *quant::FindFormat(type);
-  const bool avx2 = path == QuantPath::kBest && Avx2Available();
+  const QuantPath run = Resolve(path);
+  const bool vnni = run == QuantPath::kAvx512Vnni;
+  const bool avx2 = run != QuantPath::kPortable;  // the VNNI path unpacks with AVX2 too
   const quant::UnpackFn unpack = avx2 ? format.unpack_avx2 : format.unpack_portable;
-  const TileFn tile = FindTile(format.is_signed, avx2);
+  const TileFn tile =
+      vnni ? quant::FindTileVnni(format.is_signed) : FindTile(format.is_signed, avx2);
+  const quant::DirectFn direct =
+      vnni ? quant::FindDirectVnni(type) : (avx2 ? format.direct_avx2 : nullptr);
   const int64_t row_bytes = k / format.block_elements * format.block_bytes;
   const int64_t tiles = (n + kTileRows - 1) / kTileRows;
-  if (m == 1 && avx2 && format.direct_avx2 != nullptr) {
+  if (m == 1 && direct != nullptr) {
     // One activation row: each group of weights is used once, so it goes from the blocks to
     // registers without the unpacked copy.
 #pragma omp parallel for schedule(static) if (n * k >= kMinParallelWork)
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t first = t * kTileRows;
       const int count = static_cast<int>(std::min<int64_t>(kTileRows, n - first));
-      format.direct_avx2(w + first * row_bytes, row_bytes, count, k, x, y + first, ldy);
+      direct(w + first * row_bytes, row_bytes, count, k, x, y + first, ldy);
     }
     return;
   }
