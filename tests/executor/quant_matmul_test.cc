@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -307,6 +308,87 @@ TEST(QuantMatmulTest, WritesOnlyItsOutputsWithALeadingDimension) {
       } else {
         EXPECT_EQ(y[r * ldy + j], -7.0f);
       }
+    }
+  }
+}
+
+// The contract's quantization of one group, written out as the header says it, in doubles where
+// that is exact (127 / amax and x * (127 / amax) are rounded to float, as the contract's fp32).
+void ReferenceGroup(const float* x, int8_t* xq, float* dx, float* half_sums) {
+  float amax = 0.0f;
+  bool nan = false;
+  for (int i = 0; i < 32; ++i) {
+    nan = nan || std::isnan(x[i]);
+    amax = std::max(amax, std::abs(x[i]));
+  }
+  if (nan) {  // the scale is NaN, the rest unspecified
+    *dx = std::nanf("");
+    return;
+  }
+  if (amax < 0x1p-100f) {
+    std::fill_n(xq, 32, 0);
+    *dx = half_sums[0] = half_sums[1] = 0.0f;
+    return;
+  }
+  const float inverse = 127.0f / amax;
+  *dx = amax / 127.0f;
+  for (int h = 0; h < 2; ++h) {
+    int sum = 0;
+    for (int i = 16 * h; i < 16 * h + 16; ++i) {
+      const float v = x[i] * inverse;
+      xq[i] = std::isnan(v) ? -127
+                            : static_cast<int8_t>(std::nearbyint(std::clamp(v, -127.0f, 127.0f)));
+      sum += xq[i];
+    }
+    half_sums[h] = *dx * static_cast<float>(sum);
+  }
+}
+
+// Every group against the reference, bit for bit (NaN groups: the scale is NaN, as the header
+// says).
+TEST(QuantizedRowsTest, GivesTheContractsBits) {
+  const int64_t k = 32 * 64;
+  std::vector<float> x = RandomActivations(3, k, 31, false);
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> half_integer(-254, 254);
+  for (int64_t g = 0; g < 3 * k / 32; ++g) {
+    float* group = x.data() + 32 * g;
+    switch (g % 8) {
+      case 1:  // amax 127: every x * (127 / amax) is x, half-integers are ties
+        for (int i = 0; i < 32; ++i) group[i] = static_cast<float>(half_integer(rng)) / 2.0f;
+        group[7] = -127.0f;
+        break;
+      case 2:
+        group[g % 32] = std::numeric_limits<float>::infinity();
+        break;
+      case 3:
+        group[(g * 7) % 32] = std::nanf("");
+        break;
+      case 4:  // below the smallest scaled group
+        for (int i = 0; i < 32; ++i) group[i] *= 0x1p-101f;
+        break;
+      case 5:  // scaled to the largest floats
+        for (int i = 0; i < 32; ++i) group[i] *= 0x1p127f;
+        break;
+      default:
+        break;
+    }
+  }
+  QuantizedRows rows;
+  rows.Quantize(x.data(), 3, k);
+  for (int64_t r = 0; r < 3; ++r) {
+    for (int64_t g = 0; g < k / 32; ++g) {
+      int8_t xq[32];
+      float dx, sums[2];
+      ReferenceGroup(x.data() + r * k + 32 * g, xq, &dx, sums);
+      if (std::isnan(dx)) {
+        EXPECT_TRUE(std::isnan(rows.scales(r)[g])) << "row " << r << " group " << g;
+        continue;
+      }
+      EXPECT_EQ(std::memcmp(xq, rows.values(r) + 32 * g, 32), 0) << "row " << r << " group " << g;
+      EXPECT_EQ(std::memcmp(&dx, rows.scales(r) + g, 4), 0) << "row " << r << " group " << g;
+      EXPECT_EQ(std::memcmp(sums, rows.half_sums(r) + 2 * g, 8), 0)
+          << "row " << r << " group " << g;
     }
   }
 }

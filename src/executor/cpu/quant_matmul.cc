@@ -96,6 +96,56 @@ void QuantizeGroup(const float* x, int8_t* xq, float* dx, float* half_sums) {
   *dx = scale;
 }
 
+// QuantizeGroup's bits with AVX2, for a group without NaN (false, and nothing written, for one
+// with). The same operations lane by lane: max and min clamp as its comparisons do (a NaN product,
+// inf * 0 where x holds an infinity, becomes -127), and the conversion rounds to nearest even as
+// RoundHalfEven does for |v| <= 127; the amax is a maximum, whatever the order.
+CONVOY_TARGET_AVX2_FMA bool QuantizeGroupAvx2(const float* x, int8_t* xq, float* dx,
+                                              float* half_sums) {
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  __m256 v[4];
+  __m256 amax = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm256_loadu_ps(x + 8 * i);
+    const __m256 a = _mm256_and_ps(v[i], magnitude);
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+    amax = _mm256_max_ps(amax, a);
+  }
+  if (_mm256_movemask_ps(nan) != 0) return false;
+  __m128 max4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+  max4 = _mm_max_ps(max4, _mm_movehl_ps(max4, max4));
+  const float group_max = _mm_cvtss_f32(_mm_max_ss(max4, _mm_movehdup_ps(max4)));
+  if (group_max < kMinGroupMax) {
+    std::memset(xq, 0, 32);
+    *dx = 0.0f;
+    half_sums[0] = half_sums[1] = 0.0f;
+    return true;
+  }
+  const float scale = group_max / 127.0f;
+  const __m256 inverse = _mm256_set1_ps(127.0f / group_max);
+  const __m256 low = _mm256_set1_ps(-127.0f), high = _mm256_set1_ps(127.0f);
+  __m256i q[4];
+  for (int i = 0; i < 4; ++i) {
+    const __m256 clamped = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v[i], inverse), low), high);
+    q[i] = _mm256_cvtps_epi32(clamped);
+  }
+  for (int h = 0; h < 2; ++h) {
+    const __m256i pair = _mm256_add_epi32(q[2 * h], q[2 * h + 1]);
+    __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(pair), _mm256_extracti128_si256(pair, 1));
+    sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0x4E));
+    sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0xB1));
+    half_sums[h] = scale * static_cast<float>(_mm_cvtsi128_si32(sum));
+  }
+  // The packs interleave 128-bit lanes: 32-bit words 0, 4, 1, 5, ... hold values 0-3, 4-7, ...
+  const __m256i bytes =
+      _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+  const __m256i ordered =
+      _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(xq), ordered);
+  *dx = scale;
+  return true;
+}
+
 // Per-thread buffers for a tile of unpacked weight rows.
 struct Scratch {
   std::vector<uint8_t> q;
@@ -244,6 +294,7 @@ void QuantizedRows::Quantize(const float* x, int64_t m, int64_t k) {
   m_ = m;
   k_ = k;
   half_sum_stride_ = quant::OffsetStride(k);
+  const bool avx2 = Resolve(QuantPath::kBest) != QuantPath::kPortable;
   const int64_t groups = k / kGroup;
   values_.resize(m * k);
   scales_.resize(m * groups);
@@ -251,8 +302,12 @@ void QuantizedRows::Quantize(const float* x, int64_t m, int64_t k) {
   for (int64_t r = 0; r < m; ++r) {
     float* sums = half_sums_.data() + r * half_sum_stride_;
     for (int64_t g = 0; g < groups; ++g) {
-      QuantizeGroup(x + r * k + g * kGroup, values_.data() + r * k + g * kGroup,
-                    scales_.data() + r * groups + g, sums + 2 * g);
+      const float* group = x + r * k + g * kGroup;
+      int8_t* xq = values_.data() + r * k + g * kGroup;
+      float* dx = scales_.data() + r * groups + g;
+      if (!avx2 || !QuantizeGroupAvx2(group, xq, dx, sums + 2 * g)) {
+        QuantizeGroup(group, xq, dx, sums + 2 * g);
+      }
     }
     std::fill(sums + 2 * groups, sums + half_sum_stride_, 0.0f);
   }
