@@ -107,8 +107,8 @@ void TileVnniAny(const UnpackedRow* rows, int count, int64_t k, const QuantizedR
 
 // ---- The one-row kernel for the 32-value types: blocks straight into registers, the same block
 // of two weight rows at a time (a and b). Each type gives its quants as 64 bytes (a's 32 values in
-// value order, then b's) and, from the two fp16 fields at a block's start (d, then m or quant
-// bits), its offset mn in lanes 0 and 1.
+// value order, then b's) and, from the two fp16 fields at the start of a's block and of b's as
+// floats ([d, m or quant bits] of a, then of b), their offsets mn: [a's, a's, b's, b's].
 
 // 16 bytes of nibbles at a and at b: [a's low nibbles, a's high, b's low, b's high].
 CONVOY_TARGET_VNNI __m512i NibblePair(const std::byte* a, const std::byte* b) {
@@ -138,7 +138,7 @@ struct Q4_0 {
     return NibblePair(a + 2, b + 2);
   }
   static CONVOY_TARGET_VNNI __m128 Offset(__m128 halves) {
-    return _mm_moveldup_ps(_mm_mul_ss(_mm_set_ss(-8.0f), halves));
+    return _mm_moveldup_ps(_mm_mul_ps(_mm_set1_ps(-8.0f), halves));
   }
 };
 
@@ -158,7 +158,7 @@ struct Q5_0 {
     return AddFifthBits(NibblePair(a + 6, b + 6), a + 2, b + 2);
   }
   static CONVOY_TARGET_VNNI __m128 Offset(__m128 halves) {
-    return _mm_moveldup_ps(_mm_mul_ss(_mm_set_ss(-16.0f), halves));
+    return _mm_moveldup_ps(_mm_mul_ps(_mm_set1_ps(-16.0f), halves));
   }
 };
 
@@ -180,14 +180,22 @@ struct Q8_0 {
   static CONVOY_TARGET_VNNI __m128 Offset(__m128 halves) { return halves; }  // none
 };
 
-// The block's d in lane 0 (exact, as the AVX2 kernel's conversion); its offset stored twice at
-// `offsets`, for the types that have one.
+// Blocks a and b's d in lanes 0 and 2 (exact, as the AVX2 kernel's conversion); each block's
+// offset stored twice at offsets_a and offsets_b, for the types that have one.
 template <typename F>
-CONVOY_TARGET_VNNI __m128 BlockScale(const std::byte* block, float* offsets) {
-  uint32_t head;
-  std::memcpy(&head, block, 4);
-  const __m128 halves = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(head)));
-  if (!F::kSigned) _mm_storel_pi(reinterpret_cast<__m64*>(offsets), F::Offset(halves));
+CONVOY_TARGET_VNNI __m128 PairScales(const std::byte* a, const std::byte* b, float* offsets_a,
+                                     float* offsets_b) {
+  uint32_t head_a, head_b;
+  std::memcpy(&head_a, a, 4);
+  std::memcpy(&head_b, b, 4);
+  const __m128i heads =
+      _mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(head_a)), static_cast<int>(head_b), 1);
+  const __m128 halves = _mm_cvtph_ps(heads);  // [d, second field] of a, then of b
+  if (!F::kSigned) {
+    const __m128 offsets = F::Offset(halves);
+    _mm_storel_pi(reinterpret_cast<__m64*>(offsets_a), offsets);
+    _mm_storeh_pi(reinterpret_cast<__m64*>(offsets_b), offsets);
+  }
   return halves;
 }
 
@@ -205,8 +213,8 @@ CONVOY_TARGET_VNNI void DirectVnni(const std::byte* const* rows, int count, int6
                                    float* const* offsets, const std::byte* ahead) {
   const int64_t groups = k / 32;
   const int64_t stride = OffsetStride(k);
-  // [c of row a x 8, c of row b x 8] from [c of a, c of b, ...]
-  const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  // [c of row a x 8, c of row b x 8] from [c of a, _, c of b, _]
+  const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
   if (!F::kSigned) {
     for (int i = 0; i < 2 * kPairs; ++i) {
       for (int64_t j = k / 16; j < stride; ++j) offsets[i][j] = 0.0f;
@@ -227,8 +235,7 @@ CONVOY_TARGET_VNNI void DirectVnni(const std::byte* const* rows, int count, int6
         const std::byte* a = rows[2 * p] + g * F::kBytes;
         const std::byte* b = rows[2 * p + 1] + g * F::kBytes;
         const __m512 sums = _mm512_cvtepi32_ps(Dot<F::kSigned>(F::Quants(a, b), xv));
-        const __m128 d = _mm_unpacklo_ps(BlockScale<F>(a, offsets[2 * p] + 2 * g),
-                                         BlockScale<F>(b, offsets[2 * p + 1] + 2 * g));
+        const __m128 d = PairScales<F>(a, b, offsets[2 * p] + 2 * g, offsets[2 * p + 1] + 2 * g);
         // c = d * dx, the AVX2 kernel's product.
         const __m512 c = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_mul_ps(d, dxv)));
         acc[p] = _mm512_fmadd_ps(sums, c, acc[p]);
