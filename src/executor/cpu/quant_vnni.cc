@@ -1,12 +1,12 @@
 #include "executor/cpu/quant_vnni.h"
 
 #include <cpuid.h>
-#include <immintrin.h>
 
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
+#include "common/x86_intrinsics.h"
 #include "executor/cpu/quant_matmul.h"
 
 // Compiled for these whatever the build's -march; called only after Avx512VnniAvailable().

@@ -5,9 +5,10 @@
 // Same bits as the AVX2 kernels. The integer sums P of quant_matmul.h's contract are exact on both
 // paths: maddubs saturates at 32767 and its pairs stay below (unsigned q <= 63: 2 * 63 * 127 =
 // 16002; Q8_0 with the signs moved to x: 2 * 128 * 127 = 32512), and vpdpbusd's four products sum
-// without rounding in 32 bits. Every float operation is the contract's, in its order: two groups
-// are multiplied in one 512-bit step, but their fused multiply-adds into the 8 lanes stay two,
-// group g before group g + 1; the scales' products c = s * dx are the same fp32 multiplications.
+// without rounding in 32 bits. Every float operation is the contract's, in its order: a 512-bit
+// vector holds the same group of two weight rows, each row's 8 lanes take their fused multiply-add
+// group after group as in the AVX2 kernels, and the scales' products c = s * dx are the same fp32
+// multiplications.
 #ifndef CONVOY_EXECUTOR_CPU_QUANT_VNNI_H_
 #define CONVOY_EXECUTOR_CPU_QUANT_VNNI_H_
 
