@@ -48,15 +48,7 @@ inline float HorizontalSum8(__m256 v) {
 #endif
 
 #if defined(__AVX512F__)
-// gcc 12's AVX-512 intrinsics build their "undefined" vectors from themselves, which
-// -Wuninitialized reports wherever they are inlined; the header is not ours to fix.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#if !defined(__clang__)  // a gcc-only warning, unknown to clang
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "common/x86_intrinsics.h"
 
 namespace convoy {
 

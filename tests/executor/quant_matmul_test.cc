@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -136,38 +137,46 @@ class QuantMatmulTest : public ::testing::TestWithParam<TypeCase> {};
 // magnitudes, which the amplitude bounds: |s q| + |mn| <= amplitude, |x'| <= |x| + dx. The
 // dequantizer's own rounding of s q + mn (two roundings) fits in the same budget, doubled:
 //   |y - ref| <= sum |w_i| dx_i (1/2 + 2^-16) + 2 (k / 32 + 8) 2^-24 sum amplitude_i (|x_i| + dx_i)
-TEST_P(QuantMatmulTest, MatchesTheDequantizedProductWithinTheBound) {
-  const TypeCase& t = GetParam();
-  const int64_t k = t.block_elements == 32 ? 32 * 37 : 256 * 5, n = 23, m = 7;
-  double worst = 0.0;
-  for (bool extremes : {false, true}) {
-    const Weights w = RandomWeights(t, n, k, 11 + extremes, extremes);
-    const std::vector<float> x = RandomActivations(m, k, 7 + extremes, /*specials=*/true);
-    QuantizedRows rows;
-    rows.Quantize(x.data(), m, k);
-    std::vector<float> y(m * n);
-    QuantMatmul(t.type, w.data(), n, k, rows, y.data(), n);
-    std::vector<float> dequantized(k);
-    for (int64_t j = 0; j < n; ++j) {
-      DequantizeValues(t.type, w.data() + j * w.row_bytes, k, dequantized.data());
-      for (int64_t r = 0; r < m; ++r) {
-        double ref = 0.0, rounding = 0.0, slack = 0.0;
-        for (int64_t i = 0; i < k; ++i) {
-          const double xi = x[r * k + i], wi = dequantized[i];
-          const double dx = rows.scales(r)[i / 32];
-          ref += wi * xi;
-          rounding += std::abs(wi) * dx * (0.5 + 0x1p-16);
-          slack += w.amplitude[j * k + i] * (std::abs(xi) + dx);
+// m = 1 runs the one-row kernels of the 32-value types, m = 7 the tile kernels.
+void ExpectWithinTheBound(const TypeCase& t, QuantPath path) {
+  const int64_t k = t.block_elements == 32 ? 32 * 37 : 256 * 5, n = 23;
+  for (int64_t m : {1, 7}) {
+    SCOPED_TRACE(testing::Message() << "m " << m);
+    double worst = 0.0;
+    for (bool extremes : {false, true}) {
+      const Weights w = RandomWeights(t, n, k, 11 + extremes, extremes);
+      const std::vector<float> x = RandomActivations(m, k, 7 + extremes, /*specials=*/true);
+      QuantizedRows rows;
+      rows.Quantize(x.data(), m, k);
+      std::vector<float> y(m * n);
+      QuantMatmul(t.type, w.data(), n, k, rows, y.data(), n, path);
+      std::vector<float> dequantized(k);
+      for (int64_t j = 0; j < n; ++j) {
+        DequantizeValues(t.type, w.data() + j * w.row_bytes, k, dequantized.data());
+        for (int64_t r = 0; r < m; ++r) {
+          double ref = 0.0, rounding = 0.0, slack = 0.0;
+          for (int64_t i = 0; i < k; ++i) {
+            const double xi = x[r * k + i], wi = dequantized[i];
+            const double dx = rows.scales(r)[i / 32];
+            ref += wi * xi;
+            rounding += std::abs(wi) * dx * (0.5 + 0x1p-16);
+            slack += w.amplitude[j * k + i] * (std::abs(xi) + dx);
+          }
+          const double bound = rounding + 2.0 * (k / 32 + 8) * 0x1p-24 * slack;
+          const double error = std::abs(y[r * n + j] - ref);
+          ASSERT_LE(error, bound) << "row " << r << " output " << j << ": " << y[r * n + j]
+                                  << " against " << ref;
+          if (bound > 0) worst = std::max(worst, error / bound);
         }
-        const double bound = rounding + 2.0 * (k / 32 + 8) * 0x1p-24 * slack;
-        const double error = std::abs(y[r * n + j] - ref);
-        ASSERT_LE(error, bound) << "row " << r << " output " << j << ": " << y[r * n + j]
-                                << " against " << ref;
-        if (bound > 0) worst = std::max(worst, error / bound);
       }
     }
+    std::cout << t.name << " m " << m << ": worst error / bound " << worst << "\n";
   }
-  std::cout << t.name << ": worst error / bound " << worst << "\n";
+}
+
+TEST_P(QuantMatmulTest, MatchesTheDequantizedProductWithinTheBound) {
+  ExpectWithinTheBound(GetParam(), QuantPath::kBest);
+  ExpectWithinTheBound(GetParam(), QuantPath::kPortable);
 }
 
 // Sizes whose half-group count is not a multiple of 8 (zero padding) for the 32-value types, and
@@ -182,8 +191,35 @@ TEST_P(QuantMatmulTest, BothPathsGiveTheSameBits) {
     for (int64_t m : {1, 3, 17}) {
       const std::vector<float> x = RandomActivations(m, k, 5, /*specials=*/true);
       const std::vector<float> best = Product(t, w, n, k, x, m, QuantPath::kBest);
+      const std::vector<float> avx2 = Product(t, w, n, k, x, m, QuantPath::kAvx2);
       const std::vector<float> portable = Product(t, w, n, k, x, m, QuantPath::kPortable);
       EXPECT_TRUE(SameBits(best, portable)) << "n " << n << " m " << m;
+      EXPECT_TRUE(SameBits(avx2, portable)) << "n " << n << " m " << m;
+    }
+  }
+}
+
+// The AVX-512 VNNI kernels against the AVX2 ones (and the portable one): the one-row kernels
+// (m = 1, the 32-value types) and the tile kernels, with an odd and an even number of groups per
+// row (the 512-bit steps take two groups).
+TEST_P(QuantMatmulTest, TheVnniPathGivesTheAvx2PathsBits) {
+  if (!QuantPathAvailable(QuantPath::kAvx2)) GTEST_SKIP() << "this CPU lacks AVX2, FMA or F16C";
+  if (!QuantPathAvailable(QuantPath::kAvx512Vnni)) {
+    GTEST_SKIP() << "this CPU lacks AVX-512 VNNI (or AVX-512 F, BW or VL): avx512vnni";
+  }
+  const TypeCase& t = GetParam();
+  ExpectWithinTheBound(t, QuantPath::kAvx512Vnni);
+  for (int64_t k : {OddK(t), OddK(t) + t.block_elements}) {
+    for (int64_t n : {1, 6, 13}) {
+      const Weights w = RandomWeights(t, n, k, 3 + static_cast<uint32_t>(k), /*extremes=*/true);
+      for (int64_t m : {1, 3, 17}) {
+        const std::vector<float> x = RandomActivations(m, k, 5, /*specials=*/true);
+        const std::vector<float> vnni = Product(t, w, n, k, x, m, QuantPath::kAvx512Vnni);
+        const std::vector<float> avx2 = Product(t, w, n, k, x, m, QuantPath::kAvx2);
+        const std::vector<float> portable = Product(t, w, n, k, x, m, QuantPath::kPortable);
+        EXPECT_TRUE(SameBits(vnni, avx2)) << "k " << k << " n " << n << " m " << m;
+        EXPECT_TRUE(SameBits(vnni, portable)) << "k " << k << " n " << n << " m " << m;
+      }
     }
   }
 }
@@ -234,7 +270,8 @@ TEST_P(QuantMatmulTest, NonFiniteScalesSpoilOnlyTheOutputsThatReadThem) {
     spoiled.push_back(7);
   }
   const std::vector<float> x = RandomActivations(m, k, 23, /*specials=*/true);
-  for (QuantPath path : {QuantPath::kBest, QuantPath::kPortable}) {
+  for (QuantPath path :
+       {QuantPath::kAvx512Vnni, QuantPath::kAvx2, QuantPath::kBest, QuantPath::kPortable}) {
     const std::vector<float> y = Product(t, w, n, k, x, m, path);
     for (int64_t r = 0; r < m; ++r) {
       for (int64_t j = 0; j < n; ++j) {
@@ -275,12 +312,93 @@ TEST(QuantMatmulTest, WritesOnlyItsOutputsWithALeadingDimension) {
   }
 }
 
+// The contract's quantization of one group, written out as the header says it, in doubles where
+// that is exact (127 / amax and x * (127 / amax) are rounded to float, as the contract's fp32).
+void ReferenceGroup(const float* x, int8_t* xq, float* dx, float* half_sums) {
+  float amax = 0.0f;
+  bool nan = false;
+  for (int i = 0; i < 32; ++i) {
+    nan = nan || std::isnan(x[i]);
+    amax = std::max(amax, std::abs(x[i]));
+  }
+  if (nan) {  // the scale is NaN, the rest unspecified
+    *dx = std::nanf("");
+    return;
+  }
+  if (amax < 0x1p-100f) {
+    std::fill_n(xq, 32, 0);
+    *dx = half_sums[0] = half_sums[1] = 0.0f;
+    return;
+  }
+  const float inverse = 127.0f / amax;
+  *dx = amax / 127.0f;
+  for (int h = 0; h < 2; ++h) {
+    int sum = 0;
+    for (int i = 16 * h; i < 16 * h + 16; ++i) {
+      const float v = x[i] * inverse;
+      xq[i] = std::isnan(v) ? -127
+                            : static_cast<int8_t>(std::nearbyint(std::clamp(v, -127.0f, 127.0f)));
+      sum += xq[i];
+    }
+    half_sums[h] = *dx * static_cast<float>(sum);
+  }
+}
+
+// Every group against the reference, bit for bit (NaN groups: the scale is NaN, as the header
+// says).
+TEST(QuantizedRowsTest, GivesTheContractsBits) {
+  const int64_t k = 32 * 64;
+  std::vector<float> x = RandomActivations(3, k, 31, false);
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> half_integer(-254, 254);
+  for (int64_t g = 0; g < 3 * k / 32; ++g) {
+    float* group = x.data() + 32 * g;
+    switch (g % 8) {
+      case 1:  // amax 127: every x * (127 / amax) is x, half-integers are ties
+        for (int i = 0; i < 32; ++i) group[i] = static_cast<float>(half_integer(rng)) / 2.0f;
+        group[7] = -127.0f;
+        break;
+      case 2:
+        group[g % 32] = std::numeric_limits<float>::infinity();
+        break;
+      case 3:
+        group[(g * 7) % 32] = std::nanf("");
+        break;
+      case 4:  // below the smallest scaled group
+        for (int i = 0; i < 32; ++i) group[i] *= 0x1p-101f;
+        break;
+      case 5:  // scaled to the largest floats
+        for (int i = 0; i < 32; ++i) group[i] *= 0x1p127f;
+        break;
+      default:
+        break;
+    }
+  }
+  QuantizedRows rows;
+  rows.Quantize(x.data(), 3, k);
+  for (int64_t r = 0; r < 3; ++r) {
+    for (int64_t g = 0; g < k / 32; ++g) {
+      int8_t xq[32];
+      float dx, sums[2];
+      ReferenceGroup(x.data() + r * k + 32 * g, xq, &dx, sums);
+      if (std::isnan(dx)) {
+        EXPECT_TRUE(std::isnan(rows.scales(r)[g])) << "row " << r << " group " << g;
+        continue;
+      }
+      EXPECT_EQ(std::memcmp(xq, rows.values(r) + 32 * g, 32), 0) << "row " << r << " group " << g;
+      EXPECT_EQ(std::memcmp(&dx, rows.scales(r) + g, 4), 0) << "row " << r << " group " << g;
+      EXPECT_EQ(std::memcmp(sums, rows.half_sums(r) + 2 * g, 8), 0)
+          << "row " << r << " group " << g;
+    }
+  }
+}
+
 TEST(QuantizedRowsTest, QuantizesEachGroupToItsLargestMagnitude) {
   const int64_t k = 96;
   std::vector<float> x = RandomActivations(2, k, 4, false);
-  std::fill_n(x.begin() + 32, 32, 0.0f);     // row 0, group 1: zeros
-  std::fill_n(x.begin() + 64, 32, 1e-35f);   // row 0, group 2: too small to scale
-  x[k + 5] = -2.5f;                          // row 1, group 0: amax 2.5, at -127
+  std::fill_n(x.begin() + 32, 32, 0.0f);    // row 0, group 1: zeros
+  std::fill_n(x.begin() + 64, 32, 1e-35f);  // row 0, group 2: too small to scale
+  x[k + 5] = -2.5f;                         // row 1, group 0: amax 2.5, at -127
   QuantizedRows rows;
   rows.Quantize(x.data(), 2, k);
   ASSERT_EQ(rows.m(), 2);

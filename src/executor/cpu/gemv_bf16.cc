@@ -5,15 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-// gcc 12's AVX-512 intrinsics build their "undefined" vectors from themselves, which
-// -Wuninitialized reports wherever they are inlined (common/simd.h says the same).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "common/x86_intrinsics.h"
 
 // The kernel is compiled for AVX-512 BF16 whatever the build's -march, and only called after
 // Bf16GemvAvailable() said the CPU has it.

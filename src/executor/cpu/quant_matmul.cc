@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "executor/cpu/quant_unpack.h"
+#include "executor/cpu/quant_vnni.h"
 
 // The kernel is compiled for AVX2 + FMA whatever the build's -march, and only called after
 // Avx2Available() said the CPU has them (and F16C, for quant_unpack.cc's one-row kernels).
@@ -17,6 +19,7 @@
 namespace convoy {
 namespace {
 
+using quant::TileFn;
 using quant::UnpackedRow;
 
 // A group whose largest magnitude is below this quantizes to zeros: 127 / amax stays finite.
@@ -37,6 +40,25 @@ bool Avx2Available() {
     return f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   }();
   return available;
+}
+
+// kBest resolved: the fastest path the CPU has, capped by CONVOY_QUANT_PATH.
+QuantPath BestPath() {
+  static const QuantPath best = [] {
+    const char* cap = std::getenv("CONVOY_QUANT_PATH");
+    if (cap != nullptr && std::strcmp(cap, "portable") == 0) return QuantPath::kPortable;
+    if (cap != nullptr && std::strcmp(cap, "avx2") == 0) return QuantPath::kAvx2;
+    return QuantPath::kAvx512Vnni;
+  }();
+  return best;
+}
+
+// The path that runs: `path`, or the next one below it the CPU has.
+QuantPath Resolve(QuantPath path) {
+  if (path == QuantPath::kBest) path = BestPath();
+  if (path == QuantPath::kAvx512Vnni && !quant::Avx512VnniAvailable()) path = QuantPath::kAvx2;
+  if (path == QuantPath::kAvx2 && !Avx2Available()) path = QuantPath::kPortable;
+  return path;
 }
 
 // Round to nearest, ties to even, for |v| <= 2^22: adding 1.5 * 2^23 leaves no fraction bits.
@@ -72,6 +94,56 @@ void QuantizeGroup(const float* x, int8_t* xq, float* dx, float* half_sums) {
     half_sums[h] = scale * static_cast<float>(sum);
   }
   *dx = scale;
+}
+
+// QuantizeGroup's bits with AVX2, for a group without NaN (false, and nothing written, for one
+// with). The same operations lane by lane: max and min clamp as its comparisons do (a NaN product,
+// inf * 0 where x holds an infinity, becomes -127), and the conversion rounds to nearest even as
+// RoundHalfEven does for |v| <= 127; the amax is a maximum, whatever the order.
+CONVOY_TARGET_AVX2_FMA bool QuantizeGroupAvx2(const float* x, int8_t* xq, float* dx,
+                                              float* half_sums) {
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  __m256 v[4];
+  __m256 amax = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm256_loadu_ps(x + 8 * i);
+    const __m256 a = _mm256_and_ps(v[i], magnitude);
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+    amax = _mm256_max_ps(amax, a);
+  }
+  if (_mm256_movemask_ps(nan) != 0) return false;
+  __m128 max4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+  max4 = _mm_max_ps(max4, _mm_movehl_ps(max4, max4));
+  const float group_max = _mm_cvtss_f32(_mm_max_ss(max4, _mm_movehdup_ps(max4)));
+  if (group_max < kMinGroupMax) {
+    std::memset(xq, 0, 32);
+    *dx = 0.0f;
+    half_sums[0] = half_sums[1] = 0.0f;
+    return true;
+  }
+  const float scale = group_max / 127.0f;
+  const __m256 inverse = _mm256_set1_ps(127.0f / group_max);
+  const __m256 low = _mm256_set1_ps(-127.0f), high = _mm256_set1_ps(127.0f);
+  __m256i q[4];
+  for (int i = 0; i < 4; ++i) {
+    const __m256 clamped = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v[i], inverse), low), high);
+    q[i] = _mm256_cvtps_epi32(clamped);
+  }
+  for (int h = 0; h < 2; ++h) {
+    const __m256i pair = _mm256_add_epi32(q[2 * h], q[2 * h + 1]);
+    __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(pair), _mm256_extracti128_si256(pair, 1));
+    sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0x4E));
+    sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0xB1));
+    half_sums[h] = scale * static_cast<float>(_mm_cvtsi128_si32(sum));
+  }
+  // The packs interleave 128-bit lanes: 32-bit words 0, 4, 1, 5, ... hold values 0-3, 4-7, ...
+  const __m256i bytes =
+      _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+  const __m256i ordered =
+      _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(xq), ordered);
+  *dx = scale;
+  return true;
 }
 
 // Per-thread buffers for a tile of unpacked weight rows.
@@ -183,8 +255,6 @@ void TilePortable(const UnpackedRow* rows, int count, int64_t k, const Quantized
   }
 }
 
-using TileFn = void (*)(const UnpackedRow*, int, int64_t, const QuantizedRows&, float*, int64_t);
-
 template <bool kSigned, bool kOffsets>
 void TileAvx2Any(const UnpackedRow* rows, int count, int64_t k, const QuantizedRows& x, float* y,
                  int64_t ldy) {
@@ -209,10 +279,22 @@ TileFn FindTile(bool is_signed, bool avx2) {
 
 bool QuantMatmulSupports(GgmlType type) { return quant::FindFormat(type) != nullptr; }
 
+bool QuantPathAvailable(QuantPath path) {
+  switch (path) {
+    case QuantPath::kAvx512Vnni:
+      return quant::Avx512VnniAvailable();
+    case QuantPath::kAvx2:
+      return Avx2Available();
+    default:
+      return true;
+  }
+}
+
 void QuantizedRows::Quantize(const float* x, int64_t m, int64_t k) {
   m_ = m;
   k_ = k;
   half_sum_stride_ = quant::OffsetStride(k);
+  const bool avx2 = Resolve(QuantPath::kBest) != QuantPath::kPortable;
   const int64_t groups = k / kGroup;
   values_.resize(m * k);
   scales_.resize(m * groups);
@@ -220,8 +302,12 @@ void QuantizedRows::Quantize(const float* x, int64_t m, int64_t k) {
   for (int64_t r = 0; r < m; ++r) {
     float* sums = half_sums_.data() + r * half_sum_stride_;
     for (int64_t g = 0; g < groups; ++g) {
-      QuantizeGroup(x + r * k + g * kGroup, values_.data() + r * k + g * kGroup,
-                    scales_.data() + r * groups + g, sums + 2 * g);
+      const float* group = x + r * k + g * kGroup;
+      int8_t* xq = values_.data() + r * k + g * kGroup;
+      float* dx = scales_.data() + r * groups + g;
+      if (!avx2 || !QuantizeGroupAvx2(group, xq, dx, sums + 2 * g)) {
+        QuantizeGroup(group, xq, dx, sums + 2 * g);
+      }
     }
     std::fill(sums + 2 * groups, sums + half_sum_stride_, 0.0f);
   }
@@ -232,19 +318,24 @@ void QuantMatmul(GgmlType type, const std::byte* w, int64_t n, int64_t k, const 
   const int64_t m = x.m();
   if (m <= 0 || n <= 0) return;
   const quant::Format& format = *quant::FindFormat(type);
-  const bool avx2 = path == QuantPath::kBest && Avx2Available();
+  const QuantPath run = Resolve(path);
+  const bool vnni = run == QuantPath::kAvx512Vnni;
+  const bool avx2 = run != QuantPath::kPortable;  // the VNNI path unpacks with AVX2 too
   const quant::UnpackFn unpack = avx2 ? format.unpack_avx2 : format.unpack_portable;
-  const TileFn tile = FindTile(format.is_signed, avx2);
+  const TileFn tile =
+      vnni ? quant::FindTileVnni(format.is_signed) : FindTile(format.is_signed, avx2);
+  const quant::DirectFn direct =
+      vnni ? quant::FindDirectVnni(type) : (avx2 ? format.direct_avx2 : nullptr);
   const int64_t row_bytes = k / format.block_elements * format.block_bytes;
   const int64_t tiles = (n + kTileRows - 1) / kTileRows;
-  if (m == 1 && avx2 && format.direct_avx2 != nullptr) {
+  if (m == 1 && direct != nullptr) {
     // One activation row: each group of weights is used once, so it goes from the blocks to
     // registers without the unpacked copy.
 #pragma omp parallel for schedule(static) if (n * k >= kMinParallelWork)
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t first = t * kTileRows;
       const int count = static_cast<int>(std::min<int64_t>(kTileRows, n - first));
-      format.direct_avx2(w + first * row_bytes, row_bytes, count, k, x, y + first, ldy);
+      direct(w + first * row_bytes, row_bytes, count, k, x, y + first, ldy);
     }
     return;
   }

@@ -28,9 +28,10 @@
 //   y = ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7))
 // every operation rounded to fp32. So y[r][j] depends on row r of x and row j of W only: not on m,
 // on the other rows, on the number of threads, nor on which path runs (the AVX2 one is
-// _mm256_maddubs_epi16 + _mm256_madd_epi16 + _mm256_fmadd_ps; the portable one std::fma); the bits
-// are the same. Non-finite scales in a block (a corrupt file) make the outputs that read it NaN or
-// infinite, and nothing else.
+// _mm256_maddubs_epi16 + _mm256_madd_epi16 + _mm256_fmadd_ps; the AVX-512 VNNI one
+// _mm512_dpbusd_epi32 + _mm256_fmadd_ps; the portable one std::fma); the bits are the same.
+// Non-finite scales in a block (a corrupt file) make the outputs that read it NaN or infinite, and
+// nothing else.
 //
 // Work: threads split the weight rows in tiles of a few rows; a tile is unpacked once into a
 // thread-local buffer and every activation row runs against it.
@@ -77,11 +78,19 @@ class QuantizedRows {
   std::vector<float> half_sums_;
 };
 
-// Which code computes the product; the results are the same bits either way.
+// Which code computes the product; the results are the same bits either way (but for the payload
+// bits of a NaN output). A path the CPU lacks falls back to the next one below it that it has.
 enum class QuantPath {
-  kBest,      // AVX2 + FMA where the CPU has them (checked at run time), else portable
-  kPortable,  // plain C++, std::fma
+  // The first of the paths below that the CPU has (checked once, at run time). The environment
+  // variable CONVOY_QUANT_PATH, read once, caps it: "avx2" or "portable" (other values: no cap).
+  kBest,
+  kAvx512Vnni,  // AVX-512 F, BW, VL and VNNI, with AVX2, FMA and F16C (quant_vnni.h)
+  kAvx2,        // AVX2, FMA and F16C
+  kPortable,    // plain C++, std::fma
 };
+
+// Whether the CPU has what `path` needs (kBest and kPortable: always).
+bool QuantPathAvailable(QuantPath path);
 
 // y[r * ldy + j] = sum over i of x[r][i] * W[j][i] for r < x.m(), j < n, as the contract says.
 // `w` points at row 0 of W: n rows of k values in `type`'s blocks, row j at w + j * row_bytes

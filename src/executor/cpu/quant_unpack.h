@@ -4,11 +4,10 @@
 #ifndef CONVOY_EXECUTOR_CPU_QUANT_UNPACK_H_
 #define CONVOY_EXECUTOR_CPU_QUANT_UNPACK_H_
 
-#include <immintrin.h>
-
 #include <cstddef>
 #include <cstdint>
 
+#include "common/x86_intrinsics.h"  // quant_vnni.cc's AVX-512 intrinsics come through here
 #include "model/gguf_file.h"
 
 namespace convoy {
@@ -37,6 +36,10 @@ using UnpackFn = void (*)(const std::byte* row, int64_t k, const UnpackedRow& ou
 using DirectFn = void (*)(const std::byte* w, int64_t row_bytes, int count, int64_t k,
                           const QuantizedRows& x, float* y, int64_t ldy);
 
+// y[r * ldy + w] for every row r of x and the `count` (1 to 4) unpacked rows.
+using TileFn = void (*)(const UnpackedRow* rows, int count, int64_t k, const QuantizedRows& x,
+                        float* y, int64_t ldy);
+
 struct Format {
   int64_t block_elements;
   int64_t block_bytes;
@@ -52,6 +55,17 @@ __attribute__((target("avx2,fma"))) inline float HorizontalSumAvx2(__m256 v) {
   const __m128 quad = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 pair = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
   return _mm_cvtss_f32(_mm_add_ss(pair, _mm_movehdup_ps(pair)));
+}
+
+// The contract's offset term of one weight row, in 8 lanes: off[l] = fma(offsets[8t + l],
+// xsum[8t + l], off[l]) for t = 0 .. stride / 8 - 1, in that order.
+__attribute__((target("avx2,fma"))) inline __m256 OffsetSumAvx2(const float* offsets,
+                                                                const float* xsum, int64_t stride) {
+  __m256 off = _mm256_setzero_ps();
+  for (int64_t t = 0; t < stride / 8; ++t) {
+    off = _mm256_fmadd_ps(_mm256_loadu_ps(offsets + 8 * t), _mm256_loadu_ps(xsum + 8 * t), off);
+  }
+  return off;
 }
 
 // nullptr for a type QuantMatmul does not run.
