@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -48,6 +49,10 @@ QuantPath BestPath() {
     const char* cap = std::getenv("CONVOY_QUANT_PATH");
     if (cap != nullptr && std::strcmp(cap, "portable") == 0) return QuantPath::kPortable;
     if (cap != nullptr && std::strcmp(cap, "avx2") == 0) return QuantPath::kAvx2;
+    if (cap != nullptr && *cap != '\0') {
+      // No logger at this layer (the fuzzers link it alone): one line on stderr, once.
+      std::fprintf(stderr, "CONVOY_QUANT_PATH=%s is neither avx2 nor portable: ignored\n", cap);
+    }
     return QuantPath::kAvx512Vnni;
   }();
   return best;

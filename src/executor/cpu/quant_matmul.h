@@ -82,7 +82,8 @@ class QuantizedRows {
 // bits of a NaN output). A path the CPU lacks falls back to the next one below it that it has.
 enum class QuantPath {
   // The first of the paths below that the CPU has (checked once, at run time). The environment
-  // variable CONVOY_QUANT_PATH, read once, caps it: "avx2" or "portable" (other values: no cap).
+  // variable CONVOY_QUANT_PATH, read once, caps it: "avx2" or "portable" (for A/B measurements;
+  // another value is named on stderr and ignored).
   kBest,
   kAvx512Vnni,  // AVX-512 F, BW, VL and VNNI, with AVX2, FMA and F16C (quant_vnni.h)
   kAvx2,        // AVX2, FMA and F16C
