@@ -83,9 +83,10 @@ bool SameFloat(float a, float b) {
 }
 
 // The first and last rows of each quantized view as floats, and the product of a few of its rows
-// with two activation rows (one of them all zeros) on both paths.
+// with two activation rows (one of them all zeros) on every path (kBest: AVX-512 VNNI where the CPU
+// has it), which must give the same bits.
 void RunQuantizedViews(const GgufLlamaTensors& tensors) {
-  std::vector<float> row, x, y_best, y_portable;
+  std::vector<float> row, x, y_best, y_avx2, y_portable;
   QuantizedRows quantized;
   for (const auto& [name, view] : tensors.views()) {
     if (view.dtype != DType::kQuantized) continue;
@@ -101,12 +102,15 @@ void RunQuantizedViews(const GgufLlamaTensors& tensors) {
     for (int64_t i = 0; i < k; ++i) x[i] = static_cast<float>((i * 37) % 23 - 11) / 8.0f;
     quantized.Quantize(x.data(), 2, k);
     y_best.assign(static_cast<size_t>(2 * n), 0.0f);
+    y_avx2.assign(static_cast<size_t>(2 * n), 0.0f);
     y_portable.assign(static_cast<size_t>(2 * n), 0.0f);
     QuantMatmul(view.quant_type, view.data, n, k, quantized, y_best.data(), n, QuantPath::kBest);
+    QuantMatmul(view.quant_type, view.data, n, k, quantized, y_avx2.data(), n, QuantPath::kAvx2);
     QuantMatmul(view.quant_type, view.data, n, k, quantized, y_portable.data(), n,
                 QuantPath::kPortable);
     for (size_t i = 0; i < y_best.size(); ++i) {
-      Check(SameFloat(y_best[i], y_portable[i]), "QuantMatmul: the two paths differ");
+      Check(SameFloat(y_best[i], y_portable[i]), "QuantMatmul: the best and portable paths differ");
+      Check(SameFloat(y_avx2[i], y_portable[i]), "QuantMatmul: the AVX2 and portable paths differ");
     }
   }
 }
