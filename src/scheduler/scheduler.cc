@@ -339,31 +339,41 @@ void Scheduler::PreemptForDecodes(absl::Time /*now*/) {
 }
 
 std::pair<Sequence*, Sequence*> Scheduler::UnderShare(absl::Time now) const {
-  if (options_.mode != BatchingMode::kContinuous) return {nullptr, nullptr};
+  if (options_.mode != BatchingMode::kContinuous || running_.empty()) return {nullptr, nullptr};
   const std::vector<Sequence*> window =
       NextCandidates(now, static_cast<size_t>(options_.length_grouping_window), true);
-  absl::flat_hash_map<std::string_view, int32_t> running_of;
+  if (window.empty()) return {nullptr, nullptr};
+  // The running sequences of each (level, client), counted once; then, per running sequence, its
+  // client's count, so that the loops below compare integers (this runs every step).
+  absl::flat_hash_map<std::pair<int32_t, std::string_view>, int32_t> running_of;
+  for (const Sequence* seq : running_) ++running_of[{seq->level, seq->request.client}];
+  std::vector<int32_t> count_of(running_.size());
+  for (size_t i = 0; i < running_.size(); ++i) {
+    count_of[i] = running_of[{running_[i]->level, running_[i]->request.client}];
+  }
+  std::vector<const Sequence*> tried;  // candidates whose client found no one over its share
   for (Sequence* waiting : window) {
     if (waiting->started && !waiting->yielded) break;  // preempted for KV blocks: they go first
     if (waiting->started) continue;                    // yielded: its client is over its share
-    running_of.clear();
-    for (const Sequence* seq : running_) {
-      if (seq->level == waiting->level) ++running_of[seq->request.client];
-    }
-    const int32_t own = running_of[waiting->request.client];
+    const bool seen = std::any_of(tried.begin(), tried.end(), [&](const Sequence* t) {
+      return t->level == waiting->level && t->request.client == waiting->request.client;
+    });
+    if (seen) continue;
+    auto own = running_of.find({waiting->level, waiting->request.client});
     Sequence* yields = nullptr;
-    int32_t most = own + 1;
-    for (Sequence* seq : running_) {
-      if (seq->level != waiting->level || seq->yielded) continue;
-      const int32_t count = running_of[seq->request.client];
-      if (count > most ||
-          (count == most && yields != nullptr && seq->request.client == yields->request.client &&
+    int32_t most = (own == running_of.end() ? 0 : own->second) + 1;
+    for (size_t i = 0; i < running_.size(); ++i) {
+      Sequence* seq = running_[i];
+      if (count_of[i] < most || seq->level != waiting->level || seq->yielded) continue;
+      if (count_of[i] > most ||
+          (yields != nullptr && seq->request.client == yields->request.client &&
            seq->admit_order > yields->admit_order)) {
-        most = count;
+        most = count_of[i];
         yields = seq;
       }
     }
     if (yields != nullptr) return {waiting, yields};
+    tried.push_back(waiting);
   }
   return {nullptr, nullptr};
 }
