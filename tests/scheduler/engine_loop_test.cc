@@ -100,7 +100,9 @@ TEST(EngineLoopTest, RefusesAtOnceAndTimesOutWhileAsleep) {
   ASSERT_OK(loop);
   Collector collector;
   Request soon = MakeRequest(1, 4, 1);
-  soon.timeout = absl::Milliseconds(20);
+  // Long enough that it cannot expire before the submits below on a loaded machine (at 20 ms it
+  // once did under ctest -j2, and request 3 found room).
+  soon.timeout = absl::Seconds(1);
   ASSERT_OK((*loop)->Submit(soon, collector.Callback()));
   ASSERT_OK((*loop)->Submit(MakeRequest(2, 4, 1), collector.Callback()));
   EXPECT_THAT((*loop)->Submit(MakeRequest(3, 4, 1), collector.Callback()),
@@ -109,10 +111,13 @@ TEST(EngineLoopTest, RefusesAtOnceAndTimesOutWhileAsleep) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("priority 5")));
   // Nothing else happens: the loop must wake up for the deadline by itself.
   ASSERT_TRUE(collector.WaitForFinals(1));
-  EXPECT_EQ(collector.finals()[1][0].outcome, Outcome::kTimedOut);
+  auto first = collector.finals();
+  ASSERT_EQ(first[1].size(), 1u);
+  EXPECT_EQ(first[1][0].outcome, Outcome::kTimedOut);
   (*loop)->Shutdown(/*drain=*/false);
   auto finals = collector.finals();
   ASSERT_EQ(finals.size(), 2u);
+  ASSERT_EQ(finals[2].size(), 1u);
   EXPECT_EQ(finals[2][0].outcome, Outcome::kCancelled);
   EXPECT_THAT((*loop)->Submit(MakeRequest(5, 4, 1), collector.Callback()),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("shutting down")));
