@@ -100,17 +100,22 @@ void RunQuantizedViews(const GgufLlamaTensors& tensors) {
     const int64_t n = std::min<int64_t>(rows, 4);
     x.assign(static_cast<size_t>(2 * k), 0.0f);
     for (int64_t i = 0; i < k; ++i) x[i] = static_cast<float>((i * 37) % 23 - 11) / 8.0f;
-    quantized.Quantize(x.data(), 2, k);
-    y_best.assign(static_cast<size_t>(2 * n), 0.0f);
-    y_avx2.assign(static_cast<size_t>(2 * n), 0.0f);
-    y_portable.assign(static_cast<size_t>(2 * n), 0.0f);
-    QuantMatmul(view.quant_type, view.data, n, k, quantized, y_best.data(), n, QuantPath::kBest);
-    QuantMatmul(view.quant_type, view.data, n, k, quantized, y_avx2.data(), n, QuantPath::kAvx2);
-    QuantMatmul(view.quant_type, view.data, n, k, quantized, y_portable.data(), n,
-                QuantPath::kPortable);
-    for (size_t i = 0; i < y_best.size(); ++i) {
-      Check(SameFloat(y_best[i], y_portable[i]), "QuantMatmul: the best and portable paths differ");
-      Check(SameFloat(y_avx2[i], y_portable[i]), "QuantMatmul: the AVX2 and portable paths differ");
+    // One activation row (the one-row kernels) and two (the tile kernels).
+    for (int64_t m : {1, 2}) {
+      quantized.Quantize(x.data(), m, k);
+      y_best.assign(static_cast<size_t>(m * n), 0.0f);
+      y_avx2.assign(static_cast<size_t>(m * n), 0.0f);
+      y_portable.assign(static_cast<size_t>(m * n), 0.0f);
+      QuantMatmul(view.quant_type, view.data, n, k, quantized, y_best.data(), n, QuantPath::kBest);
+      QuantMatmul(view.quant_type, view.data, n, k, quantized, y_avx2.data(), n, QuantPath::kAvx2);
+      QuantMatmul(view.quant_type, view.data, n, k, quantized, y_portable.data(), n,
+                  QuantPath::kPortable);
+      for (size_t i = 0; i < y_best.size(); ++i) {
+        Check(SameFloat(y_best[i], y_portable[i]),
+              "QuantMatmul: the best and portable paths differ");
+        Check(SameFloat(y_avx2[i], y_portable[i]),
+              "QuantMatmul: the AVX2 and portable paths differ");
+      }
     }
   }
 }

@@ -9,9 +9,39 @@
 #include <cfloat>
 #include <cstdint>
 
+#include "kernels/dependent_launch.cuh"
 #include "kernels/half_type.cuh"
 
 namespace convoy::kernels {
+
+// The first statement of every kernel launched by LaunchKernel: waits until the kernel before it
+// in the stream has completed and its writes are visible (a no-op when it was launched the plain
+// way), then lets the next kernel's blocks be scheduled as this one's run. Nothing may be read or
+// written before it.
+__device__ __forceinline__ void GridDependencyWait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// Launches `kernel`, as a programmatic dependent launch where DependentLaunchEnabled(); the kernel
+// must begin with GridDependencyWait(). Returns the launch's error.
+template <typename... Params, typename... Args>
+cudaError_t LaunchKernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
+                         cudaStream_t stream, Args... args) {
+  cudaLaunchAttribute attribute;
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = DependentLaunchEnabled() ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, args...);
+}
 
 __device__ __forceinline__ float ToFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float ToFloat(__half x) { return __half2float(x); }

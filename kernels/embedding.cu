@@ -8,6 +8,7 @@ namespace {
 
 template <typename T>
 __global__ void EmbeddingKernel(EmbeddingParams p) {
+  GridDependencyWait();
   const int64_t token = blockIdx.x;
   const int32_t id = p.token_ids[token];
   float* out = p.out + token * p.hidden;
@@ -39,8 +40,11 @@ cudaError_t LaunchEmbedding(const EmbeddingParams& params, cudaStream_t stream) 
   if (params.num_tokens == 0) return cudaSuccess;
   const EmbeddingParams& p = params;
   const int threads = static_cast<int>(std::min<int64_t>(256, (p.hidden / 8 + 31) / 32 * 32));
-  CONVOY_DISPATCH_HALF(p.dtype, EmbeddingKernel<T><<<p.num_tokens, threads, 0, stream>>>(p));
-  return cudaGetLastError();
+  cudaError_t err = cudaSuccess;
+  CONVOY_DISPATCH_HALF(
+      p.dtype, err = LaunchKernel(EmbeddingKernel<T>, dim3(static_cast<unsigned>(p.num_tokens)),
+                                  dim3(threads), 0, stream, p));
+  return err;
 }
 
 }  // namespace convoy::kernels

@@ -28,6 +28,9 @@ struct KvWriteParams {
 
 cudaError_t LaunchKvWrite(const KvWriteParams& params, cudaStream_t stream);
 
+// What LaunchKvWrite accepts (the rotary kernel's fused write checks the same).
+bool ValidKvWriteParams(const KvWriteParams& params);
+
 }  // namespace convoy::kernels
 
 #endif  // CONVOY_KERNELS_KV_WRITE_CUH_

@@ -11,6 +11,7 @@ constexpr int kTile = 64;  // keys per online-softmax step
 
 template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(kThreads) DecodeKernel(PagedAttentionDecodeParams p) {
+  GridDependencyWait();
   constexpr int kThreadsPerKey = kHeadDim / 8;
   constexpr int kKeyGroups = kThreads / kThreadsPerKey;
   __shared__ float q_s[kMaxGqaGroup][kHeadDim];
@@ -99,6 +100,7 @@ __global__ void __launch_bounds__(kThreads) DecodeKernel(PagedAttentionDecodePar
       score_s[g][lane] = pa;
       score_s[g][lane + 32] = pb;
       const float tile_sum = WarpSum(pa + pb);
+      __syncwarp();  // every lane has read max_s[g] and sum_s[g] before lane 0 rewrites them
       if (lane == 0) {
         const float alpha = __expf(old_max - new_max);
         alpha_s[g] = alpha;
@@ -164,6 +166,7 @@ __global__ void __launch_bounds__(kThreads) DecodeKernel(PagedAttentionDecodePar
 // Merges the splits of one (query, head): weights exp(lse_s - max lse).
 template <typename T>
 __global__ void CombineKernel(PagedAttentionDecodeParams p, int head_dim) {
+  GridDependencyWait();
   const int64_t item = blockIdx.x;  // (index in the kernel's queries) * num_q_heads + head
   const int64_t z = item / p.num_q_heads, head = item % p.num_q_heads;
   const int64_t query = p.query_list != nullptr ? p.query_list[z] : z;
@@ -186,11 +189,11 @@ __global__ void CombineKernel(PagedAttentionDecodeParams p, int head_dim) {
 template <typename T, int kHeadDim>
 cudaError_t Launch(const PagedAttentionDecodeParams& p, cudaStream_t stream) {
   const dim3 grid(p.num_splits, p.cache.num_kv_heads, static_cast<unsigned>(p.num_queries));
-  DecodeKernel<T, kHeadDim><<<grid, kThreads, 0, stream>>>(p);
-  if (p.num_splits > 1) {
-    CombineKernel<T><<<p.num_queries * p.num_q_heads, kHeadDim, 0, stream>>>(p, kHeadDim);
-  }
-  return cudaGetLastError();
+  const cudaError_t err =
+      LaunchKernel(DecodeKernel<T, kHeadDim>, grid, dim3(kThreads), 0, stream, p);
+  if (err != cudaSuccess || p.num_splits == 1) return err;
+  return LaunchKernel(CombineKernel<T>, dim3(static_cast<unsigned>(p.num_queries * p.num_q_heads)),
+                      dim3(kHeadDim), 0, stream, p, kHeadDim);
 }
 
 }  // namespace

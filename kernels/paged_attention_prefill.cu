@@ -32,6 +32,7 @@ __device__ __forceinline__ void Store8(float* dst, const float (&v)[8]) {
 
 template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(kThreads) PrefillKernel(PagedAttentionPrefillParams p) {
+  GridDependencyWait();
   using S = Smem<kHeadDim>;
   constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks of one head
   constexpr int kColGroups = kHeadDim / 32;
@@ -212,8 +213,7 @@ cudaError_t Launch(const PagedAttentionPrefillParams& p, cudaStream_t stream) {
                            static_cast<int>(kBytes));
   if (raised != cudaSuccess) return raised;
   const dim3 grid(static_cast<unsigned>(p.num_tiles), static_cast<unsigned>(p.num_q_heads));
-  PrefillKernel<T, kHeadDim><<<grid, kThreads, kBytes, stream>>>(p);
-  return cudaGetLastError();
+  return LaunchKernel(PrefillKernel<T, kHeadDim>, grid, dim3(kThreads), kBytes, stream, p);
 }
 
 }  // namespace
@@ -231,6 +231,7 @@ cudaError_t LaunchPagedAttentionPrefill(const PagedAttentionPrefillParams& param
     return cudaErrorInvalidValue;
   }
   if (p.num_tiles == 0) return cudaSuccess;
+  if (p.tensor_cores) return LaunchPagedAttentionPrefillMma(p, stream);
   cudaError_t err = cudaSuccess;
   CONVOY_DISPATCH_HALF(p.dtype,
                        err = hd == 64 ? Launch<T, 64>(p, stream) : Launch<T, 128>(p, stream));

@@ -34,10 +34,15 @@ struct PagedAttentionPrefillParams {
   int32_t num_q_heads = 0;  // a multiple of cache.num_kv_heads
   float scale = 1.0f;
   HalfType dtype = HalfType::kBF16;
+  bool tensor_cores = true;  // false: the CUDA-core kernel
 };
 
 cudaError_t LaunchPagedAttentionPrefill(const PagedAttentionPrefillParams& params,
                                         cudaStream_t stream);
+
+// The tensor-core kernel, for LaunchPagedAttentionPrefill, which checks the parameters first.
+cudaError_t LaunchPagedAttentionPrefillMma(const PagedAttentionPrefillParams& params,
+                                           cudaStream_t stream);
 
 }  // namespace convoy::kernels
 

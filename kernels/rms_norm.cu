@@ -10,6 +10,7 @@ constexpr int kMaxVecsPerThread = 8;
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) RmsNormKernel(RmsNormParams p) {
+  GridDependencyWait();
   __shared__ float scratch[32];
   const int64_t row = p.row_index != nullptr ? p.row_index[blockIdx.x] : blockIdx.x;
   float4* residual = reinterpret_cast<float4*>(p.residual + row * p.hidden);
@@ -61,9 +62,12 @@ cudaError_t LaunchRmsNorm(const RmsNormParams& params, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   }
   if (params.num_rows == 0) return cudaSuccess;
-  CONVOY_DISPATCH_HALF(params.dtype,
-                       RmsNormKernel<T><<<params.num_rows, kThreads, 0, stream>>>(params));
-  return cudaGetLastError();
+  cudaError_t err = cudaSuccess;
+  CONVOY_DISPATCH_HALF(
+      params.dtype,
+      err = LaunchKernel(RmsNormKernel<T>, dim3(static_cast<unsigned>(params.num_rows)),
+                         dim3(kThreads), 0, stream, params));
+  return err;
 }
 
 }  // namespace convoy::kernels

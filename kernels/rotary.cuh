@@ -1,7 +1,9 @@
 // Rotary position embedding (the Hugging Face Llama "rotate half" form), in place on the query
 // and key heads of the fused QKV activations. For pair i < head_dim/2 of a head at position p:
 // (x[i], x[i + d/2]) becomes (x[i] c - x[i + d/2] s, x[i + d/2] c + x[i] s), c, s of p *
-// inv_freq[i].
+// inv_freq[i]. Before it, in the order the families apply them: Qwen2's biases added to the
+// queries, keys and values, then Qwen3's RMS norm over each query and key head (each value
+// rounded to the 16-bit type after each stage).
 #ifndef CONVOY_KERNELS_ROTARY_CUH_
 #define CONVOY_KERNELS_ROTARY_CUH_
 
@@ -10,6 +12,7 @@
 #include <cstdint>
 
 #include "kernels/half_type.cuh"
+#include "kernels/kv_write.cuh"
 
 namespace convoy::kernels {
 
@@ -23,6 +26,16 @@ struct RotaryParams {
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;  // even
   HalfType dtype = HalfType::kBF16;
+  const void* qkv_bias = nullptr;  // [row_stride's first (q + 2 kv) * head_dim], dtype; or null
+  // [head_dim] each, dtype: every query head's and every key head's norm weight; both or neither.
+  const void* q_norm = nullptr;
+  const void* k_norm = nullptr;
+  float norm_eps = 1e-6f;
+  // When set, each token's rotated K and its V then go into the paged cache as LaunchKvWrite
+  // would write them (kv_write's qkv, row_stride, num_tokens and dtype must be this launch's),
+  // in the same kernel: one launch per layer fewer at decode.
+  bool write_kv = false;
+  KvWriteParams kv_write;
 };
 
 cudaError_t LaunchRotary(const RotaryParams& params, cudaStream_t stream);

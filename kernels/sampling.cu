@@ -48,27 +48,76 @@ __device__ __forceinline__ uint32_t OrderedKey(float x) {
 __device__ __forceinline__ float Sanitize(float x) { return isnan(x) ? -INFINITY : x; }
 
 __global__ void __launch_bounds__(kThreads) SamplingKernel(SamplingKernelParams p) {
+  GridDependencyWait();
   __shared__ Candidate best_scratch[kWarps];
   __shared__ float scratch[32];
   __shared__ int32_t chosen_s;
   const SampleRow row = p.rows[blockIdx.x];
-  const float* logits = p.logits + static_cast<int64_t>(row.logits_row) * p.vocab;
+  float* logits = p.logits + static_cast<int64_t>(row.logits_row) * p.vocab;
   const int vocab = static_cast<int>(p.vocab);
 
+  // The model's own distribution (the reported logprobs): the raw row's maximum and log_z.
   Candidate best{-INFINITY, INT32_MAX};
   for (int i = threadIdx.x; i < vocab; i += kThreads) {
     const Candidate c{Sanitize(logits[i]), i};
     if (Better(c, best)) best = c;
   }
   best = BlockBest(best, best_scratch);
-  const float max_logit = best.value;
+  const float raw_max = best.value;
   float sum = 0.0f;
-  for (int i = threadIdx.x; i < vocab; i += kThreads)
-    sum += __expf(Sanitize(logits[i]) - max_logit);
-  const float log_z = max_logit + logf(BlockSum(sum, scratch));
+  for (int i = threadIdx.x; i < vocab; i += kThreads) sum += __expf(Sanitize(logits[i]) - raw_max);
+  const float log_z = raw_max + logf(BlockSum(sum, scratch));
 
+  // The most likely tokens, one block-wide pass each, in order, before the row is rewritten.
+  SampleOutput* out = p.out + blockIdx.x;
+  Candidate previous{INFINITY, -1};
+  const int num_top = min(row.num_top_logprobs, kMaxTopLogprobs);
+  for (int n = 0; n < num_top; ++n) {
+    Candidate c{-INFINITY, INT32_MAX};
+    for (int i = threadIdx.x; i < vocab; i += kThreads) {
+      const Candidate x{Sanitize(logits[i]), i};
+      if (Better(previous, x) && Better(x, c)) c = x;
+    }
+    c = BlockBest(c, best_scratch);
+    if (threadIdx.x == 0) {
+      out->top_tokens[n] = c.index;
+      out->top_logprobs[n] = c.value - log_z;
+    }
+    previous = c;
+  }
+
+  // The logits the choice is made from: the raw row, or the row rewritten in place with the
+  // adjustments made and every token not allowed at -inf (executor/sampler.h's rule).
+  const bool rewritten = row.allowed != nullptr || row.num_adjustments > 0;
+  float max_logit = raw_max;
   int32_t token = best.index;
-  if (row.temperature > 0.0f && row.top_k != 1) {
+  if (rewritten) {
+    __syncthreads();  // every thread is done reading the raw row
+    for (int e = threadIdx.x; e < row.num_adjustments; e += kThreads) {
+      LogitAdjustment& a = row.adjustments[e];
+      const float raw = logits[a.token];
+      a.raw = raw;
+      float x = raw + a.bias;
+      if (a.repetition != 1.0f) x = x > 0.0f ? x / a.repetition : x * a.repetition;
+      logits[a.token] = x - a.subtract;
+    }
+    __syncthreads();  // the adjusted values are in before the mask and the maximum read them
+    Candidate allowed_best{-INFINITY, INT32_MAX};
+    for (int i = threadIdx.x; i < vocab; i += kThreads) {
+      if (row.allowed != nullptr && ((row.allowed[i >> 5] >> (i & 31)) & 1u) == 0) {
+        logits[i] = -INFINITY;
+        continue;
+      }
+      const Candidate c{Sanitize(logits[i]), i};
+      if (Better(c, allowed_best)) allowed_best = c;
+    }
+    // Its barriers also make the rewritten row visible to the whole block.
+    allowed_best = BlockBest(allowed_best, best_scratch);
+    max_logit = allowed_best.value;
+    token = allowed_best.index == INT32_MAX ? -1 : allowed_best.index;  // -1: none allowed
+  }
+
+  if (token >= 0 && row.temperature > 0.0f && row.top_k != 1) {
     const float inv_t = 1.0f / row.temperature;
     // The top_k cut: the largest key x with at least top_k keys >= x.
     uint32_t threshold = 0;
@@ -82,6 +131,12 @@ __global__ void __launch_bounds__(kThreads) SamplingKernel(SamplingKernelParams 
         if (BlockSum(count, scratch) >= static_cast<float>(row.top_k)) threshold = candidate;
       }
     }
+    // min_p's cut, like top_k's a cut by value; and in a rewritten row the -inf of the tokens not
+    // allowed is never kept (their mass is 0, but they must not be the fallback below either).
+    if (row.min_p > 0.0f) {
+      threshold = max(threshold, OrderedKey(max_logit + row.temperature * logf(row.min_p)));
+    }
+    if (rewritten) threshold = max(threshold, OrderedKey(-INFINITY) + 1);
     auto kept_mass = [&](uint32_t cut) {
       float mass = 0.0f;
       for (int i = threadIdx.x; i < vocab; i += kThreads) {
@@ -164,26 +219,25 @@ __global__ void __launch_bounds__(kThreads) SamplingKernel(SamplingKernelParams 
     }
   }
 
-  SampleOutput* out = p.out + blockIdx.x;
   if (threadIdx.x == 0) {
     out->token = token;
-    out->logprob = Sanitize(logits[token]) - log_z;
-  }
-  // The most likely tokens, one block-wide pass each, in order.
-  Candidate previous{INFINITY, -1};
-  const int num_top = min(row.num_top_logprobs, kMaxTopLogprobs);
-  for (int n = 0; n < num_top; ++n) {
-    Candidate c{-INFINITY, INT32_MAX};
-    for (int i = threadIdx.x; i < vocab; i += kThreads) {
-      const Candidate x{Sanitize(logits[i]), i};
-      if (Better(previous, x) && Better(x, c)) c = x;
+    float chosen = token >= 0 ? logits[token] : 0.0f;  // allowed, so not rewritten to -inf
+    if (token >= 0 && row.num_adjustments > 0) {
+      // An adjusted token's model logit is the one the rewrite kept.
+      int lo = 0, hi = row.num_adjustments;
+      while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (row.adjustments[mid].token < token) {
+          lo = mid + 1;
+        } else {
+          hi = mid;
+        }
+      }
+      if (lo < row.num_adjustments && row.adjustments[lo].token == token) {
+        chosen = row.adjustments[lo].raw;
+      }
     }
-    c = BlockBest(c, best_scratch);
-    if (threadIdx.x == 0) {
-      out->top_tokens[n] = c.index;
-      out->top_logprobs[n] = c.value - log_z;
-    }
-    previous = c;
+    out->logprob = token >= 0 ? Sanitize(chosen) - log_z : 0.0f;
   }
 }
 
@@ -196,8 +250,8 @@ cudaError_t LaunchSampling(const SamplingKernelParams& params, cudaStream_t stre
     return cudaErrorInvalidValue;
   }
   if (params.num_rows == 0) return cudaSuccess;
-  SamplingKernel<<<params.num_rows, kThreads, 0, stream>>>(params);
-  return cudaGetLastError();
+  return LaunchKernel(SamplingKernel, dim3(static_cast<unsigned>(params.num_rows)), dim3(kThreads),
+                      0, stream, params);
 }
 
 }  // namespace convoy::kernels

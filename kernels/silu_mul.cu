@@ -8,6 +8,7 @@ namespace {
 
 template <typename T>
 __global__ void SiluMulKernel(SiluMulParams p) {
+  GridDependencyWait();
   const int64_t vecs_per_row = p.intermediate / 8;
   const int64_t total = p.num_tokens * vecs_per_row;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
@@ -40,8 +41,11 @@ cudaError_t LaunchSiluMul(const SiluMulParams& params, cudaStream_t stream) {
   if (total == 0) return cudaSuccess;
   const int threads = 256;
   const int64_t blocks = std::min<int64_t>((total + threads - 1) / threads, 65536);
-  CONVOY_DISPATCH_HALF(p.dtype, SiluMulKernel<T><<<blocks, threads, 0, stream>>>(p));
-  return cudaGetLastError();
+  cudaError_t err = cudaSuccess;
+  CONVOY_DISPATCH_HALF(p.dtype,
+                       err = LaunchKernel(SiluMulKernel<T>, dim3(static_cast<unsigned>(blocks)),
+                                          dim3(threads), 0, stream, p));
+  return err;
 }
 
 }  // namespace convoy::kernels

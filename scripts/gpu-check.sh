@@ -12,11 +12,13 @@
 #      bounded.
 #      PARTs (default: all, in this order): tests (kernels, CPU-vs-GPU parity, scheduler parity
 #      under every shipped config), bench (gpu_bench), serve (convoyd on the GPU with a random
-#      Llama-3.2-1B, a convoy-bench run, a SIGTERM drain under load), baseline (transformers'
-#      static batching on the same model and workload). Every part runs inside the budget
-#      (CONVOY_GPU_BUDGET_S, default 420 s): a part that would overrun is cut short, and the table
-#      is printed last whatever happened. Full logs go under $OUT. Exits non-zero when any part
-#      failed or no GPU is usable: a run that skipped everything must never look like a pass.
+#      Llama-3.2-1B, a convoy-bench run, a SIGTERM drain under load), peer (transformers with a
+#      static KV cache under torch.compile, decode at batch 1 and 64 in gpu_bench's shape),
+#      baseline (transformers' static batching on the same model and workload). Every part runs
+#      inside the budget (CONVOY_GPU_BUDGET_S, default 420 s): a part that would overrun is cut
+#      short, and the table is printed last whatever happened. Full logs go under $OUT. Exits
+#      non-zero when any part failed or no GPU is usable: a run that skipped everything must never
+#      look like a pass.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -36,13 +38,19 @@ build() {
   rm -rf "$stage" "$dir/carry"
   mkdir -p "$stage/bin" "$stage/lib" "$dir/carry"
   for b in "${bins[@]}"; do cp "$dir/$b" "$stage/bin/"; done
+  # The commit the binaries were built from, with "+" when the tree had changes: the device
+  # machine's copy of the repository may carry another .git.
+  local commit
+  commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+  git diff --quiet HEAD 2>/dev/null || commit="$commit+"
+  echo "$commit" >"$stage/COMMIT"
   # Every shared library the binaries load, except the C library, the driver and cuBLAS.
   for bin in "$stage"/bin/*; do
     ldd "$bin" | awk '/=> \// {print $3}'
   done | sort -u | grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libcuda|libcublas|libcublasLt)\.so' |
     while read -r lib; do cp -L "$lib" "$stage/lib/"; done
   strip --strip-unneeded "$stage"/bin/* "$stage"/lib/* 2>/dev/null || true
-  tar -C "$stage" -cJf "$dir/carry/bundle.tar.xz" bin lib
+  tar -C "$stage" -cJf "$dir/carry/bundle.tar.xz" bin lib COMMIT
   du -h "$dir/carry/bundle.tar.xz"
   echo "now: device run with carry [\"$dir/carry\"] and command: scripts/gpu-check.sh device"
 }
@@ -68,7 +76,7 @@ find_cublas() {
 device() {
   shift || true
   local parts=("$@")
-  [ ${#parts[@]} -eq 0 ] && parts=(tests bench serve baseline)
+  [ ${#parts[@]} -eq 0 ] && parts=(tests bench serve peer baseline)
   # Logs gather in a scratch folder and come back as one archive (the device tool returns at most
   # eight files), beside the table.
   local final=${OUT:-/tmp/gpu-check-out} out
@@ -84,7 +92,7 @@ device() {
   table() {
     {
       echo
-      echo "=== GPU check: $(date -u +%F) $(git rev-parse --short HEAD 2>/dev/null) ==="
+      echo "=== GPU check: $(date -u +%F), binaries of $(cat "$root/COMMIT" 2>/dev/null || echo "an unknown commit") ==="
       echo "| what | result |"
       echo "| --- | --- |"
       printf '%s\n' "${rows[@]}"
@@ -162,12 +170,20 @@ device() {
         if command -v compute-sanitizer >/dev/null; then
           run_step memcheck_kernels 60 compute-sanitizer --tool memcheck --error-exitcode 1 \
             "$root/bin/kernels_test" --gtest_filter='PagedAttention*:SamplingKernel*'
+          # The tensor-core prefill kernel stages K and V through shared memory asynchronously,
+          # two stages deep: racecheck looks for a read of a stage before its copy landed or a
+          # copy over a stage still being read.
+          run_step racecheck_prefill 60 compute-sanitizer --tool racecheck --error-exitcode 1 \
+            "$root/bin/kernels_test" --gtest_filter='PagedAttentionPrefillKernel.HeadDim*'
         fi
         run_step cuda_executor_test 60 "$root/bin/cuda_executor_test"
         run_step cuda_scheduler_parity_test 90 "$root/bin/cuda_scheduler_parity_test"
         while read -r line; do rows+=("$line"); done < <(
           grep -h '^GPU_CHECK kernel' "$out/kernels_test.log" | awk '!seen[$3]++ {printf "| kernel %s | rel err %s |\n", $3, $5}'
           grep -h '^GPU_CHECK sampler_agree' "$out/kernels_test.log" | awk '!seen[$1]++ {printf "| sampler: kernel vs CPU rule | same token %s |\n", $3}'
+          grep -h '^GPU_CHECK sampler_extended_agree' "$out/kernels_test.log" | awk '!seen[$1]++ {printf "| sampler with allowed tokens, adjustments, min_p: kernel vs CPU | same token %s |\n", $3}'
+          grep -h '^GPU_CHECK constrained_seeded_agree' "$out/cuda_executor_test.log" |
+            awk '{printf "| GPU vs CPU executor, allowed tokens + penalties + min_p | forced tokens asserted; seeded draws agree %s |\n", $3}'
           grep -h '^GPU_CHECK parity' "$out/cuda_executor_test.log" |
             awk '{printf "| GPU vs CPU executor | logits rel err %s (<= 2e-2), greedy agree %s |\n", $4, $6}'
           grep -h '^GPU_CHECK sched_parity' "$out/cuda_scheduler_parity_test.log" |
@@ -181,6 +197,9 @@ device() {
       serve)
         serve_part "$root" "$out" "$model"
         ;;
+      peer)
+        peer_part "$root" "$out" "$model"
+        ;;
       baseline)
         baseline_part "$out" "$model"
         ;;
@@ -191,14 +210,20 @@ device() {
   [ "$failed" -eq 0 ]
 }
 
+# make_model BIN DIR: writes the random bf16 model into DIR with BIN/convoy-mkmodel, unless DIR
+# already holds one (the parts that need it may run alone or in any order).
+make_model() {
+  local bin=$1 model=$2
+  [ -f "$model/config.json" ] ||
+    run_step mkmodel 60 "$bin/convoy-mkmodel" --preset "${CONVOY_GPU_MODEL_PRESET:-llama-3.2-1b}" \
+      --dtype bf16 --out "$model"
+}
+
 # convoyd on the GPU: a random Llama-3.2-1B made here, one request, a convoy-bench run of the
 # comparison workload, then a drain: SIGTERM while a second bench run is in flight.
 serve_part() {
   local root=$1 out=$2 model=$3 bin=$1/bin
-  [ -f "$model/config.json" ] ||
-    run_step mkmodel 60 "$bin/convoy-mkmodel" --preset "${CONVOY_GPU_MODEL_PRESET:-llama-3.2-1b}" \
-      --dtype bf16 --out "$model" ||
-    return 1
+  make_model "$bin" "$model" || return 1
   local limit
   limit=$(allowance 150)
   [ "$limit" -gt 30 ] || { rows+=("| convoyd | NOT RUN: the budget was spent |"); failed=$((failed + 1)); return 1; }
@@ -275,6 +300,50 @@ print("device wait %.0f us, engine thread %.0f us (plan %.0f, launch %.0f, apply
   wait "$bench_pid" 2>/dev/null
 }
 
+# The compiled-PyTorch peer (issue 27): transformers with a static KV cache, its decode step under
+# torch.compile (CUDA graphs), at batch 1 and 64 in gpu_bench's shape (128-token prompts, 3 warm-up
+# and 48 timed steps); set beside gpu_bench's 1B decode rows when the bench part ran.
+peer_part() {
+  local root=$1 out=$2 model=$3
+  make_model "$root/bin" "$model" || return 1
+  # The script stops itself a little inside the step's cap, so that a slow compilation falls back
+  # to eager (and says so) rather than being killed.
+  local limit
+  limit=$(allowance 150)
+  run_step torch_peer 150 python3 bench/gpu/torch_peer.py --model "$model" --batches 1,64 \
+    --time-limit-s $((limit > 20 ? limit - 10 : 10)) --json "$out/torch_peer.json"
+  while read -r line; do rows+=("$line"); done < <(peer_rows "$out/torch_peer.log" "$out/gpu_bench.log")
+}
+
+# peer_rows PEER_LOG [GPU_BENCH_LOG]: the table rows from torch_peer's TORCH_PEER line and, when
+# gpu_bench's log has its 1B decode rows, convoy's speed-up over the peer.
+peer_rows() {
+  local peer_log=$1 bench_log=${2:-}
+  local line
+  line=$(grep '^TORCH_PEER ' "$peer_log" 2>/dev/null | tail -n 1)
+  [ -n "$line" ] || return 0
+  local convoy=""
+  if [ -n "$bench_log" ] && [ -f "$bench_log" ]; then
+    convoy=$(sed -n '/=== gpu_bench ===/,$p' "$bench_log" |
+      awk -F'|' '$2 ~ /^ 1B decode b=(1|64) $/ {split($2, k, "="); split($3, v, " "); printf "b%d=%s ", k[2], v[1]}')
+  fi
+  awk -v line="$line" -v convoy="$convoy" 'BEGIN {
+    n = split(line, kv, " ")
+    for (i = 2; i <= n; i++) { eq = index(kv[i], "="); p[substr(kv[i], 1, eq - 1)] = substr(kv[i], eq + 1) }
+    m = split(convoy, kv, " ")
+    for (i = 1; i <= m; i++) { eq = index(kv[i], "="); c[substr(kv[i], 1, eq - 1)] = substr(kv[i], eq + 1) }
+    printf "| compiled PyTorch peer (%s) b=1 / b=64 | %s / %s tok/s (%s / %s ms/step) |\n", p["mode"],
+      ("b1_tok_s" in p) ? p["b1_tok_s"] : "not run", ("b64_tok_s" in p) ? p["b64_tok_s"] : "not run",
+      ("b1_ms" in p) ? p["b1_ms"] : "-", ("b64_ms" in p) ? p["b64_ms"] : "-"
+    if (("b1" in c && "b1_tok_s" in p) || ("b64" in c && "b64_tok_s" in p)) {
+      b1 = ("b1" in c && p["b1_tok_s"] > 0) ? sprintf("%.2fx", c["b1"] / p["b1_tok_s"]) : "unmeasured"
+      b64 = ("b64" in c && p["b64_tok_s"] > 0) ? sprintf("%.2fx", c["b64"] / p["b64_tok_s"]) : "unmeasured"
+      what = (p["mode"] ~ /eager/) ? "PyTorch peer, EAGER (its compilation fell back)" : "compiled PyTorch"
+      printf "| convoy vs %s | b=1 %s (target >= 1.3x), b=64 %s (target >= 2x) |\n", what, b1, b64
+    }
+  }'
+}
+
 # transformers' generate on padded static batches of 64, same model, same length distributions.
 baseline_part() {
   local out=$1 model=$2
@@ -294,5 +363,5 @@ baseline_part() {
 case "$mode" in
   build) build ;;
   device) device "$@" ;;
-  *) echo "usage: $0 build | device [tests] [bench] [serve] [baseline]" >&2; exit 2 ;;
+  *) echo "usage: $0 build | device [tests] [bench] [serve] [peer] [baseline]" >&2; exit 2 ;;
 esac

@@ -15,6 +15,8 @@ import random
 import sys
 import time
 
+import hf_model
+
 
 def fail(message):
     print(f"hf_static_baseline: error: {message}", file=sys.stderr)
@@ -45,25 +47,10 @@ def parse_args():
 
 
 def load_model(path, dtype, device):
-    from transformers import AutoModelForCausalLM
-    # transformers >= 4.56 takes dtype=, older versions only torch_dtype=; and not every
-    # version/model accepts attn_implementation="sdpa".
-    last_error = None
-    for kwargs in ({"dtype": dtype, "attn_implementation": "sdpa"},
-                   {"torch_dtype": dtype, "attn_implementation": "sdpa"},
-                   {"dtype": dtype}, {"torch_dtype": dtype}):
-        try:
-            model, info = AutoModelForCausalLM.from_pretrained(path, output_loading_info=True,
-                                                               **kwargs)
-            break
-        except Exception as e:  # noqa: BLE001 - reported below if every variant fails
-            last_error = e
-    else:
-        fail(f"transformers could not load the model in {path}: {last_error}")
-    # Weights missing from the file would be silently randomly initialized; say so.
-    if info.get("missing_keys"):
-        print(f"warning: weights not in {path}: {sorted(info['missing_keys'])}", file=sys.stderr)
-    model = model.to(device=device, dtype=dtype).eval()
+    try:
+        model = hf_model.load_model(path, dtype, device)
+    except RuntimeError as e:
+        fail(str(e))
     # Greedy decoding never stops early: with no EOS id left in the generation config, each
     # batch runs exactly max_new_tokens steps, as a static batch waiting for its longest member.
     model.generation_config.eos_token_id = None

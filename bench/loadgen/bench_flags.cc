@@ -1,6 +1,8 @@
 #include "bench/loadgen/bench_flags.h"
 
 #include <fstream>
+#include <map>
+#include <string>
 #include <utility>
 
 #include "absl/flags/flag.h"
@@ -32,6 +34,9 @@ ABSL_FLAG(int32_t, concurrency, 0, "Closed loop with this many requests in fligh
 ABSL_FLAG(double, ttft_ms, 0, "Goodput target: time to first token at most this (0: none)");
 ABSL_FLAG(double, itl_ms, 0,
           "Goodput target: a request's mean inter-token latency at most this (0: none)");
+ABSL_FLAG(std::vector<std::string>, class_slo, {},
+          "Goodput targets per workload class, NAME=TTFT_MS/ITL_MS (0: none), comma-separated, "
+          "e.g. chat=500/100,batch=5000/0; a class not named keeps the run's own targets");
 ABSL_FLAG(double, drain_s, 60,
           "After sending stops, seconds the requests in flight may take before they are "
           "cancelled");
@@ -91,7 +96,7 @@ const std::vector<std::string>& CommonFlagNames() {
       "workload", "duration_s", "requests", "rate",     "concurrency", "ttft_ms",
       "itl_ms",   "drain_s",    "warmup",   "seed",     "json",        "csv",
       "svg",      "markdown",   "progress", "protocol", "api_key",     "price_per_hour",
-      "trace",    "rate_scale"};
+      "trace",    "rate_scale", "class_slo"};
   return *names;
 }
 
@@ -109,6 +114,13 @@ absl::StatusOr<v1::Workload> WorkloadFromFlags(std::optional<Trace>& trace, RunO
   }
   if (workload.ok() && absl::GetFlag(FLAGS_seed) != 0)
     workload->set_seed(absl::GetFlag(FLAGS_seed));
+  if (workload.ok()) {
+    std::vector<std::string> names;
+    for (const v1::RequestClass& c : workload->request_class()) names.push_back(c.name());
+    if (std::string unknown = UnknownSloClasses(options.slo, names); !unknown.empty()) {
+      return absl::InvalidArgumentError(unknown);
+    }
+  }
   return workload;
 }
 
@@ -123,6 +135,10 @@ std::string CommonOptions(RunOptions& options, Protocol& protocol) {
   options.warmup_requests = absl::GetFlag(FLAGS_warmup);
   options.slo.ttft_s = absl::GetFlag(FLAGS_ttft_ms) * 1e-3;
   options.slo.itl_s = absl::GetFlag(FLAGS_itl_ms) * 1e-3;
+  absl::StatusOr<std::map<std::string, SloTarget>> by_class =
+      ParseClassSlos(absl::GetFlag(FLAGS_class_slo));
+  if (!by_class.ok()) return absl::StrCat("--class-slo: ", by_class.status().message());
+  options.slo.by_class = *std::move(by_class);
   options.progress = absl::GetFlag(FLAGS_progress);
   options.price_per_hour = absl::GetFlag(FLAGS_price_per_hour);
   if (!(options.price_per_hour >= 0)) return "--price-per-hour must not be negative";

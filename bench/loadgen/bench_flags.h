@@ -30,6 +30,7 @@ ABSL_DECLARE_FLAG(std::string, rate);
 ABSL_DECLARE_FLAG(int32_t, concurrency);
 ABSL_DECLARE_FLAG(double, ttft_ms);
 ABSL_DECLARE_FLAG(double, itl_ms);
+ABSL_DECLARE_FLAG(std::vector<std::string>, class_slo);
 ABSL_DECLARE_FLAG(double, drain_s);
 ABSL_DECLARE_FLAG(int32_t, warmup);
 ABSL_DECLARE_FLAG(uint64_t, seed);

@@ -86,11 +86,21 @@ double CostPer1000Requests(const RunResult& run) {
   return run.price_per_hour * (run.elapsed_s / 3600) / static_cast<double>(all->completed) * 1000;
 }
 
+// "TTFT <= 500 ms, mean ITL <= -" for one class's targets.
+std::string SloText(const SloTarget& t) {
+  return absl::StrFormat("TTFT <= %s, mean ITL <= %s",
+                         t.ttft_s > 0 ? absl::StrFormat("%g ms", t.ttft_s * 1e3) : "-",
+                         t.itl_s > 0 ? absl::StrFormat("%g ms", t.itl_s * 1e3) : "-");
+}
+
 std::string FormatClassTable(const RunResult& run) {
-  std::string out = absl::StrFormat(
-      "config: %s | %s | %.1f s | SLO: TTFT <= %s, mean ITL <= %s\n", run.config, run.arrival,
-      run.elapsed_s, run.slo.ttft_s > 0 ? absl::StrFormat("%g ms", run.slo.ttft_s * 1e3) : "-",
-      run.slo.itl_s > 0 ? absl::StrFormat("%g ms", run.slo.itl_s * 1e3) : "-");
+  std::string out =
+      absl::StrFormat("config: %s | %s | %.1f s | SLO: %s", run.config, run.arrival, run.elapsed_s,
+                      SloText(SloTarget{run.slo.ttft_s, run.slo.itl_s}));
+  for (const auto& [name, target] : run.slo.by_class) {
+    absl::StrAppend(&out, "; ", name, ": ", SloText(target));
+  }
+  out += "\n";
   absl::StrAppendFormat(&out, "%-12s %6s %5s | %-20s | %-20s | %-20s | %7s %9s %8s %5s %5s\n",
                         "class", "done", "fail", "TTFT ms p50/p95/p99", "ITL ms p50/p95/p99",
                         "E2E ms p50/p95/p99", "req/s", "out tok/s", "goodput", "SLO%", "err%");
@@ -195,6 +205,13 @@ nlohmann::json RunToJson(const RunResult& run) {
                       {"concurrency", run.concurrency},
                       {"elapsed_s", run.elapsed_s},
                       {"slo", {{"ttft_s", run.slo.ttft_s}, {"itl_s", run.slo.itl_s}}}};
+  if (!run.slo.by_class.empty()) {
+    nlohmann::json by_class = nlohmann::json::object();
+    for (const auto& [name, target] : run.slo.by_class) {
+      by_class[name] = {{"ttft_s", target.ttft_s}, {"itl_s", target.itl_s}};
+    }
+    j["slo"]["by_class"] = by_class;
+  }
   if (!run.error.empty()) j["error"] = run.error;
   j["cold_start_s"] = Measured(run.cold_start_s);
   j["server_memory"] = {{"samples", run.memory.samples},

@@ -5,6 +5,11 @@
 #include <limits>
 #include <numeric>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
 namespace convoy::bench {
 
 double RequestRecord::mean_itl_s() const {
@@ -37,11 +42,51 @@ LatencySummary Summarize(const std::vector<double>& values) {
   return s;
 }
 
-bool MeetsSlo(const RequestRecord& record, const SloTargets& slo) {
+bool MeetsSlo(const RequestRecord& record, const SloTarget& slo) {
   if (!record.completed || record.first_token_s < 0) return false;
   if (slo.ttft_s > 0 && record.ttft_s() > slo.ttft_s) return false;
   if (slo.itl_s > 0 && record.mean_itl_s() > slo.itl_s) return false;
   return true;
+}
+
+bool MeetsSlo(const RequestRecord& record, const SloTargets& slo) {
+  return MeetsSlo(record, SloTarget{slo.ttft_s, slo.itl_s});
+}
+
+absl::StatusOr<std::map<std::string, SloTarget>> ParseClassSlos(
+    const std::vector<std::string>& entries) {
+  std::map<std::string, SloTarget> out;
+  for (const std::string& entry : entries) {
+    const std::vector<std::string> parts = absl::StrSplit(entry, absl::MaxSplits('=', 1));
+    std::vector<std::string> targets;
+    if (parts.size() == 2) targets = absl::StrSplit(parts[1], '/');
+    double ttft_ms = 0, itl_ms = 0;
+    if (parts.size() != 2 || parts[0].empty() || targets.size() != 2 ||
+        !absl::SimpleAtod(targets[0], &ttft_ms) || !absl::SimpleAtod(targets[1], &itl_ms) ||
+        !(ttft_ms >= 0) || !(itl_ms >= 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "class SLO '", entry,
+          "': expected NAME=TTFT_MS/ITL_MS with both numbers 0 or more (0: no target)"));
+    }
+    if (!out.emplace(parts[0], SloTarget{ttft_ms * 1e-3, itl_ms * 1e-3}).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("class SLO '", entry, "': class ", parts[0], " is given twice"));
+    }
+  }
+  return out;
+}
+
+std::string UnknownSloClasses(const SloTargets& slo, const std::vector<std::string>& class_names) {
+  std::vector<std::string> unknown;
+  for (const auto& [name, target] : slo.by_class) {
+    if (std::find(class_names.begin(), class_names.end(), name) == class_names.end()) {
+      unknown.push_back(name);
+    }
+  }
+  if (unknown.empty()) return "";
+  return absl::StrCat("--class-slo names classes the workload does not have (",
+                      absl::StrJoin(unknown, ", "),
+                      "); its classes are: ", absl::StrJoin(class_names, ", "));
 }
 
 bool RefusedForLoad(const RequestRecord& record) {
@@ -51,8 +96,9 @@ bool RefusedForLoad(const RequestRecord& record) {
 
 namespace {
 
+// `targets[r->class_index]` is a record's targets (the last entry for an index out of range).
 ClassStats Compute(const std::string& name, const std::vector<const RequestRecord*>& records,
-                   double elapsed_s, const SloTargets& slo) {
+                   double elapsed_s, const std::vector<SloTarget>& targets) {
   ClassStats s;
   s.name = name;
   std::vector<double> ttft, itl, e2e, queue, server_ttft, refusal;
@@ -71,7 +117,10 @@ ClassStats Compute(const std::string& name, const std::vector<const RequestRecor
     }
     ++s.completed;
     s.prompt_tokens += r->prompt_tokens;
-    if (MeetsSlo(*r, slo)) ++s.met_slo;
+    const size_t t = r->class_index >= 0 && static_cast<size_t>(r->class_index) < targets.size()
+                         ? static_cast<size_t>(r->class_index)
+                         : targets.size() - 1;
+    if (MeetsSlo(*r, targets[t])) ++s.met_slo;
     if (r->first_token_s >= 0) ttft.push_back(r->ttft_s());
     itl.insert(itl.end(), r->token_gaps_s.begin(), r->token_gaps_s.end());
     e2e.push_back(r->e2e_s());
@@ -107,11 +156,15 @@ std::vector<ClassStats> ComputeStats(const std::vector<RequestRecord>& records,
       by_class[r.class_index].push_back(&r);
     }
   }
+  // Each class's targets, then the defaults for a record of no known class.
+  std::vector<SloTarget> targets;
+  for (const std::string& name : class_names) targets.push_back(slo.For(name));
+  targets.push_back(SloTarget{slo.ttft_s, slo.itl_s});
   std::vector<ClassStats> out;
   for (size_t i = 0; i < class_names.size(); ++i) {
-    out.push_back(Compute(class_names[i], by_class[i], elapsed_s, slo));
+    out.push_back(Compute(class_names[i], by_class[i], elapsed_s, targets));
   }
-  out.push_back(Compute("all", all, elapsed_s, slo));
+  out.push_back(Compute("all", all, elapsed_s, targets));
   return out;
 }
 

@@ -4,8 +4,11 @@
 #define CONVOY_BENCH_LOADGEN_STATS_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
+
+#include "absl/status/statusor.h"
 
 namespace convoy::bench {
 
@@ -55,11 +58,45 @@ struct LatencySummary {
 };
 LatencySummary Summarize(const std::vector<double>& values);
 
-// Service-level targets for goodput; 0 disables a target.
-struct SloTargets {
+// One class's service-level targets for goodput; 0 disables a target.
+struct SloTarget {
   double ttft_s = 0;
   double itl_s = 0;
 };
+
+// The targets of every workload class: ttft_s and itl_s, or by_class's for a class named there
+// (a priority class with its own SLO, e.g. interactive chat beside batch summarization).
+struct SloTargets {
+  SloTargets() = default;
+  SloTargets(double ttft, double itl) : ttft_s(ttft), itl_s(itl) {}
+
+  double ttft_s = 0;
+  double itl_s = 0;
+  std::map<std::string, SloTarget> by_class;
+
+  SloTarget For(const std::string& class_name) const {
+    const auto it = by_class.find(class_name);
+    return it != by_class.end() ? it->second : SloTarget{ttft_s, itl_s};
+  }
+  // Whether any class has a target at all.
+  bool Any() const {
+    if (ttft_s > 0 || itl_s > 0) return true;
+    for (const auto& [name, target] : by_class) {
+      if (target.ttft_s > 0 || target.itl_s > 0) return true;
+    }
+    return false;
+  }
+};
+
+// Per-class targets from "NAME=TTFT_MS/ITL_MS" entries (convoy-bench --class-slo), either number 0
+// for none: {"chat=500/100", "batch=5000/0"}. INVALID_ARGUMENT naming the entry that does not
+// parse, has a negative target or repeats a class.
+absl::StatusOr<std::map<std::string, SloTarget>> ParseClassSlos(
+    const std::vector<std::string>& entries);
+
+// "" when every class `slo.by_class` names is in `class_names`; else a message naming the others
+// and the classes there are.
+std::string UnknownSloClasses(const SloTargets& slo, const std::vector<std::string>& class_names);
 
 // Whether a request that did not complete was refused for load: RESOURCE_EXHAUSTED over gRPC
 // (convoy's API, KServe) or 429 over HTTP.
@@ -67,6 +104,8 @@ bool RefusedForLoad(const RequestRecord& record);
 
 // A completed request whose TTFT is within ttft_s and whose mean inter-token latency is within
 // itl_s.
+bool MeetsSlo(const RequestRecord& record, const SloTarget& slo);
+// The same with the default targets (SloTargets::ttft_s and itl_s).
 bool MeetsSlo(const RequestRecord& record, const SloTargets& slo);
 
 struct ClassStats {
@@ -95,7 +134,8 @@ struct ClassStats {
 };
 
 // One ClassStats per name in `class_names` (in that order), then one named "all" over every
-// record. `elapsed_s` is the measured span the rates are divided by.
+// record. `elapsed_s` is the measured span the rates are divided by. Each request is held to its
+// own class's targets (SloTargets::For), in its class's row and in "all".
 std::vector<ClassStats> ComputeStats(const std::vector<RequestRecord>& records,
                                      const std::vector<std::string>& class_names, double elapsed_s,
                                      const SloTargets& slo);

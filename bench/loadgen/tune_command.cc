@@ -202,8 +202,16 @@ int TuneCommand(int argc, char** argv) {
   }
   run.slo.ttft_s = absl::GetFlag(FLAGS_ttft_p99) * 1e-3;
   run.slo.itl_s = absl::GetFlag(FLAGS_itl_p99) * 1e-3;
-  if (!(run.slo.ttft_s > 0) && !(run.slo.itl_s > 0)) {
-    return convoy::cli::BadUsage(spec, "give an SLO: --ttft-p99 MS and/or --itl-p99 MS above 0");
+  if (watch && !absl::GetFlag(FLAGS_class_slo).empty()) {
+    return convoy::cli::BadUsage(
+        spec,
+        "--watch reads the server's own latency histograms, which are not kept per class: give "
+        "--ttft-p99 and --itl-p99, not --class-slo");
+  }
+  if (!run.slo.Any()) {
+    return convoy::cli::BadUsage(
+        spec,
+        "give an SLO: --ttft-p99 MS and/or --itl-p99 MS above 0, or per class with --class-slo");
   }
   if (run.slo.ttft_s < 0 || run.slo.itl_s < 0) {
     return convoy::cli::BadUsage(spec, "--ttft-p99 and --itl-p99 must not be negative");

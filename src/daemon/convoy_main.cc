@@ -5,7 +5,7 @@
 //                   --stop-token-ids 2 --stop TEXT --priority P --timeout-ms T]
 //                   [--presence-penalty X --frequency-penalty X --repetition-penalty X
 //                   --logit-bias ID=BIAS,...]
-//                   [--logprobs] [--top-logprobs N] [--stream] [--json]
+//                   [--logprobs] [--top-logprobs N] [--n N] [--stream] [--json]
 //                   [--json-schema FILE | --json-object | --regex RE | --grammar FILE |
 //                    --choices A|B|C]
 //   convoy chat --addr HOST:PORT [--system TEXT] [sampling flags]   an interactive chat, streamed
@@ -65,6 +65,9 @@ ABSL_FLAG(int32_t, priority, 0, "1 is the highest; 0 takes the server's default"
 ABSL_FLAG(int64_t, timeout_ms, 0, "The call's deadline in milliseconds; 0 for none");
 ABSL_FLAG(bool, logprobs, false, "Return each token's log-probability");
 ABSL_FLAG(int32_t, top_logprobs, 0, "Also return the N most likely tokens per step");
+ABSL_FLAG(int32_t, n, 1,
+          "Choices: generate N answers to the prompt (choice i with --seed + i), each printed "
+          "under its index");
 ABSL_FLAG(bool, stream, false, "Print tokens as they are generated");
 ABSL_FLAG(bool, json, false, "Print the response as one JSON object");
 ABSL_FLAG(std::string, json_schema, "",
@@ -98,7 +101,7 @@ const convoy::cli::CommandLine kTop = {
     "            --temperature T --top-k K --top-p P --min-p P --seed S --stop-token-ids 2\n"
     "            --stop TEXT --priority P --timeout-ms T] [--presence-penalty X\n"
     "            --frequency-penalty X --repetition-penalty X --logit-bias ID=BIAS,...]\n"
-    "            [--logprobs] [--top-logprobs N] [--stream] [--json]\n"
+    "            [--logprobs] [--top-logprobs N] [--n N] [--stream] [--json]\n"
     "            [--json-schema FILE | --json-object | --regex RE | --grammar FILE |\n"
     "            --choices A|B|C]\n"
     "  chat      an interactive chat through the model's chat template, streamed [--system TEXT\n"
@@ -117,7 +120,9 @@ const convoy::cli::CommandLine kGenerate = {
     "Generates from the prompt: token ids, raw text, or one user turn (--chat, with an optional\n"
     "--system message) through the model's chat template. --stream prints text as it comes;\n"
     "--json prints one JSON object (with --stream, one per message, the last one the whole\n"
-    "response) with prompt_token_ids, token_ids, text, logprobs and finish_reason.\n"
+    "response) with prompt_token_ids, token_ids, text, logprobs and finish_reason. --n N asks\n"
+    "for N answers (choices), each printed under its index (in --json, a list \"choices\"; with\n"
+    "--stream, each choice once it has ended, and each JSON message has its choice_index).\n"
     "Structured output (at most one): --json-schema FILE, --json-object, --regex RE, --grammar\n"
     "FILE (GBNF) or --choices A|B|C holds the answer to it (docs/grammar.md).",
     {"addr",
@@ -146,6 +151,7 @@ const convoy::cli::CommandLine kGenerate = {
      "timeout_ms",
      "logprobs",
      "top_logprobs",
+     "n",
      "stream",
      "json",
      "json_schema",
@@ -281,32 +287,71 @@ nlohmann::json TopLogprobsJson(const google::protobuf::RepeatedPtrField<v1::TopL
   return out;
 }
 
-// The whole response, as `generate --json` prints it.
+// One answer's fields (of an InferResponse, or of one of its choices) into `*j`.
+template <typename Answer>
+void AddAnswerJson(const Answer& a, nlohmann::json* j) {
+  (*j)["token_ids"] = std::vector<int32_t>(a.token_ids().begin(), a.token_ids().end());
+  (*j)["text"] = a.text();
+  (*j)["logprobs"] = std::vector<float>(a.logprobs().begin(), a.logprobs().end());
+  if (a.top_logprobs_size() > 0) (*j)["top_logprobs"] = TopLogprobsJson(a.top_logprobs());
+  (*j)["finish_reason"] = convoy::FinishReasonText(a.finish_reason());
+  (*j)["seed"] = a.seed();  // the request's, or the one the server drew for it
+  (*j)["timings"] = {{"queue_us", a.timings().queue_microseconds()},
+                     {"time_to_first_token_us", a.timings().time_to_first_token_microseconds()},
+                     {"total_us", a.timings().total_microseconds()}};
+}
+
+// The whole response, as `generate --json` prints it: with several choices, their answers in
+// "choices".
 nlohmann::json ResponseJson(const v1::InferResponse& r) {
   nlohmann::json j;
   j["request_id"] = r.request_id();
   j["model"] = r.model();
   j["prompt_token_ids"] =
       std::vector<int32_t>(r.prompt_token_ids().begin(), r.prompt_token_ids().end());
-  j["token_ids"] = std::vector<int32_t>(r.token_ids().begin(), r.token_ids().end());
-  j["text"] = r.text();
-  j["logprobs"] = std::vector<float>(r.logprobs().begin(), r.logprobs().end());
-  if (r.top_logprobs_size() > 0) j["top_logprobs"] = TopLogprobsJson(r.top_logprobs());
-  j["finish_reason"] = convoy::FinishReasonText(r.finish_reason());
-  j["seed"] = r.seed();  // the request's, or the one the server drew for it
   j["usage"] = {{"prompt_tokens", r.usage().prompt_tokens()},
                 {"completion_tokens", r.usage().completion_tokens()}};
-  j["timings"] = {{"queue_us", r.timings().queue_microseconds()},
-                  {"time_to_first_token_us", r.timings().time_to_first_token_microseconds()},
-                  {"total_us", r.timings().total_microseconds()}};
+  if (r.choices_size() == 0) {
+    AddAnswerJson(r, &j);
+    return j;
+  }
+  j["choices"] = nlohmann::json::array();
+  for (const v1::Choice& c : r.choices()) {
+    nlohmann::json choice = {{"index", c.index()}, {"request_id", c.request_id()}};
+    AddAnswerJson(c, &choice);
+    j["choices"].push_back(std::move(choice));
+  }
   return j;
 }
 
+template <typename Answer>
+void PrintAnswer(const Answer& a) {
+  if (!a.text().empty()) std::cout << a.text() << "\n";
+  std::cout << absl::StrJoin(a.token_ids(), " ") << "  ["
+            << convoy::FinishReasonText(a.finish_reason()) << "]\n";
+  if (a.logprobs_size() > 0) std::cout << "logprobs: " << absl::StrJoin(a.logprobs(), " ") << "\n";
+}
+
+// Each choice under its index when there are several.
 void PrintPlain(const v1::InferResponse& r) {
-  if (!r.text().empty()) std::cout << r.text() << "\n";
-  std::cout << absl::StrJoin(r.token_ids(), " ") << "  ["
-            << convoy::FinishReasonText(r.finish_reason()) << "]\n";
-  if (r.logprobs_size() > 0) std::cout << "logprobs: " << absl::StrJoin(r.logprobs(), " ") << "\n";
+  if (r.choices_size() == 0) PrintAnswer(r);
+  for (const v1::Choice& c : r.choices()) {
+    std::cout << "[choice " << c.index() << "]\n";
+    PrintAnswer(c);
+  }
+}
+
+// Adds a stream message's output to its answer (the response's own fields, or a choice's).
+template <typename Answer>
+void AddStreamed(const v1::InferStreamResponse& message, Answer* answer) {
+  answer->mutable_token_ids()->MergeFrom(message.token_ids());
+  answer->mutable_logprobs()->MergeFrom(message.logprobs());
+  answer->mutable_top_logprobs()->MergeFrom(message.top_logprobs());
+  answer->mutable_text()->append(message.text());
+  if (message.finish_reason() == v1::FINISH_REASON_UNSPECIFIED) return;
+  answer->set_finish_reason(message.finish_reason());
+  *answer->mutable_timings() = message.timings();
+  answer->set_seed(message.seed());
 }
 
 // The sampling flags that were given: the server fills the rest with its defaults. False (the
@@ -401,6 +446,9 @@ int Generate() {
   request.set_top_logprobs(absl::GetFlag(FLAGS_top_logprobs));
   const bool json = absl::GetFlag(FLAGS_json);
   request.set_return_prompt_token_ids(json);
+  const int32_t n = absl::GetFlag(FLAGS_n);
+  if (n < 1) return convoy::cli::BadUsage(kGenerate, "--n must be at least 1");
+  request.set_n(n);
 
   auto stub = v1::Inference::NewStub(Connect());
   grpc::ClientContext context;
@@ -417,18 +465,45 @@ int Generate() {
     return 0;
   }
 
-  // Streaming: print as messages come; gather the whole response for the end.
+  // Streaming: print as messages come; gather the whole response for the end. With several
+  // choices, each is printed once it has ended (their messages interleave).
   std::unique_ptr<grpc::ClientReader<v1::InferStreamResponse>> reader =
       stub->InferStream(&context, request);
   v1::InferResponse whole;
+  for (int32_t i = 0; n > 1 && i < n; ++i) whole.add_choices()->set_index(i);
   v1::InferStreamResponse message;
-  bool ended = false;
+  int32_t ended = 0;  // choices
   while (reader->Read(&message)) {
+    if (n > 1) {
+      if (message.choice_index() < 0 || message.choice_index() >= n) continue;
+      v1::Choice* choice = whole.mutable_choices(message.choice_index());
+      choice->set_request_id(message.request_id());
+      AddStreamed(message, choice);
+      if (message.choice_index() == 0) whole.set_request_id(message.request_id());
+      if (json && message.token_ids_size() > 0) {
+        nlohmann::json j;
+        j["choice_index"] = message.choice_index();
+        j["first_token_index"] = message.first_token_index();
+        j["token_ids"] =
+            std::vector<int32_t>(message.token_ids().begin(), message.token_ids().end());
+        j["text"] = message.text();
+        j["logprobs"] = std::vector<float>(message.logprobs().begin(), message.logprobs().end());
+        std::cout << j.dump() << std::endl;
+      }
+      if (message.finish_reason() == v1::FINISH_REASON_UNSPECIFIED) continue;
+      ++ended;
+      whole.mutable_usage()->set_prompt_tokens(message.usage().prompt_tokens());
+      whole.mutable_usage()->set_completion_tokens(whole.usage().completion_tokens() +
+                                                   message.usage().completion_tokens());
+      *whole.mutable_prompt_token_ids() = message.prompt_token_ids();
+      if (!json) {
+        std::cout << "[choice " << choice->index() << "]\n";
+        PrintAnswer(*choice);
+      }
+      continue;
+    }
     whole.set_request_id(message.request_id());
-    whole.mutable_token_ids()->MergeFrom(message.token_ids());
-    whole.mutable_logprobs()->MergeFrom(message.logprobs());
-    whole.mutable_top_logprobs()->MergeFrom(message.top_logprobs());
-    whole.mutable_text()->append(message.text());
+    AddStreamed(message, &whole);
     if (json && message.token_ids_size() > 0) {
       nlohmann::json j;
       j["first_token_index"] = message.first_token_index();
@@ -442,22 +517,19 @@ int Generate() {
       std::cout << absl::StrJoin(message.token_ids(), " ") << " " << std::flush;
     }
     if (message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
-      ended = true;
-      whole.set_finish_reason(message.finish_reason());
+      ended = 1;
       *whole.mutable_usage() = message.usage();
-      *whole.mutable_timings() = message.timings();
       *whole.mutable_prompt_token_ids() = message.prompt_token_ids();
-      whole.set_seed(message.seed());
     }
   }
   const grpc::Status status = reader->Finish();
-  if (ended) {
+  if (ended == n) {
     if (json) {
       std::cout << ResponseJson(whole).dump() << std::endl;
-    } else {
+    } else if (n == 1) {
       std::cout << " [" << convoy::FinishReasonText(whole.finish_reason()) << "]" << std::endl;
     }
-  } else if (!json) {
+  } else if (!json && n == 1) {
     std::cout << std::endl;
   }
   if (!status.ok()) return RpcFailed(status);

@@ -518,6 +518,10 @@ int RunDaemon(const DaemonOptions& options) {
         absl::StrCat("the ", engine->executor_name,
                      " executor does not apply min_p, penalties or logit_bias yet"));
   }
+  if (!engine->executor->limits().scores_prompts) {
+    serving.limits.no_prompt_scoring = absl::UnimplementedError(
+        absl::StrCat("the ", engine->executor_name, " executor does not score prompts yet"));
+  }
   serving.limits.no_chat_template_reason = engine->no_chat_template_reason;
   serving.model_info =
       ToModelInfo(model, serving.limits.model_name, serving.limits.max_context_length);

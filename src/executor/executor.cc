@@ -63,11 +63,13 @@ absl::Status ValidateStepRow(const StepRow& row, const ModelConfig& model, const
   return absl::OkStatus();
 }
 
+absl::Status RefusePromptScoring(const StepRow& row, std::string_view executor_name) {
+  if (row.score_tokens.empty()) return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrFormat(
+      "sequence %d: the %s executor does not score prompt tokens", row.seq_id, executor_name));
+}
+
 absl::Status RefuseExtendedSampling(const StepRow& row, std::string_view executor_name) {
-  if (!row.score_tokens.empty()) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "sequence %d: the %s executor does not score prompt tokens", row.seq_id, executor_name));
-  }
   if (row.logit_adjustments == nullptr && !UsesExtendedSampling(row.sampling)) {
     return absl::OkStatus();
   }

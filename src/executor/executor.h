@@ -38,6 +38,10 @@ absl::Status NoAllowedTokenError(int64_t seq_id);
 // sequence and what it asks for when `row` has logit adjustments or min_p; OK otherwise.
 absl::Status RefuseExtendedSampling(const StepRow& row, std::string_view executor_name);
 
+// For an executor without ExecutorLimits::scores_prompts: UNIMPLEMENTED naming the sequence when
+// `row` has score_tokens; OK otherwise.
+absl::Status RefusePromptScoring(const StepRow& row, std::string_view executor_name);
+
 class Executor {
  public:
   virtual ~Executor() = default;

@@ -4,6 +4,9 @@
 // the stream's next write; the next write starts only from OnWriteDone, so a slow reader gets
 // several tokens per message.
 //
+// A request with n choices (InferRequest.n) runs n sessions (frontend/choices.h), and its call
+// ends once every choice has; when one fails, the others are ended and the call has its status.
+//
 // A call ends in exactly one way: the engine's final event (OK, or the engine's error), the
 // deadline (the gRPC deadline or timeout_microseconds, whichever is earlier: DEADLINE_EXCEEDED),
 // the client cancelling or going away (CANCELLED: the request is cancelled in the engine, which
@@ -72,6 +75,10 @@ class InferenceService final : public InferenceServiceBase {
   class UnaryCall;
   class StreamCall;
 
+  // Parses an Infer or InferStream request into `*request`, and returns its number of choices
+  // (CountChoices); a refusal is counted.
+  absl::StatusOr<int32_t> ParseInferRequest(const grpc::ByteBuffer& bytes,
+                                            v1::InferRequest* request);
   // The answer of GetModelInfo and GetServerInfo (INVALID_ARGUMENT for `request` bytes that are no
   // GetModelInfoRequest, ...), filled into `*info`.
   absl::Status FillModelInfo(const grpc::CallbackServerContext& context,

@@ -50,7 +50,7 @@ struct Given {
 };
 
 struct Values {
-  Given<KServeInteger> max_tokens, top_k, seed, priority, timeout;
+  Given<KServeInteger> max_tokens, top_k, seed, priority, timeout, n;
   Given<double> temperature, top_p;
   // Request parameters only (no inputs of these names).
   Given<double> min_p, presence_penalty, frequency_penalty, repetition_penalty;
@@ -204,6 +204,7 @@ absl::Status ReadParameter(const std::string& key, const inference::InferParamet
   if (key == "seed") return integer(v->seed);
   if (key == "priority") return integer(v->priority);
   if (key == "timeout") return integer(v->timeout);
+  if (key == "n") return integer(v->n);
   if (key == "temperature") return number(v->temperature);
   if (key == "top_p") return number(v->top_p);
   if (key == "min_p") return number(v->min_p);
@@ -235,11 +236,12 @@ absl::Status ReadParameter(const std::string& key, const inference::InferParamet
   if (absl::StartsWith(key, "triton_") || key == "headers" || key == "binary_data_output") {
     return absl::OkStatus();
   }
-  return Invalid(name,
-                 "unknown parameter; the parameters taken are max_tokens, temperature, top_p, "
-                 "top_k, min_p, presence_penalty, frequency_penalty, repetition_penalty, "
-                 "logit_bias, seed, stop, stream, exclude_input_in_output, priority, timeout, and "
-                 "one of json_schema, json_object, regex, grammar and choices");
+  return Invalid(
+      name,
+      "unknown parameter; the parameters taken are max_tokens, temperature, top_p, "
+      "top_k, min_p, presence_penalty, frequency_penalty, repetition_penalty, "
+      "logit_bias, seed, stop, stream, exclude_input_in_output, priority, timeout, n, and "
+      "one of json_schema, json_object, regex, grammar and choices");
 }
 
 absl::StatusOr<int32_t> ToInt32(const Given<KServeInteger>& field) {
@@ -355,6 +357,13 @@ absl::Status Apply(const Values& v, bool streaming, KServeRequest* out) {
     ASSIGN_OR_RETURN(int32_t priority, ToInt32(v.priority));
     out->request.set_priority(priority);
     name("priority", v.priority.name);
+  }
+  if (v.n.value) {
+    // The choices; CountChoices checks the value.
+    ASSIGN_OR_RETURN(int32_t n, ToInt32(v.n));
+    out->request.set_n(n);
+    name("n", v.n.name);
+    out->answer.outputs.choice_dim = n > 1;
   }
   if (v.timeout.value) {
     // Triton's request timeout, in microseconds.

@@ -10,7 +10,9 @@
 //            element each but stop, each also accepted as a request parameter of its name
 //   outputs  text_output BYTES, one element: the generated text
 //            output_ids  INT32: the generated token ids
-// The request parameters priority (1 is the highest) and timeout (microseconds) are Triton's.
+// The request parameters priority (1 is the highest) and timeout (microseconds) are Triton's; the
+// parameter n asks for n choices (InferRequest.n, up to request_limits.max_choices), whose
+// outputs gain a dimension of n: text_output [n], output_ids [n, longest] padded with -1.
 // Outputs carry the batch dimension when the prompt's tensor had one. A request whose inputs came
 // in raw_input_contents (as tritonclient sends them) is answered in raw_output_contents, one with
 // typed contents in typed contents.

@@ -10,7 +10,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "frontend/choices.h"
 #include "frontend/grpc_auth.h"
 #include "frontend/grpc_bytes.h"
 #include "frontend/kserve_request.h"
@@ -37,34 +39,70 @@ void StartResponse(const KServeRequest& request, const ServingContext* serving,
   response->set_id(request.answer.id);
 }
 
-// The parameters of the response that ends a request.
-void SetEndParameters(const SessionEnd& end, ModelInferResponse* response) {
+// The parameters of the response that ends a request: with n choices, finish_reason lists each
+// choice's, comma-separated, and the usage counts the prompt once and every choice's tokens.
+void SetEndParameters(const ChoiceGroup& choices, ModelInferResponse* response) {
+  std::vector<absl::string_view> reasons;
+  for (int32_t i = 0; i < choices.size(); ++i) {
+    reasons.push_back(FinishReasonText(choices.end(i)->finish_reason));
+  }
+  const SessionEnd totals = choices.Totals();
   auto& parameters = *response->mutable_parameters();
-  parameters["finish_reason"].set_string_param(FinishReasonText(end.finish_reason));
-  parameters["prompt_tokens"].set_int64_param(end.prompt_tokens);
-  parameters["completion_tokens"].set_int64_param(end.completion_tokens);
+  parameters["finish_reason"].set_string_param(absl::StrJoin(reasons, ","));
+  parameters["prompt_tokens"].set_int64_param(totals.prompt_tokens);
+  parameters["completion_tokens"].set_int64_param(totals.completion_tokens);
 }
 
-// The whole answer: the generated output, after the prompt when the request asked for it.
+// Each choice's new output, as AddKServeOutputs takes it.
+void AddOutputs(const KServeRequest& request, const std::vector<SessionOutput>& outputs,
+                ModelInferResponse* response) {
+  std::vector<KServeChoiceOutput> choices;
+  for (const SessionOutput& output : outputs) choices.push_back({output.token_ids, output.text});
+  AddKServeOutputs(request.answer.outputs, choices, response);
+}
+
+// The whole answer: each choice's generated output, after the prompt when the request asked for
+// it. REQUIRES: every choice has ended.
 void FillWhole(const KServeRequest& request, const ServingContext* serving,
-               const SessionOutput& output, const SessionEnd& end, ModelInferResponse* response) {
+               const std::vector<SessionOutput>& outputs, const ChoiceGroup& choices,
+               ModelInferResponse* response) {
   StartResponse(request, serving, response);
   const KServeAnswerSpec& answer = request.answer;
   if (answer.exclude_input) {
-    AddKServeOutputs(answer.outputs, output.token_ids, output.text, response);
+    AddOutputs(request, outputs, response);
   } else {
-    std::vector<int32_t> ids = end.prompt_token_ids;
-    ids.insert(ids.end(), output.token_ids.begin(), output.token_ids.end());
-    std::string text = answer.prompt_text;
+    const std::vector<int32_t>& prompt_ids = choices.end(0)->prompt_token_ids;
+    std::string prompt_text = answer.prompt_text;
     const Tokenizer* tokenizer = serving == nullptr ? nullptr : serving->limits.tokenizer;
-    if (text.empty() && tokenizer != nullptr) {
+    if (prompt_text.empty() && tokenizer != nullptr) {
       // A prompt of ids: its text as the tokenizer reads it (ids it has no token for read as none).
-      text = tokenizer->Decode(end.prompt_token_ids, /*skip_special=*/true).value_or("");
+      prompt_text = tokenizer->Decode(prompt_ids, /*skip_special=*/true).value_or("");
     }
-    text.append(output.text);
-    AddKServeOutputs(answer.outputs, ids, text, response);
+    std::vector<SessionOutput> whole(outputs.size());
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      whole[i].token_ids = prompt_ids;
+      whole[i].token_ids.insert(whole[i].token_ids.end(), outputs[i].token_ids.begin(),
+                                outputs[i].token_ids.end());
+      whole[i].text = absl::StrCat(prompt_text, outputs[i].text);
+    }
+    AddOutputs(request, whole, response);
   }
-  SetEndParameters(end, response);
+  SetEndParameters(choices, response);
+}
+
+// Reads `request` into `*out` and returns its number of choices (CountChoices). A refusal is
+// counted, with the field at fault named as the client named it.
+absl::StatusOr<int32_t> ReadRequest(GenerationHub& hub, const ModelInferRequest& request,
+                                    bool streaming, KServeRequest* out) {
+  absl::StatusOr<KServeRequest> parsed = ParseKServeRequest(request, streaming);
+  absl::StatusOr<int32_t> n = parsed.ok() ? CountChoices(parsed->request.n(), hub)
+                                          : absl::StatusOr<int32_t>(parsed.status());
+  if (!n.ok()) {
+    hub.CountRefusal(n.status());
+    return parsed.ok() ? KServeFieldNames(n.status(), *parsed) : n.status();
+  }
+  *out = *std::move(parsed);
+  return n;
 }
 
 // The reactor of a call answered at once.
@@ -91,56 +129,63 @@ ModelStreamInferResponse ErrorMessage(const std::string& id, const ServingContex
 
 }  // namespace
 
-// ModelInfer: the whole result in one response, once the session has ended.
+// ModelInfer: the whole result in one response, once every choice has ended (or one failed).
 class KServeService::UnaryCall final : public grpc::ServerUnaryReactor {
  public:
   UnaryCall(KServeService* service, grpc::CallbackServerContext* context,
             const ModelInferRequest& request, grpc::ByteBuffer* response)
       : hub_(service->hub_), out_(response) {
-    absl::StatusOr<KServeRequest> parsed = ParseKServeRequest(request, /*streaming=*/false);
-    if (!parsed.ok()) {
-      hub_->CountRefusal(parsed.status());
-      Finish(ToGrpcStatus(parsed.status()));
+    const absl::StatusOr<int32_t> n = ReadRequest(*hub_, request, /*streaming=*/false, &request_);
+    if (!n.ok()) {
+      Finish(ToGrpcStatus(n.status()));
       return;
     }
-    request_ = *std::move(parsed);
-    session_ = GenerationSession::Create(hub_, [this] { Pump(); });
-    session_->Begin(request_.request, GrpcCallDeadline(*context), GrpcCallOrigin(*context));
+    {
+      absl::MutexLock lock(&mu_);
+      outputs_.resize(*n);
+    }
+    choices_ = std::make_unique<ChoiceGroup>(hub_, *n, [this] { Pump(); });
+    choices_->Begin(request_.request, GrpcCallDeadline(*context), GrpcCallOrigin(*context));
   }
 
   void OnCancel() override {
-    if (session_ != nullptr) session_->ClientGone();
+    if (choices_ != nullptr) choices_->ClientGone();
   }
   void OnDone() override {
-    if (session_ != nullptr) session_->Detach();
+    if (choices_ != nullptr) choices_->Detach();
     delete this;
   }
 
  private:
   void Pump() {
     grpc::Status status;
+    bool end_all = false;  // a choice failed: the others are ended, unlocked
     {
       absl::MutexLock lock(&mu_);
       if (finished_) return;
-      std::optional<SessionEnd> end = session_->Take(&output_);
-      if (!end) return;
+      for (int32_t i = 0; i < choices_->size(); ++i) choices_->Take(i, &outputs_[i]);
+      const SessionEnd* failure = choices_->failure();
+      if (!choices_->all_ended() && failure == nullptr) return;
       finished_ = true;
-      status = ToGrpcStatus(KServeFieldNames(end->status, request_));
-      if (status.ok()) {
+      end_all = !choices_->all_ended();
+      if (failure != nullptr) {
+        status = ToGrpcStatus(KServeFieldNames(failure->status, request_));
+      } else {
         ModelInferResponse response;
-        FillWhole(request_, hub_->serving(), output_, *end, &response);
+        FillWhole(request_, hub_->serving(), outputs_, *choices_, &response);
         SerializeToBytes(response, out_);
       }
     }
+    if (end_all) choices_->ClientGone();
     Finish(status);
   }
 
   GenerationHub* const hub_;
-  grpc::ByteBuffer* const out_;  // gRPC's; written once, before Finish
-  KServeRequest request_;        // set before the session starts; constant after
-  std::shared_ptr<GenerationSession> session_;
+  grpc::ByteBuffer* const out_;           // gRPC's; written once, before Finish
+  KServeRequest request_;                 // set before the sessions start; constant after
+  std::unique_ptr<ChoiceGroup> choices_;  // likewise; null for a request refused at once
   absl::Mutex mu_;
-  SessionOutput output_ ABSL_GUARDED_BY(mu_);
+  std::vector<SessionOutput> outputs_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
@@ -151,14 +196,14 @@ class KServeService::Generation {
 
   const KServeRequest request;
   // Set before Begin; constant after.
-  std::shared_ptr<GenerationSession> session;
+  std::unique_ptr<ChoiceGroup> choices;
   // The rest belongs to the call's mutex.
   // In the call's ready_ list (woken, not looked at since).
   bool queued = false;
   // Its last message is built: wakes are ignored.
   bool finished = false;
-  // The output so far, for an answer in one response (stream: false).
-  SessionOutput whole;
+  // Each choice's output so far, for an answer in one response (stream: false).
+  std::vector<SessionOutput> whole;
 };
 
 // ModelStreamInfer: reads requests until the client half-closes; each becomes a Generation whose
@@ -218,28 +263,29 @@ class KServeService::StreamCall final
       left.insert(left.end(), ended_.begin(), ended_.end());
       ended_.clear();
     }
-    for (const std::shared_ptr<Generation>& generation : left) generation->session->Detach();
+    for (const std::shared_ptr<Generation>& generation : left) generation->choices->Detach();
     delete this;
   }
 
  private:
   void Accept(const ModelInferRequest& request) {
-    absl::StatusOr<KServeRequest> parsed = ParseKServeRequest(request, /*streaming=*/true);
-    if (!parsed.ok()) {
-      hub_->CountRefusal(parsed.status());
-      Refuse(request.id(), parsed.status());
+    KServeRequest parsed;
+    const absl::StatusOr<int32_t> n = ReadRequest(*hub_, request, /*streaming=*/true, &parsed);
+    if (!n.ok()) {
+      Refuse(request.id(), n.status());
       return;
     }
-    auto generation = std::make_shared<Generation>(*std::move(parsed));
+    auto generation = std::make_shared<Generation>(std::move(parsed));
     Generation* g = generation.get();
-    generation->session = GenerationSession::Create(hub_, [this, g] { Wake(g); });
+    generation->whole.resize(*n);
+    generation->choices = std::make_unique<ChoiceGroup>(hub_, *n, [this, g] { Wake(g); });
     {
       absl::MutexLock lock(&mu_);
       if (client_gone_) return;  // the call is ending: the request is dropped
       active_.push_back(generation);
     }
     // Begin may wake it at once (a refusal).
-    generation->session->Begin(generation->request.request, deadline_, origin_);
+    generation->choices->Begin(generation->request.request, deadline_, origin_);
   }
 
   // Answers a request refused before it had a session with its error message.
@@ -262,7 +308,7 @@ class KServeService::StreamCall final
       ready_.push_back(generation);
       // A write stuck on a client that does not read, and the hub gave up on this request: the
       // call is cancelled (its write fails, every request of it ends, the call finishes).
-      if (writing_ && generation->session->slow_client() && !cancelling_) {
+      if (writing_ && generation->choices->slow_client() && !cancelling_) {
         cancelling_ = true;
         cancel = true;
       }
@@ -277,16 +323,16 @@ class KServeService::StreamCall final
 
   // Ends every request of the call (the client cancelled or the stream broke).
   void ClientGone() {
-    std::vector<std::shared_ptr<GenerationSession>> sessions;
+    std::vector<std::shared_ptr<Generation>> generations;
     {
       absl::MutexLock lock(&mu_);
       client_gone_ = true;
       outbox_.clear();
-      for (const std::shared_ptr<Generation>& generation : active_) {
-        sessions.push_back(generation->session);
-      }
+      generations = active_;
     }
-    for (const std::shared_ptr<GenerationSession>& session : sessions) session->ClientGone();
+    for (const std::shared_ptr<Generation>& generation : generations) {
+      generation->choices->ClientGone();
+    }
   }
 
   // Writes the next message or finishes the call when it is time. `may_detach`: not called from a
@@ -296,13 +342,18 @@ class KServeService::StreamCall final
     enum class Action { kNone, kWrite, kFinish } action = Action::kNone;
     grpc::Status status;
     std::vector<std::shared_ptr<Generation>> ended;
+    // Generations one of whose choices failed: their other choices are ended, unlocked.
+    std::vector<std::shared_ptr<Generation>> failed;
     {
       absl::MutexLock lock(&mu_);
       if (finished_) return;
       while (!ready_.empty() && (client_gone_ || (!writing_ && action == Action::kNone))) {
         Generation* generation = ready_.front();
         if (NextMessageLocked(generation, &writing_message_)) action = Action::kWrite;
-        if (generation->finished) ended_.push_back(RemoveLocked(generation));
+        if (generation->finished) {
+          ended_.push_back(RemoveLocked(generation));
+          if (!generation->choices->all_ended()) failed.push_back(ended_.back());
+        }
       }
       if (action == Action::kNone && !writing_ && !client_gone_ && !outbox_.empty()) {
         writing_message_ = std::move(outbox_.front());
@@ -319,7 +370,8 @@ class KServeService::StreamCall final
       if (may_detach) ended.swap(ended_);
     }
     // Outside the lock: a wake in progress holds its session's wake lock and waits for this one.
-    for (const std::shared_ptr<Generation>& generation : ended) generation->session->Detach();
+    for (const std::shared_ptr<Generation>& generation : failed) generation->choices->ClientGone();
+    for (const std::shared_ptr<Generation>& generation : ended) generation->choices->Detach();
     if (action == Action::kWrite) {
       SerializeToBytes(writing_message_, &writing_bytes_);
       StartWrite(&writing_bytes_);
@@ -334,43 +386,52 @@ class KServeService::StreamCall final
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const KServeRequest& request = generation->request;
     const ServingContext* serving = hub_->serving();
-    SessionOutput out;
-    std::optional<SessionEnd> end =
-        generation->session->Take(request.answer.stream ? &out : &generation->whole);
-    const bool failed = end && !end->status.ok();
-    if (client_gone_ || (!end && out.empty())) {
+    ChoiceGroup& choices = *generation->choices;
+    std::vector<SessionOutput> outs(choices.size());
+    bool any_output = false;
+    bool any_tokens = false;
+    for (int32_t i = 0; i < choices.size(); ++i) {
+      choices.Take(i, request.answer.stream ? &outs[i] : &generation->whole[i]);
+      any_output = any_output || !outs[i].empty();
+      any_tokens = any_tokens || !outs[i].token_ids.empty();
+    }
+    const SessionEnd* failure = choices.failure();
+    // The request ends when every choice has, or at the first failure.
+    const bool end = choices.all_ended() || failure != nullptr;
+    if (client_gone_ || (!end && !any_output)) {
       if (end) generation->finished = true;
       PopReadyLocked();
       return false;
     }
     message->Clear();
     ModelInferResponse* response = message->mutable_infer_response();
-    if (failed && !out.token_ids.empty()) {
+    if (failure != nullptr && any_tokens) {
       // The tokens before the error first; the error at the next write.
       StartResponse(request, serving, response);
-      AddKServeOutputs(request.answer.outputs, out.token_ids, out.text, response);
+      AddOutputs(request, outs, response);
       SetParameter(response, kFinalFlag, false);
       return true;
     }
     PopReadyLocked();
-    if (failed) {
+    if (failure != nullptr) {
       generation->finished = true;
-      *message = ErrorMessage(request.answer.id, serving, KServeFieldNames(end->status, request));
+      *message =
+          ErrorMessage(request.answer.id, serving, KServeFieldNames(failure->status, request));
       return true;
     }
     if (!request.answer.stream) {
       generation->finished = true;
-      FillWhole(request, serving, generation->whole, *end, response);
+      FillWhole(request, serving, generation->whole, choices, response);
       SetParameter(response, kFinalFlag, true);
       return true;
     }
     StartResponse(request, serving, response);
-    AddKServeOutputs(request.answer.outputs, out.token_ids, out.text, response);
+    AddOutputs(request, outs, response);
     if (end) {
       generation->finished = true;
-      SetEndParameters(*end, response);
+      SetEndParameters(choices, response);
     }
-    SetParameter(response, kFinalFlag, end.has_value());
+    SetParameter(response, kFinalFlag, end);
     return true;
   }
 

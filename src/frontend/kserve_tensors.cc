@@ -176,32 +176,46 @@ absl::Status KServeInput::CheckTypedCount(size_t n) const {
       name(), absl::StrCat("shape ", ShapeText(), " has ", count_, " elements, the contents ", n));
 }
 
-void AddKServeOutputs(const KServeOutputFormat& format, absl::Span<const int32_t> ids,
-                      absl::string_view text, inference::ModelInferResponse* response) {
+void AddKServeOutputs(const KServeOutputFormat& format,
+                      absl::Span<const KServeChoiceOutput> choices,
+                      inference::ModelInferResponse* response) {
+  size_t longest = 0;
+  for (const KServeChoiceOutput& choice : choices) longest = std::max(longest, choice.ids.size());
   for (const std::string& name : format.names) {
     inference::ModelInferResponse::InferOutputTensor* out = response->add_outputs();
     out->set_name(name);
     if (format.batch_dim) out->add_shape(1);
     if (name == "text_output") {
       out->set_datatype("BYTES");
-      out->add_shape(1);
-      if (format.raw) {
-        std::string* raw = response->add_raw_output_contents();
-        const uint32_t length = static_cast<uint32_t>(text.size());
+      out->add_shape(static_cast<int64_t>(choices.size()));
+      std::string* raw = format.raw ? response->add_raw_output_contents() : nullptr;
+      for (const KServeChoiceOutput& choice : choices) {
+        if (raw == nullptr) {
+          out->mutable_contents()->add_bytes_contents(std::string(choice.text));
+          continue;
+        }
+        const uint32_t length = static_cast<uint32_t>(choice.text.size());
         raw->append(reinterpret_cast<const char*>(&length), sizeof(length));
-        raw->append(text.data(), text.size());
-      } else {
-        out->mutable_contents()->add_bytes_contents(std::string(text));
+        raw->append(choice.text.data(), choice.text.size());
       }
+      continue;
+    }
+    out->set_datatype("INT32");
+    std::vector<int32_t> ids;
+    if (format.choice_dim) {
+      out->add_shape(static_cast<int64_t>(choices.size()));
+      ids.reserve(choices.size() * longest);
+    }
+    out->add_shape(static_cast<int64_t>(longest));
+    for (const KServeChoiceOutput& choice : choices) {
+      ids.insert(ids.end(), choice.ids.begin(), choice.ids.end());
+      ids.resize(ids.size() + longest - choice.ids.size(), -1);
+    }
+    if (format.raw) {
+      response->add_raw_output_contents()->assign(reinterpret_cast<const char*>(ids.data()),
+                                                  ids.size() * sizeof(int32_t));
     } else {
-      out->set_datatype("INT32");
-      out->add_shape(static_cast<int64_t>(ids.size()));
-      if (format.raw) {
-        response->add_raw_output_contents()->assign(reinterpret_cast<const char*>(ids.data()),
-                                                    ids.size() * sizeof(int32_t));
-      } else {
-        out->mutable_contents()->mutable_int_contents()->Add(ids.begin(), ids.end());
-      }
+      out->mutable_contents()->mutable_int_contents()->Add(ids.begin(), ids.end());
     }
   }
 }

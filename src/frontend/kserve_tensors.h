@@ -74,12 +74,24 @@ struct KServeOutputFormat {
   bool raw = false;
   // With a leading batch dimension of 1.
   bool batch_dim = false;
+  // The request has n > 1 choices: a dimension of n (after the batch dimension) that one choice
+  // alone has not.
+  bool choice_dim = false;
 };
 
-// Appends the outputs `format` names to `response`: text_output (BYTES, one element: `text`) and
-// output_ids (INT32: `ids`).
-void AddKServeOutputs(const KServeOutputFormat& format, absl::Span<const int32_t> ids,
-                      absl::string_view text, inference::ModelInferResponse* response);
+// One choice's output.
+struct KServeChoiceOutput {
+  absl::Span<const int32_t> ids;
+  absl::string_view text;
+};
+
+// Appends the outputs `format` names to `response`. One choice (no choice_dim): text_output
+// (BYTES, one element: its text) and output_ids (INT32, shape [length]: its ids). n choices
+// (choice_dim): text_output of shape [n], and output_ids of shape [n, longest], each choice's
+// row padded with -1 after its ids.
+void AddKServeOutputs(const KServeOutputFormat& format,
+                      absl::Span<const KServeChoiceOutput> choices,
+                      inference::ModelInferResponse* response);
 
 }  // namespace convoy
 

@@ -10,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "convoy/status_macros.h"
+#include "frontend/choices.h"
 #include "frontend/openai_api.h"
 #include "http/http_error.h"
 #include "http/http_exchange.h"
@@ -41,8 +42,8 @@ bool Authenticated(const GenerationHub& hub, HttpExchange& exchange, OpenAiEndpo
 
 // One request: lives from the handler until its answer is written (or the client is gone),
 // held by itself (self_) until then; the sessions and the exchange only hold weak references.
-// A request with n choices runs n sessions, one request each in the engine (choice i with the
-// request's seed + i when it has one), and answers once with all of them.
+// A request with n choices runs n sessions (frontend/choices.h) and answers once with all of
+// them.
 class OpenAiCall : public std::enable_shared_from_this<OpenAiCall> {
  public:
   // Checks the key and parses the body, on the HTTP server's thread: a refusal is answered at once
@@ -52,14 +53,8 @@ class OpenAiCall : public std::enable_shared_from_this<OpenAiCall> {
     if (!Authenticated(*hub, *exchange, endpoint)) return nullptr;
     ParsedOpenAiRequest parsed = ParseOpenAiRequest(endpoint, exchange->request().body);
     if (parsed.request) {
-      const ServingContext* serving = hub->serving();
-      const int32_t max_choices = serving != nullptr ? serving->limits.max_choices : 1;
-      if (parsed.request->n > max_choices) {
-        parsed.error = OpenAiError{
-            400,
-            absl::StrCat("n: ", parsed.request->n, " choices; this server allows at most ",
-                         max_choices, " (request_limits.max_choices)"),
-            "invalid_request_error", "n", ""};
+      if (absl::Status n = CountChoices(parsed.request->n, *hub).status(); !n.ok()) {
+        parsed.error = OpenAiErrorFromStatus(n, endpoint);
         parsed.request.reset();
       }
     }
@@ -79,43 +74,24 @@ class OpenAiCall : public std::enable_shared_from_this<OpenAiCall> {
     self_ = shared_from_this();
     std::weak_ptr<OpenAiCall> weak = self_;
     // Every session exists before the client can go (OnClosed) or any can wake the call.
-    choices_.resize(request_.n);
-    for (Choice& choice : choices_) {
-      choice.session = GenerationSession::Create(hub_, [weak] {
-        if (std::shared_ptr<OpenAiCall> call = weak.lock()) call->Pump();
-      });
+    choices_ = std::make_unique<ChoiceGroup>(hub_, request_.n, [weak] {
+      if (std::shared_ptr<OpenAiCall> call = weak.lock()) call->Pump();
+    });
+    {
+      absl::MutexLock lock(&mu_);
+      outputs_.resize(request_.n);
     }
     exchange_->OnClosed([weak] {
-      if (std::shared_ptr<OpenAiCall> call = weak.lock()) call->EndAll();
+      if (std::shared_ptr<OpenAiCall> call = weak.lock()) call->choices_->ClientGone();
     });
     const HttpRequest& http = exchange_->request();
-    const CallOrigin origin{std::string(Authorization(http)), http.remote_address};
-    for (int32_t i = 0; i < request_.n; ++i) {
-      if (i == 0 || !request_.request.sampling().has_seed()) {
-        choices_[i].session->Begin(request_.request, absl::InfiniteFuture(), origin);
-        continue;
-      }
-      v1::InferRequest request = request_.request;
-      request.mutable_sampling()->set_seed(request.sampling().seed() + static_cast<uint64_t>(i));
-      choices_[i].session->Begin(request, absl::InfiniteFuture(), origin);
-    }
+    choices_->Begin(request_.request, absl::InfiniteFuture(),
+                    CallOrigin{std::string(Authorization(http)), http.remote_address});
   }
 
  private:
-  struct Choice {
-    std::shared_ptr<GenerationSession> session;  // set once in Start
-    SessionOutput output;                        // not streamed: all of it
-    std::optional<SessionEnd> end;
-  };
-
   OpenAiCall(GenerationHub* hub, OpenAiRequest request, std::shared_ptr<HttpExchange> exchange)
       : hub_(hub), request_(std::move(request)), exchange_(std::move(exchange)) {}
-
-  // The client went away, or one choice failed: every session ends (a session ended already
-  // ignores it).
-  void EndAll() {
-    for (Choice& choice : choices_) choice.session->ClientGone();
-  }
 
   // Choice i's responder, made once its session has an id (after Begin); every choice has the
   // first one's response id.
@@ -123,7 +99,7 @@ class OpenAiCall : public std::enable_shared_from_this<OpenAiCall> {
     if (responders_.empty()) {
       const ServingContext* serving = hub_->serving();
       const bool chat = request_.endpoint == OpenAiEndpoint::kChatCompletions;
-      const std::string id = absl::StrCat(chat ? "chatcmpl-" : "cmpl-", choices_[0].session->id());
+      const std::string id = absl::StrCat(chat ? "chatcmpl-" : "cmpl-", choices_->session(0).id());
       for (int32_t c = 0; c < request_.n; ++c) {
         responders_.emplace_back(std::make_unique<OpenAiResponder>(
             request_, id, absl::ToUnixSeconds(absl::Now()),
@@ -132,23 +108,6 @@ class OpenAiCall : public std::enable_shared_from_this<OpenAiCall> {
       }
     }
     return *responders_[i];
-  }
-
-  // The usage of every choice together: the prompt once, all the completions' tokens.
-  SessionEnd Totals() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    SessionEnd totals = *choices_[0].end;
-    for (size_t i = 1; i < choices_.size(); ++i) {
-      totals.completion_tokens += choices_[i].end->completion_tokens;
-    }
-    return totals;
-  }
-
-  // The first choice that failed, if one did.
-  const SessionEnd* Failed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    for (const Choice& choice : choices_) {
-      if (choice.end && !choice.end->status.ok()) return &*choice.end;
-    }
-    return nullptr;
   }
 
   // Sends what is new; at the end, the end, and lets the call go.
@@ -164,17 +123,13 @@ class OpenAiCall : public std::enable_shared_from_this<OpenAiCall> {
         end_all = PumpWhole(&done);
       }
     }
-    if (end_all) EndAll();
+    if (end_all) choices_->ClientGone();
   }
 
   bool PumpWhole(std::shared_ptr<OpenAiCall>* done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    bool all_ended = true;
-    for (Choice& choice : choices_) {
-      if (!choice.end) choice.end = choice.session->Take(&choice.output);
-      all_ended = all_ended && choice.end.has_value();
-    }
-    const SessionEnd* failed = Failed();
-    if (!all_ended && failed == nullptr) return false;
+    for (int32_t i = 0; i < choices_->size(); ++i) choices_->Take(i, &outputs_[i]);
+    const SessionEnd* failed = choices_->failure();
+    if (!choices_->all_ended() && failed == nullptr) return false;
     finished_ = true;
     *done = std::move(self_);
     if (failed != nullptr) {
@@ -183,9 +138,10 @@ class OpenAiCall : public std::enable_shared_from_this<OpenAiCall> {
     }
     std::vector<nlohmann::json> choices;
     for (int32_t i = 0; i < request_.n; ++i) {
-      choices.push_back(Responder(i).Choice(choices_[i].output, *choices_[i].end));
+      choices.push_back(Responder(i).Choice(outputs_[i], *choices_->end(i)));
     }
-    exchange_->Respond(200, kJsonContentType, Responder(0).Whole(std::move(choices), Totals()))
+    exchange_
+        ->Respond(200, kJsonContentType, Responder(0).Whole(std::move(choices), choices_->Totals()))
         .IgnoreError();
     return false;
   }
@@ -199,20 +155,17 @@ class OpenAiCall : public std::enable_shared_from_this<OpenAiCall> {
       });
       return false;
     }
-    std::vector<SessionOutput> outputs(choices_.size());
-    std::vector<bool> ended_now(choices_.size(), false);
+    const int32_t n = choices_->size();
+    std::vector<SessionOutput> outputs(n);
+    std::vector<bool> ended_now(n, false);
     bool any_output = false;
-    bool all_ended = true;
-    for (size_t i = 0; i < choices_.size(); ++i) {
-      Choice& choice = choices_[i];
-      if (!choice.end) {
-        choice.end = choice.session->Take(&outputs[i]);
-        ended_now[i] = choice.end.has_value();
-      }
+    for (int32_t i = 0; i < n; ++i) {
+      const bool ended_before = choices_->end(i).has_value();
+      ended_now[i] = !ended_before && choices_->Take(i, &outputs[i]).has_value();
       any_output = any_output || !outputs[i].empty();
-      all_ended = all_ended && choice.end.has_value();
     }
-    const SessionEnd* failed = Failed();
+    const bool all_ended = choices_->all_ended();
+    const SessionEnd* failed = choices_->failure();
     if (!started_) {
       if (failed != nullptr && !any_output) {
         // Refused before anything was sent: a plain HTTP error.
@@ -232,18 +185,17 @@ class OpenAiCall : public std::enable_shared_from_this<OpenAiCall> {
       exchange_->Write(std::move(first)).IgnoreError();
     }
     std::string events;
-    for (size_t i = 0; i < choices_.size(); ++i) {
-      const int32_t index = static_cast<int32_t>(i);
-      if (!outputs[i].empty()) absl::StrAppend(&events, Responder(index).OutputEvent(outputs[i]));
-      if (ended_now[i] && choices_[i].end->status.ok()) {
-        absl::StrAppend(&events, Responder(index).ChoiceEndEvents(*choices_[i].end));
+    for (int32_t i = 0; i < n; ++i) {
+      if (!outputs[i].empty()) absl::StrAppend(&events, Responder(i).OutputEvent(outputs[i]));
+      if (ended_now[i] && choices_->end(i)->status.ok()) {
+        absl::StrAppend(&events, Responder(i).ChoiceEndEvents(*choices_->end(i)));
       }
     }
     if (failed != nullptr) {
       // An error after the stream began: the error event and [DONE]; the other choices end.
       absl::StrAppend(&events, Responder(0).ChoiceEndEvents(*failed));
     } else if (all_ended) {
-      absl::StrAppend(&events, Responder(0).CloseEvents(Totals()));
+      absl::StrAppend(&events, Responder(0).CloseEvents(choices_->Totals()));
     }
     const bool finished = failed != nullptr || all_ended;
     if (finished) {
@@ -259,11 +211,13 @@ class OpenAiCall : public std::enable_shared_from_this<OpenAiCall> {
   GenerationHub* const hub_;
   const OpenAiRequest request_;
   const std::shared_ptr<HttpExchange> exchange_;
-  // Filled once in Start, before any session can wake the call.
-  std::vector<Choice> choices_;
+  // Set once in Start, before any session can wake the call.
+  std::unique_ptr<ChoiceGroup> choices_;
   std::shared_ptr<OpenAiCall> self_;
 
   absl::Mutex mu_;
+  // Not streamed: each choice's whole output.
+  std::vector<SessionOutput> outputs_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<OpenAiResponder>> responders_ ABSL_GUARDED_BY(mu_);
   bool started_ ABSL_GUARDED_BY(mu_) = false;  // streamed: the head is sent
   bool finished_ ABSL_GUARDED_BY(mu_) = false;

@@ -308,9 +308,10 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::InferRequest& request,
   out.priority = request.priority();
   out.use_prefix_cache = !request.has_cache_prompt() || request.cache_prompt();
   if (request.return_prompt_logprobs()) {
-    if (!limits.no_extended_sampling.ok()) {
-      return absl::Status(limits.no_extended_sampling.code(),
-                          "return_prompt_logprobs: the executor does not score prompts yet");
+    if (!limits.no_prompt_scoring.ok()) {
+      return absl::Status(
+          limits.no_prompt_scoring.code(),
+          absl::StrCat("return_prompt_logprobs: ", limits.no_prompt_scoring.message()));
     }
     out.score_prompt = true;
     out.use_prefix_cache = false;  // a cached prompt has no logits to score it with

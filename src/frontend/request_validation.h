@@ -34,7 +34,7 @@ struct ServingLimits {
   int32_t max_stop_token_ids = 256;
   // request_limits.max_in_flight_per_client of the config; 0: no limit.
   int32_t max_in_flight_per_client = 0;
-  // request_limits.max_choices of the config: OpenAI's `n` at most.
+  // request_limits.max_choices of the config: a request's `n` at most (frontend/choices.h).
   int32_t max_choices = 8;
   // Stop strings per request at most, and bytes per stop string.
   int32_t max_stop_strings = 16;
@@ -60,6 +60,8 @@ struct ServingLimits {
   // Why min_p, penalties and logit_bias cannot be had (the executor's
   // ExecutorLimits::applies_extended_sampling); OK when they can.
   absl::Status no_extended_sampling;
+  // Why prompt logprobs cannot be had (ExecutorLimits::scores_prompts); OK when they can.
+  absl::Status no_prompt_scoring;
 };
 
 // A request as the engine and the front end's output path take it.

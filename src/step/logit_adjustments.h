@@ -36,6 +36,22 @@ struct LogitBias {
   float bias = 0.0f;
 };
 
+// Everything Apply does to one token, as one entry: logit' = R(logit + bias) - subtract, where
+// R(x) = x / repetition for x > 0, else x * repetition. For samplers that adjust a few logits
+// where they are (the GPU's), with the same rounding as Apply.
+struct MergedLogitAdjustment {
+  int32_t token = 0;
+  float bias = 0.0f;
+  float repetition = 1.0f;
+  float subtract = 0.0f;
+
+  float Adjusted(float logit) const {
+    float x = logit + bias;
+    if (repetition != 1.0f) x = x > 0.0f ? x / repetition : x * repetition;
+    return x - subtract;
+  }
+};
+
 class LogitAdjustments {
  public:
   // Null when nothing would change a logit: no bias and neutral penalties. `biases` are in the
@@ -72,6 +88,35 @@ class LogitAdjustments {
       ++it->second;
     } else {
       output_counts_.insert(it, {token, 1});
+    }
+  }
+
+  // The tokens Apply changes, one entry each, ascending by token, replacing `out`'s contents.
+  void Merge(int32_t vocab_size, std::vector<MergedLogitAdjustment>* out) const {
+    out->clear();
+    auto entry = [&](int32_t token) -> MergedLogitAdjustment& {
+      auto it =
+          std::lower_bound(out->begin(), out->end(), token,
+                           [](const MergedLogitAdjustment& e, int32_t t) { return e.token < t; });
+      if (it == out->end() || it->token != token) it = out->insert(it, {token});
+      return *it;
+    };
+    for (const LogitBias& b : biases_) {
+      if (b.token >= 0 && b.token < vocab_size) entry(b.token).bias += b.bias;
+    }
+    if (repetition_ != 1.0f) {
+      for (int32_t token : prompt_tokens_) {
+        if (token >= 0 && token < vocab_size) entry(token).repetition = repetition_;
+      }
+      for (const auto& [token, count] : output_counts_) {
+        if (token >= 0 && token < vocab_size) entry(token).repetition = repetition_;
+      }
+    }
+    if (presence_ != 0.0f || frequency_ != 0.0f) {
+      for (const auto& [token, count] : output_counts_) {
+        if (token < 0 || token >= vocab_size) continue;
+        entry(token).subtract = frequency_ * static_cast<float>(count) + presence_;
+      }
     }
   }
 

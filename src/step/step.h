@@ -119,10 +119,11 @@ struct ExecutorLimits {
   // (CheckRow), and the front ends refuse constrained requests before they are queued.
   bool applies_token_constraints = true;
   // Whether sampling honours StepRow::logit_adjustments and SamplingParams::min_p (and the
-  // penalties they hold), and whether it scores StepRow::score_tokens; an executor that does not
-  // refuses such rows (CheckRow), and the front ends refuse such requests before they are queued,
-  // naming the field.
+  // penalties they hold); an executor that does not refuses such rows (CheckRow), and the front
+  // ends refuse such requests before they are queued, naming the field.
   bool applies_extended_sampling = true;
+  // Whether it scores StepRow::score_tokens (prompt logprobs); likewise refused where not.
+  bool scores_prompts = true;
 };
 
 }  // namespace convoy

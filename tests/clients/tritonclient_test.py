@@ -197,6 +197,30 @@ class TritonClientTest(unittest.TestCase):
         self.assertEqual(ids, expected["token_ids"])
         self.assertEqual(text, expected["text"])
 
+    def test_n_choices_answer_as_convoy_generate_n(self):
+        expected = convoy_generate("--prompt", PROMPT, "--max-tokens", "12", "--temperature",
+                                   "0.9", "--seed", "11", "--n", "3")
+        self.assertEqual([c["index"] for c in expected["choices"]], [0, 1, 2])
+        self.assertEqual([c["seed"] for c in expected["choices"]], [11, 12, 13])
+        result = self.client.infer(
+            DAEMON.model_name, [text_input(PROMPT)],
+            parameters={"max_tokens": 12, "temperature": 0.9, "seed": 11, "n": 3})
+        # A leading dimension of 3 choices; output_ids padded with -1 to the longest.
+        ids = result.as_numpy("output_ids")
+        texts = result.as_numpy("text_output")
+        self.assertEqual(texts.shape, (3,))
+        self.assertEqual(ids.shape[0], 3)
+        for i, choice in enumerate(expected["choices"]):
+            self.assertEqual([int(t) for t in ids[i] if t >= 0], choice["token_ids"])
+            self.assertEqual(texts[i].decode(), choice["text"])
+        finish = result.get_response().parameters["finish_reason"].string_param
+        self.assertEqual(finish.split(","), [c["finish_reason"] for c in expected["choices"]])
+        with self.assertRaises(InferenceServerException) as caught:
+            self.client.infer(DAEMON.model_name, [text_input(PROMPT)], parameters={"n": 99})
+        self.assertEqual(caught.exception.status(), "StatusCode.INVALID_ARGUMENT")
+        self.assertIn("parameters.n: 99 choices; this server allows at most 8 "
+                      "(request_limits.max_choices)", caught.exception.message())
+
     def test_streamed_inference_answers_in_several_responses_then_a_final_one(self):
         expected = convoy_generate("--prompt", PROMPT, "--max-tokens", "24")
         responses = queue.Queue()

@@ -81,6 +81,43 @@ TEST_F(ClientTest, GenerateJsonMatchesTheApiAndStreamingGivesTheSameTokens) {
   EXPECT_THAT(plain.out, HasSubstr("[length]"));
 }
 
+// --n 3: each choice under its index, whole or streamed, with the API's tokens for each.
+TEST_F(ClientTest, GenerateNPrintsEveryChoiceWholeOrStreamed) {
+  auto stub = daemon_->inference();
+  v1::InferRequest request = MakeRequest({1, 2, 3}, 5);
+  request.mutable_sampling()->set_temperature(1.0f);
+  request.mutable_sampling()->set_seed(21);
+  request.set_n(3);
+  v1::InferResponse expected;
+  ASSERT_TRUE(CallInfer(*stub, request, &expected).ok());
+  ASSERT_EQ(expected.choices_size(), 3);
+
+  const std::string flags =
+      " --token-ids 1,2,3 --max-tokens 5 --temperature 1 --seed 21 --n 3 --json";
+  for (const char* stream : {"", " --stream"}) {
+    const ProcessResult result = Client("generate " + Addr() + flags + stream);
+    ASSERT_EQ(result.exit_code, 0) << result.out;
+    const nlohmann::json whole = JsonLines(result.out).back();
+    ASSERT_EQ(whole["choices"].size(), 3u) << result.out;
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(whole["choices"][i]["index"], i);
+      EXPECT_EQ(whole["choices"][i]["seed"].get<uint64_t>(), 21u + i);
+      EXPECT_EQ(whole["choices"][i]["token_ids"].get<std::vector<int32_t>>(),
+                std::vector<int32_t>(expected.choices(i).token_ids().begin(),
+                                     expected.choices(i).token_ids().end()))
+          << stream;
+    }
+    EXPECT_EQ(whole["usage"]["completion_tokens"], expected.usage().completion_tokens());
+  }
+  const ProcessResult plain =
+      Client("generate " + Addr() + " --token-ids 1,2,3 --max-tokens 5 --n 3 --stream");
+  ASSERT_EQ(plain.exit_code, 0);
+  for (const char* label : {"[choice 0]", "[choice 1]", "[choice 2]"}) {
+    EXPECT_THAT(plain.out, HasSubstr(label));
+  }
+  EXPECT_EQ(Client("generate " + Addr() + " --token-ids 1 --n 0").exit_code, 2);
+}
+
 TEST_F(ClientTest, ErrorsExitNonZeroAndBadUsageExitsTwo) {
   EXPECT_EQ(Client("generate " + Addr() + " --token-ids 1,2,3 --top-p 2").exit_code, 1);
   EXPECT_EQ(Client("generate " + Addr() + " --token-ids 1,x").exit_code, 2);

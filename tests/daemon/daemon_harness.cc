@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -40,6 +41,13 @@ std::chrono::system_clock::time_point DeadlineIn(absl::Duration d) {
 }
 
 }  // namespace
+
+std::string DefaultModelPath() {
+  const char* env = std::getenv("CONVOY_MODELS_DIR");
+  std::string dir = env != nullptr && *env != '\0' ? env : "models";
+  if (dir.front() != '/') dir = absl::StrCat(TestSourceDir(), "/", dir);
+  return absl::StrCat(dir, "/SmolLM2-135M-Instruct.Q4_1.gguf");
+}
 
 std::string WriteTestModel(const std::string& name, const ModelConfig& config) {
   const std::string dir =

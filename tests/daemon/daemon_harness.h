@@ -35,6 +35,11 @@ std::string WriteTestModel(const std::string& name, const ModelConfig& config);
 std::string WriteSmolLm2VocabModel(const std::string& name, int64_t max_position_embeddings,
                                    bool chat_template);
 
+// The default model's file (SmolLM2-135M-Instruct, Q4_1 GGUF) where
+// scripts/fetch-default-model.sh puts it: $CONVOY_MODELS_DIR (relative to the source tree when
+// relative), by default models/.
+std::string DefaultModelPath();
+
 // A test config: one CPU thread, a small KV cache (1024 blocks of 16 tokens). `frontend_fields`
 // go into its frontend block; `scheduler_fields` replace its scheduler block's.
 inline constexpr char kTestSchedulerFields[] = "max_batch_size: 64 max_num_batched_tokens: 4096";

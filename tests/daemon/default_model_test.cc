@@ -7,7 +7,6 @@
 // The CPU executor runs in fp32 (executor.cpu_weights: WEIGHTS_F32): the reference is fp32, and
 // with bf16 matrix products the first conversation's first token already differs (the reference's
 // top two logits are 0.09 apart; bf16 rounding moves them by about that much).
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -36,15 +35,6 @@ std::string ReadText(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
-}
-
-// Where scripts/fetch-default-model.sh puts the file: $CONVOY_MODELS_DIR (relative to the source
-// tree when relative), by default models/.
-std::string ModelPath() {
-  const char* env = std::getenv("CONVOY_MODELS_DIR");
-  std::string dir = env != nullptr && *env != '\0' ? env : "models";
-  if (dir.front() != '/') dir = absl::StrCat(TestSourceDir(), "/", dir);
-  return absl::StrCat(dir, "/", kModelFile);
 }
 
 const nlohmann::json& Reference() {
@@ -84,19 +74,19 @@ class DefaultModelTest : public ::testing::Test {
   // One daemon for the suite, started by the first test that needs it (so that a failure to start
   // fails that test, with the daemon's log).
   void SetUp() override {
-    ASSERT_TRUE(std::filesystem::exists(ModelPath()))
-        << ModelPath() << " is missing: run " << kFetchScript
+    ASSERT_TRUE(std::filesystem::exists(DefaultModelPath()))
+        << DefaultModelPath() << " is missing: run " << kFetchScript
         << " (scripts/test.sh runs it before the tests)";
     if (daemon_ == nullptr) {
       // fp32 matrix products (see the file comment); one thread, as ctest runs tests side by side.
       daemon_ =
-          DaemonProcess::Start(ModelPath(),
+          DaemonProcess::Start(DefaultModelPath(),
                                "kv_cache { block_size: 16 memory_budget_bytes: 67108864 }\n"
                                "executor { device: CPU cpu_threads: 1 cpu_weights: WEIGHTS_F32 }\n"
                                "frontend { drain_timeout_microseconds: 60000000 }\n")
               .release();
     }
-    ASSERT_NE(daemon_, nullptr) << "convoyd did not start on " << ModelPath();
+    ASSERT_NE(daemon_, nullptr) << "convoyd did not start on " << DefaultModelPath();
     stub_ = daemon_->inference();
   }
 

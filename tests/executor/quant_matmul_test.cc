@@ -137,7 +137,8 @@ class QuantMatmulTest : public ::testing::TestWithParam<TypeCase> {};
 // magnitudes, which the amplitude bounds: |s q| + |mn| <= amplitude, |x'| <= |x| + dx. The
 // dequantizer's own rounding of s q + mn (two roundings) fits in the same budget, doubled:
 //   |y - ref| <= sum |w_i| dx_i (1/2 + 2^-16) + 2 (k / 32 + 8) 2^-24 sum amplitude_i (|x_i| + dx_i)
-// m = 1 runs the one-row kernels of the 32-value types, m = 7 the tile kernels.
+// m = 1 runs the one-row kernels (the 32-value types, Q4_K, Q5_K and Q6_K), m = 7 the tile
+// kernels.
 void ExpectWithinTheBound(const TypeCase& t, QuantPath path) {
   const int64_t k = t.block_elements == 32 ? 32 * 37 : 256 * 5, n = 23;
   for (int64_t m : {1, 7}) {
@@ -200,8 +201,9 @@ TEST_P(QuantMatmulTest, BothPathsGiveTheSameBits) {
 }
 
 // The AVX-512 VNNI kernels against the AVX2 ones (and the portable one): the one-row kernels
-// (m = 1, the 32-value types) and the tile kernels, with an odd and an even number of groups per
-// row (the 512-bit steps take two groups).
+// (m = 1: the 32-value types, Q4_K, Q5_K and Q6_K) and the tile kernels, with an odd and an even
+// number of groups (of blocks, for the 256-value types) per row, and 1 to 4 weight rows in a
+// one-row kernel's last tile.
 TEST_P(QuantMatmulTest, TheVnniPathGivesTheAvx2PathsBits) {
   if (!QuantPathAvailable(QuantPath::kAvx2)) GTEST_SKIP() << "this CPU lacks AVX2, FMA or F16C";
   if (!QuantPathAvailable(QuantPath::kAvx512Vnni)) {
@@ -210,7 +212,7 @@ TEST_P(QuantMatmulTest, TheVnniPathGivesTheAvx2PathsBits) {
   const TypeCase& t = GetParam();
   ExpectWithinTheBound(t, QuantPath::kAvx512Vnni);
   for (int64_t k : {OddK(t), OddK(t) + t.block_elements}) {
-    for (int64_t n : {1, 6, 13}) {
+    for (int64_t n : {1, 3, 6, 13}) {
       const Weights w = RandomWeights(t, n, k, 3 + static_cast<uint32_t>(k), /*extremes=*/true);
       for (int64_t m : {1, 3, 17}) {
         const std::vector<float> x = RandomActivations(m, k, 5, /*specials=*/true);

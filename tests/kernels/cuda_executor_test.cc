@@ -20,6 +20,8 @@
 #include "model/model_weights.h"
 #include "model/safetensors.h"
 #include "status_matchers.h"
+#include "step/logit_adjustments.h"
+#include "step/token_constraint.h"
 #include "test_paths.h"
 
 namespace convoy {
@@ -61,8 +63,9 @@ TensorToWrite RandomTensor(const std::string& name, std::vector<int64_t> shape, 
 
 // Writes config.json and model.safetensors with random bf16 weights into a fresh directory.
 std::string WriteRandomModel(const ModelConfig& c) {
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / "convoy_cuda_executor_test_model").string();
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("convoy_cuda_executor_test_model_" + c.architecture))
+                              .string();
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/config.json") << ModelConfigToJson(c);
   std::mt19937 rng(7);
@@ -84,6 +87,15 @@ std::string WriteRandomModel(const ModelConfig& c) {
     t.push_back(RandomTensor(p + "mlp.gate_proj.weight", {in, h}, a_h, 0.0f, rng));
     t.push_back(RandomTensor(p + "mlp.up_proj.weight", {in, h}, a_h, 0.0f, rng));
     t.push_back(RandomTensor(p + "mlp.down_proj.weight", {h, in}, a_in, 0.0f, rng));
+    if (c.attention_bias) {  // Qwen2
+      t.push_back(RandomTensor(p + "self_attn.q_proj.bias", {c.q_size()}, 0.5f, 0.0f, rng));
+      t.push_back(RandomTensor(p + "self_attn.k_proj.bias", {c.kv_size()}, 0.5f, 0.0f, rng));
+      t.push_back(RandomTensor(p + "self_attn.v_proj.bias", {c.kv_size()}, 0.5f, 0.0f, rng));
+    }
+    if (c.qk_norm) {  // Qwen3
+      t.push_back(RandomTensor(p + "self_attn.q_norm.weight", {c.head_dim}, 0.3f, 1.0f, rng));
+      t.push_back(RandomTensor(p + "self_attn.k_norm.weight", {c.head_dim}, 0.3f, 1.0f, rng));
+    }
   }
   EXPECT_OK(WriteSafetensors(dir + "/model.safetensors", t));
   return dir;
@@ -110,7 +122,11 @@ class CudaExecutorParityTest : public ::testing::Test {
  protected:
   void SetUp() override {
     CONVOY_SKIP_WITHOUT_GPU();
-    const ModelConfig config = SmallConfig();
+    Load(SmallConfig());
+  }
+
+  // Both executors on one random model of `config`'s family and shape.
+  void Load(const ModelConfig& config) {
     auto weights = ModelWeights::Load(WriteRandomModel(config));
     ASSERT_OK(weights);
     CpuExecutorOptions cpu_options;
@@ -238,15 +254,129 @@ TEST_F(CudaExecutorParityTest, RejectsPlansBeyondCapacity) {
   EXPECT_OK(gpu_->Step(plan));
 }
 
-// The kernels run Llama's layout only: Qwen2's QKV biases, Qwen3's per-head norms, Phi-3's
-// fused projections, Mistral's sliding window and Gemma 3's layout are refused at load, naming the
-// family, rather than run without them (no device is touched first, so this holds on a machine
-// without a GPU too).
+// Allows a fixed set of tokens at every position.
+class AllowSet : public TokenConstraint {
+ public:
+  explicit AllowSet(std::vector<int32_t> tokens) : tokens_(std::move(tokens)) {}
+  void FillNextTokenMask(uint32_t* bits, int32_t vocab_size) override {
+    for (int32_t t : tokens_) {
+      if (t < vocab_size) bits[t >> 5] |= 1u << (t & 31);
+    }
+  }
+  absl::Status AcceptToken(int32_t) override { return absl::OkStatus(); }
+  bool IsTerminated() const override { return false; }
+
+ private:
+  std::vector<int32_t> tokens_;
+};
+
+// Structured output's allowed tokens, logit_bias, the penalties and min_p give the CPU executor's
+// tokens, in a prompt step and in decode steps replayed from a CUDA graph; a constraint that
+// allows one token forces it at every step.
+TEST_F(CudaExecutorParityTest, AllowedTokensAndAdjustmentsGiveTheCpuExecutorsTokens) {
+  std::vector<int32_t> third;
+  for (int32_t t = 0; t < 503; t += 3) third.push_back(t);
+  auto forced =
+      std::make_shared<TokenMask>(std::make_unique<AllowSet>(std::vector<int32_t>{42}), 503);
+  auto thirds = std::make_shared<TokenMask>(std::make_unique<AllowSet>(third), 503);
+  SamplingParams penalized;
+  penalized.repetition_penalty = 1.3f;
+  penalized.presence_penalty = 0.5f;
+  penalized.frequency_penalty = 0.25f;
+  penalized.min_p = 0.05f;
+  penalized.temperature = 0.8f;
+  penalized.seed = 77;
+  const std::vector<int32_t> prompt = Tokens(20, 9);
+  auto adjust = LogitAdjustments::Make(penalized, {{17, 5.0f}, {250, -100.0f}}, prompt);
+  ASSERT_NE(adjust, nullptr);
+  auto biased = LogitAdjustments::Make(SamplingParams{}, {{17, 100.0f}}, prompt);
+  ASSERT_NE(biased, nullptr);
+  std::vector<int32_t> pos(4, 20), next(4);
+  int seeded_agree = 0;
+  for (int step = 0; step < 6; ++step) {
+    StepPlan plan;
+    for (int r = 0; r < 4; ++r) {
+      StepRow row =
+          step == 0 ? Row(r, prompt, 0, true, false) : Row(r, {next[r]}, pos[r], true, false);
+      row.sample_index = step;
+      if (r == 0) row.allowed_tokens = forced;
+      if (r == 1) {
+        row.allowed_tokens = thirds;
+        row.logit_adjustments = adjust;
+        row.sampling = penalized;
+      }
+      if (r == 2) row.logit_adjustments = biased;
+      if (r == 3) row.sampling.min_p = 0.3f, row.sampling.temperature = 0.7f;
+      plan.rows.push_back(std::move(row));
+    }
+    StepResult cpu, gpu;
+    ASSERT_NO_FATAL_FAILURE(RunBoth(plan, &cpu, &gpu));
+    EXPECT_EQ(gpu.rows[0].token, 42) << "step " << step;
+    EXPECT_EQ(gpu.rows[1].token % 3, 0) << "step " << step;
+    EXPECT_EQ(gpu.rows[2].token, 17) << "step " << step;
+    // The forced rows must agree; the seeded ones draw from bf16 logits on the GPU and fp32 on
+    // the CPU, which can move a draw that falls near a boundary (counted below).
+    EXPECT_EQ(cpu.rows[0].token, 42);
+    EXPECT_EQ(cpu.rows[2].token, 17);
+    for (int r : {1, 3}) seeded_agree += gpu.rows[r].token == cpu.rows[r].token ? 1 : 0;
+    for (int r = 0; r < 4; ++r) {
+      next[r] = cpu.rows[r].token;
+      pos[r] = step == 0 ? 20 : pos[r] + 1;
+    }
+    adjust->CountOutput(next[1]);
+    biased->CountOutput(next[2]);
+  }
+  std::printf("GPU_CHECK constrained_seeded_agree %d/12\n", seeded_agree);
+  EXPECT_GE(seeded_agree, 10);
+  // A row that returns its logits cannot also be rewritten by the sampling kernel.
+  StepPlan plan;
+  plan.rows.push_back(Row(0, prompt, 0, true, true));
+  plan.rows.back().allowed_tokens = thirds;
+  EXPECT_THAT(gpu_->CheckRow(plan.rows.back()),
+              testing::StatusIs(absl::StatusCode::kUnimplemented,
+                                ::testing::HasSubstr("does not return logits of a row")));
+}
+
+// Qwen2's QKV biases and Qwen3's per-head Q/K norms (the rotary kernel applies them) give the CPU
+// executor's logits and greedy tokens, through prompts, chunked prefill and graph-replayed decode.
+TEST_F(CudaExecutorParityTest, QwenFamiliesGiveTheCpuExecutorsLogitsAndTokens) {
+  for (const char* architecture : {"Qwen2ForCausalLM", "Qwen3ForCausalLM"}) {
+    SCOPED_TRACE(architecture);
+    ModelConfig config = SmallConfig();
+    config.architecture = architecture;
+    config.attention_bias = config.architecture == "Qwen2ForCausalLM";
+    config.qk_norm = config.architecture == "Qwen3ForCausalLM";
+    config.rope_theta = 1000000.0;
+    config.rope_scaling = RopeScaling();
+    config.head_dim = 128;  // both head sizes the kernels take: 64 in the Llama tests
+    config.num_attention_heads = 4;
+    ASSERT_NO_FATAL_FAILURE(Load(config));
+    const std::vector<int32_t> prompt = Tokens(90, 21);
+    StepPlan plan;
+    plan.rows.push_back(Row(0, prompt, 0, true, true));
+    plan.rows.push_back(Row(1, Tokens(9, 22), 0, true, true));
+    StepResult cpu, gpu;
+    ASSERT_NO_FATAL_FAILURE(RunBoth(plan, &cpu, &gpu));
+    std::vector<int32_t> next = {cpu.rows[0].token, cpu.rows[1].token}, pos = {90, 9};
+    for (int step = 0; step < 6; ++step) {
+      plan.rows.clear();
+      for (int r = 0; r < 2; ++r) plan.rows.push_back(Row(r, {next[r]}, pos[r], true, step % 2));
+      ASSERT_NO_FATAL_FAILURE(RunBoth(plan, &cpu, &gpu));
+      for (int r = 0; r < 2; ++r) {
+        next[r] = cpu.rows[r].token;
+        ++pos[r];
+      }
+    }
+  }
+  EXPECT_GE(agreed_, compared_ * 9 / 10);
+}
+
+// Every other departure from Llama (Phi-3's fused projections and LongRoPE, Mistral's and Gemma 3's
+// sliding windows, Gemma 3's layout) is refused at load, naming the family, rather than run without
+// it (no device is touched first, so this holds on a machine without a GPU too).
 TEST(CudaExecutorFamilies, RefusesFamiliesItDoesNotRun) {
   for (const auto& [model, architecture] :
-       {std::pair<std::string, std::string>{"qwen2", "Qwen2ForCausalLM"},
-        {"qwen3", "Qwen3ForCausalLM"},
-        {"phi3", "Phi3ForCausalLM"},
+       {std::pair<std::string, std::string>{"phi3", "Phi3ForCausalLM"},
         {"mistral", "MistralForCausalLM"},
         {"gemma3", "Gemma3ForCausalLM"}}) {
     auto weights = ModelWeights::Load(TestSourceDir() + "/tests/fixtures/families/" + model);

@@ -212,6 +212,165 @@ TEST(KvWriteKernel, WritesEachTokenToItsBlockSlot) {
   EXPECT_EQ(err, 0.0);
 }
 
+// Qwen2's biases (on the queries, keys and values) and Qwen3's per-head RMS norms (on the queries
+// and keys), then the rotation, against a double-precision reference.
+TEST(RotaryKernel, BiasesAndHeadNormsComeBeforeTheRotation) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  const int tokens = 7, q_heads = 4, kv_heads = 2, head_dim = 128;
+  const int width = (q_heads + 2 * kv_heads) * head_dim;
+  const int64_t stride = width + 8;  // rows wider than the heads, as a padded buffer may be
+  const std::vector<float> qkv = RoundBF16(RandomFloats(tokens * stride, 41));
+  const std::vector<float> bias = RoundBF16(RandomFloats(width, 42, 0.5f));
+  std::vector<float> q_norm = RoundBF16(RandomFloats(head_dim, 43, 0.3f));
+  std::vector<float> k_norm = RoundBF16(RandomFloats(head_dim, 44, 0.3f));
+  for (float& w : q_norm) w = RoundBF16({w + 1.0f})[0];
+  for (float& w : k_norm) w = RoundBF16({w + 1.0f})[0];
+  std::vector<int32_t> positions(tokens);
+  for (int t = 0; t < tokens; ++t) positions[t] = 5 + 31 * t;
+  std::vector<float> inv_freq(head_dim / 2);
+  for (int i = 0; i < head_dim / 2; ++i) inv_freq[i] = std::pow(1e6f, -2.0f * i / head_dim);
+  DeviceArray<uint16_t> d_qkv(ToBF16(qkv)), d_bias(ToBF16(bias)), d_qn(ToBF16(q_norm)),
+      d_kn(ToBF16(k_norm));
+  DeviceArray<int32_t> d_pos(positions);
+  DeviceArray<float> d_freq(inv_freq);
+  kernels::RotaryParams p;
+  p.qkv = d_qkv.get();
+  p.row_stride = stride;
+  p.positions = d_pos.get();
+  p.inv_freq = d_freq.get();
+  p.num_tokens = tokens;
+  p.num_q_heads = q_heads;
+  p.num_kv_heads = kv_heads;
+  p.head_dim = head_dim;
+  p.qkv_bias = d_bias.get();
+  p.q_norm = d_qn.get();
+  p.k_norm = d_kn.get();
+  p.norm_eps = 1e-6f;
+  CUDA_ASSERT_OK(kernels::LaunchRotary(p, nullptr));
+  CUDA_ASSERT_OK(cudaDeviceSynchronize());
+  std::vector<float> want = qkv;
+  for (int t = 0; t < tokens; ++t) {
+    float* row = want.data() + t * stride;
+    for (int i = 0; i < width; ++i) row[i] += bias[i];
+    for (int h = 0; h < q_heads + kv_heads; ++h) {
+      float* x = row + h * head_dim;
+      const std::vector<float>& w = h < q_heads ? q_norm : k_norm;
+      double squares = 0.0;
+      for (int i = 0; i < head_dim; ++i) squares += double{x[i]} * x[i];
+      const double inv = 1.0 / std::sqrt(squares / head_dim + 1e-6);
+      for (int i = 0; i < head_dim; ++i) x[i] = static_cast<float>(x[i] * inv * w[i]);
+      for (int i = 0; i < head_dim / 2; ++i) {
+        const double angle = static_cast<double>(positions[t]) * inv_freq[i];
+        const double c = std::cos(angle), s = std::sin(angle);
+        const float a = x[i], b = x[i + head_dim / 2];
+        x[i] = static_cast<float>(a * c - b * s);
+        x[i + head_dim / 2] = static_cast<float>(b * c + a * s);
+      }
+    }
+  }
+  const std::vector<float> got = FromBF16(d_qkv.Download());
+  const double err = RelativeError(got, want);
+  ReportError("rotary+bias+head_norm", err);
+  EXPECT_LT(err, 1e-2);
+  for (int t = 0; t < tokens; ++t) {  // the padding past the heads is left alone
+    for (int64_t i = width; i < stride; ++i) {
+      EXPECT_EQ(ToBF16({got[t * stride + i]})[0], ToBF16({qkv[t * stride + i]})[0]);
+    }
+  }
+}
+
+// The rotary kernel with its fused cache write leaves the same bits in the activations and the
+// cache as the rotary kernel followed by the KV write kernel.
+TEST(RotaryKernel, FusedKvWriteEqualsRotaryThenKvWrite) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  const int q_heads = 8, kv_heads = 2, head_dim = 128, block_size = 16, num_blocks = 7;
+  const int64_t stride = (q_heads + 2 * kv_heads) * head_dim;
+  const std::vector<int32_t> positions = {17, 18, 19, 0, 1, 40};
+  const std::vector<int32_t> token_row = {0, 0, 0, 1, 1, 2};
+  const std::vector<int32_t> block_ids = {3, 5, 0, 6, 1, 2, 4};
+  const std::vector<int32_t> row_offset = {0, 2, 3};
+  const int tokens = static_cast<int>(positions.size());
+  const std::vector<float> qkv = RoundBF16(RandomFloats(tokens * stride, 15));
+  std::vector<float> inv_freq(head_dim / 2);
+  for (int i = 0; i < head_dim / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / head_dim);
+  kernels::KvCacheLayout layout;
+  layout.block_size = block_size;
+  layout.num_kv_heads = kv_heads;
+  layout.head_dim = head_dim;
+  layout.num_blocks = num_blocks;
+  layout.v_offset = int64_t{kv_heads} * block_size * head_dim;
+  layout.block_stride = 2 * layout.v_offset;
+  const std::vector<uint16_t> cache_init =
+      ToBF16(RoundBF16(RandomFloats(num_blocks * layout.block_stride, 16)));
+  DeviceArray<int32_t> d_pos(positions), d_row(token_row), d_blocks(block_ids), d_off(row_offset);
+  DeviceArray<float> d_freq(inv_freq);
+  std::vector<uint16_t> results[2][2];  // [fused][qkv, cache]
+  for (int fused = 0; fused < 2; ++fused) {
+    DeviceArray<uint16_t> d_qkv(ToBF16(qkv)), d_cache(cache_init);
+    kernels::KvWriteParams kv;
+    kv.qkv = d_qkv.get();
+    kv.row_stride = stride;
+    kv.k_column = int64_t{q_heads} * head_dim;
+    kv.positions = d_pos.get();
+    kv.token_row = d_row.get();
+    kv.row_block_offset = d_off.get();
+    kv.block_ids = d_blocks.get();
+    kv.cache = layout;
+    kv.cache.base = d_cache.get();
+    kv.num_tokens = tokens;
+    kernels::RotaryParams p;
+    p.qkv = d_qkv.get();
+    p.row_stride = stride;
+    p.positions = d_pos.get();
+    p.inv_freq = d_freq.get();
+    p.num_tokens = tokens;
+    p.num_q_heads = q_heads;
+    p.num_kv_heads = kv_heads;
+    p.head_dim = head_dim;
+    p.write_kv = fused == 1;
+    p.kv_write = kv;
+    CUDA_ASSERT_OK(kernels::LaunchRotary(p, nullptr));
+    if (fused == 0) CUDA_ASSERT_OK(kernels::LaunchKvWrite(kv, nullptr));
+    CUDA_ASSERT_OK(cudaDeviceSynchronize());
+    results[fused][0] = d_qkv.Download();
+    results[fused][1] = d_cache.Download();
+  }
+  EXPECT_EQ(results[1][0], results[0][0]);
+  EXPECT_EQ(results[1][1], results[0][1]);
+  EXPECT_NE(results[1][1], cache_init);
+}
+
+TEST(RotaryKernel, RefusesAFusedWriteThatDisagreesWithIt) {
+  int32_t fake = 0;
+  float freq = 1.0f;
+  kernels::RotaryParams p;
+  p.qkv = &fake;
+  p.row_stride = 4 * 64;
+  p.positions = &fake;
+  p.inv_freq = &freq;
+  p.num_tokens = 1;
+  p.num_q_heads = 2;
+  p.num_kv_heads = 1;
+  p.head_dim = 64;
+  p.write_kv = true;
+  p.kv_write.qkv = &fake;
+  p.kv_write.row_stride = p.row_stride;
+  p.kv_write.k_column = 128;
+  p.kv_write.positions = &fake;
+  p.kv_write.token_row = &fake;
+  p.kv_write.row_block_offset = &fake;
+  p.kv_write.block_ids = &fake;
+  p.kv_write.cache.base = &fake;
+  p.kv_write.cache.head_dim = 64;
+  p.kv_write.cache.block_size = 16;
+  p.kv_write.cache.num_kv_heads = 1;
+  p.kv_write.num_tokens = 2;  // not the rotary launch's token count
+  EXPECT_EQ(kernels::LaunchRotary(p, nullptr), cudaErrorInvalidValue);
+  p.kv_write.num_tokens = 1;
+  p.kv_write.k_column = 64;  // not where the key heads start
+  EXPECT_EQ(kernels::LaunchRotary(p, nullptr), cudaErrorInvalidValue);
+}
+
 TEST(SiluMulKernel, GatesTheUpHalf) {
   CONVOY_SKIP_WITHOUT_GPU();
   const int64_t tokens = 7, inter = 1000;

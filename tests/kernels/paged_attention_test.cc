@@ -164,12 +164,14 @@ TEST(PagedAttentionKernel, HeadDim64Group8Split) {
 // Prompt rows through the prefill kernel: whole prompts and chunks that continue a cached prefix
 // (start > 0), tiles of 64 and ragged last tiles, a tile of one token, odd block sizes. The queries
 // of the decode-only rows go through the decode kernel by index in the same buffers, so the two
-// kernels' outputs must also leave each other's tokens alone.
-void CheckPrefill(const AttentionCase& c) {
+// kernels' outputs must also leave each other's tokens alone. Both prefill kernels, the
+// tensor-core one and the CUDA-core one, compute the same function.
+void CheckPrefill(const AttentionCase& c, bool tensor_cores) {
   struct Row {
     int32_t start, tokens;  // the step's tokens are positions [start, start + tokens)
   };
-  const std::vector<Row> rows = {{0, 130}, {37, 64}, {0, 16}, {200, 1}, {5, 70}, {0, 1}};
+  const std::vector<Row> rows = {{0, 130}, {37, 64}, {0, 16},   {200, 1},
+                                 {5, 70},  {0, 1},   {300, 100}};
   std::vector<int32_t> positions, token_row, row_offset, block_ids, tiles, decode_list;
   int total_blocks = 0;
   for (int r = 0; r < static_cast<int>(rows.size()); ++r) {
@@ -228,6 +230,7 @@ void CheckPrefill(const AttentionCase& c) {
   p.cache = layout;
   p.num_q_heads = c.q_heads;
   p.scale = scale;
+  p.tensor_cores = tensor_cores;
   CUDA_ASSERT_OK(kernels::LaunchPagedAttentionPrefill(p, nullptr));
   const int64_t entries = static_cast<int64_t>(decode_list.size()) * c.q_heads * c.splits;
   DeviceArray<float> d_partial(entries * c.head_dim), d_lse(entries);
@@ -254,23 +257,33 @@ void CheckPrefill(const AttentionCase& c) {
   const std::vector<float> want = ReferenceAttention(
       q, q_stride, cache, layout, positions, token_row, row_offset, block_ids, c.q_heads, scale);
   const double err = RelativeError(FromBF16(d_out.Download()), want);  // NaN where unwritten
-  ReportError("paged_attention_prefill_hd" + std::to_string(c.head_dim) + "_g" +
-                  std::to_string(c.q_heads / c.kv_heads) + "_bs" + std::to_string(c.block_size),
-              err);
+  ReportError(
+      std::string(tensor_cores ? "paged_attention_prefill_mma" : "paged_attention_prefill") +
+          "_hd" + std::to_string(c.head_dim) + "_g" + std::to_string(c.q_heads / c.kv_heads) +
+          "_bs" + std::to_string(c.block_size),
+      err);
   EXPECT_LT(err, 1e-2);
 }
 
 TEST(PagedAttentionPrefillKernel, HeadDim128Group4) {
   CONVOY_SKIP_WITHOUT_GPU();
-  CheckPrefill({128, 8, 2, 16, 3});
+  CheckPrefill({128, 8, 2, 16, 3}, /*tensor_cores=*/true);
 }
 TEST(PagedAttentionPrefillKernel, HeadDim64NoGqaOddBlocks) {
   CONVOY_SKIP_WITHOUT_GPU();
-  CheckPrefill({64, 3, 3, 7, 1});
+  CheckPrefill({64, 3, 3, 7, 1}, /*tensor_cores=*/true);
 }
 TEST(PagedAttentionPrefillKernel, HeadDim64Group8) {
   CONVOY_SKIP_WITHOUT_GPU();
-  CheckPrefill({64, 32, 4, 16, 2});
+  CheckPrefill({64, 32, 4, 16, 2}, /*tensor_cores=*/true);
+}
+TEST(PagedAttentionPrefillKernel, CudaCoresHeadDim128Group4) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  CheckPrefill({128, 8, 2, 16, 3}, /*tensor_cores=*/false);
+}
+TEST(PagedAttentionPrefillKernel, CudaCoresHeadDim64NoGqaOddBlocks) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  CheckPrefill({64, 3, 3, 7, 1}, /*tensor_cores=*/false);
 }
 
 TEST(PagedAttentionPrefillKernel, RejectsBadShapes) {

@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
+#include <random>
 #include <vector>
 
 #include "executor/sampler.h"
 #include "gtest/gtest.h"
 #include "kernels/gpu_test_util.h"
+#include "step/logit_adjustments.h"
 
 namespace convoy {
 namespace {
@@ -203,6 +206,125 @@ TEST(SamplingKernel, DrawsTheCpuSamplersTokens) {
   }
   std::printf("GPU_CHECK sampler_agree %d/%d\n", agree, rows);
   EXPECT_GE(agree, rows * 9 / 10);
+}
+
+// Structured output's allowed tokens, logit_bias with the penalties, and min_p, against the CPU
+// sampler (executor/sampler.h), which states the rule: the choice is made from the adjusted
+// logits of the allowed tokens, the reported logprobs stay the model's own.
+TEST(SamplingKernel, AllowedTokensAdjustmentsAndMinPFollowTheCpuSampler) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  const int vocab = 20011, rows = 48;
+  const int words = (vocab + 31) / 32;
+  const std::vector<float> logits = RandomFloats(static_cast<size_t>(vocab) * rows, 91, 4.0f);
+  std::mt19937 rng(92);
+  std::vector<kernels::SampleRow> sample_rows(rows);
+  std::vector<SamplingParams> params(rows);
+  std::vector<std::vector<uint32_t>> masks(rows);
+  std::vector<std::shared_ptr<LogitAdjustments>> adjust(rows);
+  std::vector<uint32_t> all_masks;
+  std::vector<kernels::LogitAdjustment> all_entries;
+  std::vector<size_t> mask_at(rows, SIZE_MAX), entries_at(rows, SIZE_MAX);
+  for (int r = 0; r < rows; ++r) {
+    SamplingParams& sp = params[r];
+    const bool greedy = r % 3 == 0;
+    sp.temperature = greedy ? 0.0f : 0.6f + 0.1f * static_cast<float>(r % 5);
+    sp.top_k = r % 4 == 1 ? 40 : 0;
+    sp.top_p = r % 4 == 2 ? 0.8f : 1.0f;
+    sp.min_p = r % 5 == 3 ? 0.05f : 0.0f;
+    sp.seed = 500 + r;
+    sp.num_top_logprobs = r % 7 == 0 ? 5 : 0;
+    if (r % 2 == 0) {  // allowed tokens: a random third, one token alone, or none
+      masks[r].assign(words, 0u);
+      if (r == 2) {
+        masks[r][777 / 32] |= 1u << (777 % 32);
+      } else if (r != 4) {
+        for (int i = 0; i < vocab; ++i) {
+          if (rng() % 3 == 0) masks[r][i / 32] |= 1u << (i % 32);
+        }
+      }
+      mask_at[r] = all_masks.size();
+      all_masks.insert(all_masks.end(), masks[r].begin(), masks[r].end());
+    }
+    if (r % 4 != 0) {  // logit_bias and the penalties over a prompt and an output so far
+      if (r % 8 < 4) sp.repetition_penalty = 1.3f;
+      sp.presence_penalty = 0.4f;
+      sp.frequency_penalty = r % 8 == 5 ? 0.0f : 0.3f;
+      std::vector<LogitBias> biases;
+      for (int i = 0; i < 10; ++i) biases.push_back({(r * 997 + i * 1999) % vocab, 3.0f - i});
+      std::vector<int32_t> prompt(50);
+      for (int32_t& t : prompt) t = static_cast<int32_t>(rng() % vocab);
+      adjust[r] = LogitAdjustments::Make(sp, biases, prompt);
+      for (int i = 0; i < 40; ++i) adjust[r]->CountOutput(static_cast<int32_t>(rng() % 300));
+      std::vector<MergedLogitAdjustment> merged;
+      adjust[r]->Merge(vocab, &merged);
+      entries_at[r] = all_entries.size();
+      for (const MergedLogitAdjustment& m : merged) {
+        all_entries.push_back({m.token, m.bias, m.repetition, m.subtract, 0.0f});
+      }
+      sample_rows[r].num_adjustments = static_cast<int32_t>(merged.size());
+    }
+    sample_rows[r].logits_row = r;
+    sample_rows[r].temperature = sp.temperature;
+    sample_rows[r].top_k = sp.top_k;
+    sample_rows[r].top_p = sp.top_p;
+    sample_rows[r].min_p = sp.min_p;
+    sample_rows[r].seed = sp.seed;
+    sample_rows[r].sample_index = r;
+    sample_rows[r].num_top_logprobs = sp.num_top_logprobs;
+  }
+  DeviceArray<uint32_t> d_masks(all_masks);
+  DeviceArray<kernels::LogitAdjustment> d_entries(all_entries);
+  for (int r = 0; r < rows; ++r) {
+    if (mask_at[r] != SIZE_MAX) sample_rows[r].allowed = d_masks.get() + mask_at[r];
+    if (entries_at[r] != SIZE_MAX) sample_rows[r].adjustments = d_entries.get() + entries_at[r];
+  }
+  DeviceArray<float> d_logits(logits);
+  DeviceArray<kernels::SampleRow> d_rows(sample_rows);
+  DeviceArray<kernels::SampleOutput> d_out(rows);
+  kernels::SamplingKernelParams p;
+  p.logits = d_logits.get();
+  p.vocab = vocab;
+  p.rows = d_rows.get();
+  p.out = d_out.get();
+  p.num_rows = rows;
+  CUDA_ASSERT_OK(kernels::LaunchSampling(p, nullptr));
+  CUDA_ASSERT_OK(cudaDeviceSynchronize());
+  const std::vector<kernels::SampleOutput> out = d_out.Download();
+  std::vector<std::pair<float, int32_t>> scratch;
+  int agree = 0, greedy_rows = 0;
+  double worst = 0.0;
+  for (int r = 0; r < rows; ++r) {
+    const float* row_logits = logits.data() + static_cast<size_t>(r) * vocab;
+    const SampledToken cpu =
+        SampleToken(row_logits, vocab, params[r], r, &scratch,
+                    masks[r].empty() ? nullptr : masks[r].data(), adjust[r].get());
+    if (r == 4) {
+      EXPECT_EQ(out[r].token, -1) << "no token is allowed";
+      continue;
+    }
+    if (r == 2) {
+      EXPECT_EQ(out[r].token, 777) << "the one token allowed";
+    }
+    if (!masks[r].empty() && out[r].token >= 0) {
+      EXPECT_TRUE((masks[r][out[r].token / 32] >> (out[r].token % 32)) & 1u) << "row " << r;
+    }
+    if (params[r].temperature == 0.0f) {
+      ++greedy_rows;
+      EXPECT_EQ(out[r].token, cpu.token) << "greedy row " << r;
+    }
+    if (out[r].token == cpu.token) {
+      ++agree;
+      worst = std::max(worst, std::abs(static_cast<double>(out[r].logprob) - cpu.logprob));
+      for (int i = 0; i < params[r].num_top_logprobs; ++i) {
+        EXPECT_EQ(out[r].top_tokens[i], cpu.top_logprobs[i].token) << "row " << r;
+      }
+    }
+  }
+  std::printf("GPU_CHECK sampler_extended_agree %d/%d\n", agree, rows - 1);
+  ReportError("sampling_extended_logprob_abs", worst);
+  EXPECT_GT(greedy_rows, 0);
+  EXPECT_GE(agree, (rows - 1) * 9 / 10);
+  EXPECT_LT(worst, 1e-4);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #include "bench/loadgen/stats.h"
 
 #include <cmath>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -107,6 +109,58 @@ TEST(StatsTest, PerClassAndOverallGoodput) {
   EXPECT_EQ(all.met_slo, 3);
   EXPECT_DOUBLE_EQ(all.goodput_rps, 0.3);
   EXPECT_DOUBLE_EQ(all.requests_per_s, 0.5);
+}
+
+// A class with its own targets is held to them, in its row and in "all"; the other classes keep
+// the run's targets.
+TEST(StatsTest, EachClassIsHeldToItsOwnTargets) {
+  std::vector<RequestRecord> records;
+  records.push_back(Request(0, 0, 0.1, 11, 0.01));  // chat: fast
+  records.push_back(Request(0, 1, 0.4, 11, 0.01));  // chat: within 1 s, not within chat's 0.2 s
+  records.push_back(Request(1, 0, 3.0, 5, 0.05));   // batch: within batch's 5 s, not 1 s
+  records.push_back(Request(1, 1, 6.0, 5, 0.05));   // batch: over even batch's 5 s
+  records.push_back(Request(2, 0, 0.5, 5, 0.05));   // other: the run's 1 s
+  SloTargets slo{1.0, 0.1};
+  slo.by_class["chat"] = {0.2, 0.1};
+  slo.by_class["batch"] = {5.0, 0.0};
+  const std::vector<ClassStats> stats = ComputeStats(records, {"chat", "batch", "other"}, 1.0, slo);
+  ASSERT_EQ(stats.size(), 4u);
+  EXPECT_EQ(stats[0].met_slo, 1);
+  EXPECT_EQ(stats[1].met_slo, 1);
+  EXPECT_EQ(stats[2].met_slo, 1);
+  EXPECT_EQ(stats[3].met_slo, 3);
+  // Without the per-class targets the run's 1 s decides every request.
+  EXPECT_EQ(ComputeStats(records, {"chat", "batch", "other"}, 1.0, SloTargets{1.0, 0.1})[3].met_slo,
+            3);
+  EXPECT_EQ(ComputeStats(records, {"chat", "batch", "other"}, 1.0, SloTargets{1.0, 0.1})[0].met_slo,
+            2);
+}
+
+TEST(StatsTest, ClassSlosParseAndBadOnesAreNamed) {
+  absl::StatusOr<std::map<std::string, SloTarget>> parsed =
+      ParseClassSlos({"chat=500/100", "batch=5000/0"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->size(), 2u);
+  EXPECT_DOUBLE_EQ(parsed->at("chat").ttft_s, 0.5);
+  EXPECT_DOUBLE_EQ(parsed->at("chat").itl_s, 0.1);
+  EXPECT_DOUBLE_EQ(parsed->at("batch").ttft_s, 5.0);
+  EXPECT_DOUBLE_EQ(parsed->at("batch").itl_s, 0.0);
+  for (const char* bad :
+       {"chat", "chat=500", "=500/100", "chat=a/100", "chat=-1/100", "chat=500/100/7"}) {
+    absl::StatusOr<std::map<std::string, SloTarget>> r = ParseClassSlos({bad});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find(std::string("'") + bad + "'"), std::string::npos)
+        << r.status();
+  }
+  EXPECT_FALSE(ParseClassSlos({"chat=1/1", "chat=2/2"}).ok());
+  SloTargets slo;
+  slo.by_class = *parsed;
+  EXPECT_EQ(UnknownSloClasses(slo, {"chat", "batch", "long"}), "");
+  EXPECT_EQ(UnknownSloClasses(slo, {"chat", "long"}),
+            "--class-slo names classes the workload does not have (batch); its classes are: "
+            "chat, long");
+  EXPECT_TRUE(slo.Any());
+  EXPECT_FALSE(SloTargets{}.Any());
 }
 
 TEST(StatsTest, EmptyClassHasNoSamples) {

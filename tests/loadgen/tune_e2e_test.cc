@@ -76,10 +76,14 @@ TEST_F(BenchE2eTest, ReportsMemoryErrorRateAndCostAndReplaysTheServersTrace) {
                                      {"--request-trace", trace});
   ASSERT_NE(daemon, nullptr);
   const std::string json = dir_ + "/run.json";
-  const ProcessResult run = Execute(Bench(
-      absl::StrCat("run --addr ", daemon->address(), " --http-addr 127.0.0.1:", daemon->http_port(),
-                   " --workload ", workload_, " --requests 6 --price-per-hour 3.6 --json ", json)));
+  const ProcessResult run = Execute(Bench(absl::StrCat(
+      "run --addr ", daemon->address(), " --http-addr 127.0.0.1:", daemon->http_port(),
+      " --workload ", workload_,
+      " --requests 6 --price-per-hour 3.6 --ttft-ms 60000 --class-slo chat=0.001/0 --json ",
+      json)));
   ASSERT_EQ(run.exit_code, 0) << run.out;
+  // The chat class's own 1 µs TTFT target, not the run's minute, decides its goodput.
+  EXPECT_THAT(run.out, HasSubstr("; chat: TTFT <= 0.001 ms, mean ITL <= -"));
   EXPECT_THAT(run.out, HasSubstr("peak RSS"));
   EXPECT_THAT(run.out, HasSubstr("per 1,000 requests at 3.6/hour"));
   const nlohmann::json report = nlohmann::json::parse(ReadFile(json));
@@ -87,6 +91,8 @@ TEST_F(BenchE2eTest, ReportsMemoryErrorRateAndCostAndReplaysTheServersTrace) {
   EXPECT_GT(report["server_memory"]["peak_resident_bytes"].get<double>(), 1 << 20);
   EXPECT_GE(report["server_memory"]["peak_kv_usage"].get<double>(), 0);
   EXPECT_EQ(report["classes"].back()["error_rate"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(report["slo"]["by_class"]["chat"]["ttft_s"].get<double>(), 1e-6);
+  EXPECT_EQ(report["classes"].back()["met_slo"].get<int>(), 0);
   // 3.6 per hour is 0.001 per second.
   EXPECT_NEAR(report["cost_per_1000_requests"].get<double>(),
               0.001 * report["elapsed_s"].get<double>() / 6 * 1000, 1e-9);
@@ -264,6 +270,17 @@ TEST_F(BenchE2eTest, TuneRefusesBadUsageNamingIt) {
   r = Execute(tune + " --config x --ttft-p99 100 --set batch=1 --duration-s 5");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.out, HasSubstr("not --duration-s"));
+  r = Execute(tune + " --config x --class-slo chat=100 --set batch=1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.out, HasSubstr("class SLO 'chat=100': expected NAME=TTFT_MS/ITL_MS"));
+  r = Execute(tune + " --config x --class-slo nosuch=100/0 --set batch=1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.out, HasSubstr("the workload does not have (nosuch); its classes are: chat"));
+  r = Execute(tune +
+              " --config x --watch --http-addr 127.0.0.1:1 --class-slo chat=100/0 --set "
+              "batch=1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.out, HasSubstr("not --class-slo"));
 }
 
 }  // namespace

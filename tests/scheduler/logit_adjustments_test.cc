@@ -6,9 +6,11 @@
 // lost across preemption and recomputation all change the tokens.
 #include "step/logit_adjustments.h"
 
+#include <bit>
 #include <cmath>
 #include <map>
 #include <memory>
+#include <random>
 #include <set>
 #include <vector>
 
@@ -45,6 +47,51 @@ TEST(LogitAdjustmentsTest, AppliesTheBiasThenTheRepetitionThenFrequencyAndPresen
   // -2 * 2 = -4, then generated twice: -4 - 0.25 * 2 - 0.5. 3: generated once: -1 * 2 - 0.25 - 0.5.
   // 4: in the prompt, -2 * 2. 5: untouched.
   EXPECT_EQ(logits, (std::vector<float>{2.0f, 2.0f, -5.0f, -2.75f, -4.0f, 6.0f}));
+}
+
+// The merged entries (one per token changed, for the GPU sampler) give Apply's bits, on random
+// logits of both signs with every adjustment at once and each alone.
+TEST(LogitAdjustmentsTest, MergedEntriesGiveApplysBits) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> logit(-8.0f, 8.0f);
+  std::uniform_int_distribution<int32_t> token(0, kVocab - 1);
+  for (int round = 0; round < 40; ++round) {
+    SamplingParams params;
+    const int which = round % 4;  // 0: everything, 1: bias, 2: repetition, 3: presence+frequency
+    if (which == 0 || which == 3) {
+      params.presence_penalty = logit(rng) / 4.0f;
+      params.frequency_penalty = logit(rng) / 4.0f;
+    }
+    if (which == 0 || which == 2) params.repetition_penalty = 1.0f + (1 + round % 7) * 0.15f;
+    std::vector<LogitBias> biases;
+    if (which <= 1) {
+      std::set<int32_t> bias_tokens;
+      while (bias_tokens.size() < 12) bias_tokens.insert(token(rng));
+      for (int32_t t : bias_tokens) biases.push_back({t, logit(rng) * 10.0f});
+    }
+    std::vector<int32_t> prompt(20);
+    for (int32_t& t : prompt) t = token(rng);
+    std::shared_ptr<LogitAdjustments> adjust = LogitAdjustments::Make(params, biases, prompt);
+    ASSERT_NE(adjust, nullptr);
+    for (int i = 0; i < 30; ++i) adjust->CountOutput(token(rng) % 64);  // repeats certain
+    std::vector<float> logits(kVocab);
+    for (float& x : logits) x = logit(rng);
+    std::vector<float> want = logits;
+    adjust->Apply(want.data(), kVocab);
+    std::vector<MergedLogitAdjustment> merged;
+    adjust->Merge(kVocab, &merged);
+    std::vector<float> got = logits;
+    for (size_t i = 0; i < merged.size(); ++i) {
+      if (i > 0) {
+        ASSERT_LT(merged[i - 1].token, merged[i].token);
+      }
+      got[merged[i].token] = merged[i].Adjusted(logits[merged[i].token]);
+    }
+    for (int32_t i = 0; i < kVocab; ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+          << "round " << round << " token " << i << ": " << got[i] << " vs " << want[i];
+    }
+  }
 }
 
 TEST(LogitAdjustmentsTest, NothingToAdjustMakesNone) {

@@ -30,7 +30,18 @@ fi
 echo "[       OK ] Fake.Test"; echo "[==========] 1 test"; exit 0
 FAKE
   done
-  printf '#!/usr/bin/env bash\necho "=== gpu_bench ==="\necho "| fake row | 1 |"\n' >"$stage/bin/gpu_bench"
+  cat >"$stage/bin/gpu_bench" <<'FAKE'
+#!/usr/bin/env bash
+echo "| 1B decode b=1 | 1 tok/s, 1.000 ms/step |"  # progress lines: the table after the mark counts
+echo "=== gpu_bench ==="
+echo "| fake row | 1 |"
+echo "| 1B decode b=1 | 1000 tok/s, 1.000 ms/step, 2000 GB/s = 50% of copy bw (target >=45%) |"
+echo "| 1B decode b=64 | 48000 tok/s, 1.333 ms/step |"
+FAKE
+  cat >"$stage/bin/convoy-mkmodel" <<'FAKE'
+#!/usr/bin/env bash
+while [ $# -gt 0 ]; do [ "$1" = --out ] && { mkdir -p "$2" && echo '{}' >"$2/config.json"; }; shift; done
+FAKE
   chmod +x "$stage"/bin/*
   tar -C "$stage" -cJf "$work/bundle.tar.xz" bin lib
 }
@@ -44,6 +55,13 @@ cat >"$work/path/nvidia-smi" <<'FAKE'
 echo "name, driver_version"; echo "Fake H200, 1.0"
 FAKE
 printf '#!/usr/bin/env bash\nexit 0\n' >"$work/path/ldconfig"
+# python3 as the peer part calls it: records its arguments, prints torch_peer's last line.
+cat >"$work/path/python3" <<'FAKE'
+#!/usr/bin/env bash
+echo "$*" >"$FAKE_PYTHON_ARGS"
+echo "TORCH_PEER device=cuda b1_mode=reduce-overhead b1_tok_s=500.0 b1_ms=2.0 b64_mode=reduce-overhead b64_tok_s=16000.0 b64_ms=4.0 mode=reduce-overhead compile_s=40.0 not_run=none"
+FAKE
+export FAKE_PYTHON_ARGS=$work/python-args
 chmod +x "$work/path"/*
 touch "$work/wheel/nvidia/cublas/lib/libcublas.so.13"
 make_bundle
@@ -82,6 +100,16 @@ expect pass "exits 0" test "$rc" -eq 0
 expect pass "finds the wheel's cuBLAS" grep -q "cuBLAS: $work/wheel/nvidia/cublas/lib" "$work/log"
 expect pass "carries the bench rows" grep -q "| fake row | 1 |" "$work/log"
 expect pass "says passed" grep -q "GPU CHECK PASSED" "$work/log"
+
+# The peer part alone makes the model, gives torch_peer a time limit inside its cap, and with bench
+# before it sets convoy's 1B decode beside the peer's.
+rm -rf "$work/model"
+CONVOY_GPU_MODEL_DIR="$work/model" check peer bench peer
+expect peer "exits 0" test "$rc" -eq 0
+expect peer "makes the model" test -f "$work/model/config.json"
+expect peer "limits torch_peer's time" grep -Eq -- "--model $work/model --batches 1,64 --time-limit-s 1[0-4][0-9] " "$work/python-args"
+expect peer "prints the peer's row" grep -q "| compiled PyTorch peer (reduce-overhead) b=1 / b=64 | 500.0 / 16000.0 tok/s (2.0 / 4.0 ms/step) |" "$work/log"
+expect peer "prints convoy's speed-up" grep -q "| convoy vs compiled PyTorch | b=1 2.00x (target >= 1.3x), b=64 3.00x (target >= 2x) |" "$work/log"
 
 # A hanging part is cut at the budget; later parts are reported as not run; the table comes last.
 HANG_IN=kernels_test CONVOY_GPU_BUDGET_S=25 check hang tests bench

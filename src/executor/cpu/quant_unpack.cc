@@ -223,14 +223,11 @@ void KScales(const std::byte* b, float* lanes, float* offsets) {
   }
 }
 
-// KScales with the scales and mins decoded 4 at a time from 32-bit words, and the floats made 8 at
-// a time (the same products).
+// KScales with the scales and mins decoded 4 at a time from 32-bit words (KScaleBytes), and the
+// floats made 8 at a time (the same products).
 CONVOY_TARGET_AVX2 void KScalesAvx2(const std::byte* b, float* lanes, float* offsets) {
-  uint32_t w[3];
-  std::memcpy(w, b + 4, 12);
-  const uint32_t low6 = 0x3F3F3F3Fu, low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
-  const uint64_t scales = Words(w[0] & low6, (w[2] & low4) | (((w[0] >> 6) & low2) << 4));
-  const uint64_t mins = Words(w[1] & low6, ((w[2] >> 4) & low4) | (((w[1] >> 6) & low2) << 4));
+  uint64_t scales, mins;
+  KScaleBytes(b + 4, &scales, &mins);
   const __m256 s = _mm256_mul_ps(_mm256_set1_ps(Half(b)), BytesToFloats(scales));
   const __m256 o = Negate(_mm256_mul_ps(_mm256_set1_ps(Half(b + 2)), BytesToFloats(mins)));
   SetEightAvx2(s, o, lanes, offsets);

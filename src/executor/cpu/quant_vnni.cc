@@ -261,6 +261,197 @@ void DirectVnniAny(const std::byte* w, int64_t row_bytes, int count, int64_t k,
   DirectVnni<F, 1>(rows, count, k, x, y, ldy, offsets, w + kPrefetchBytes);
 }
 
+// ---- The one-row kernel for Q4_K, Q5_K and Q6_K: as DirectVnni, two weight rows a vector and
+// group after group, one block of 256 values (8 groups) of both rows at a time. Each type gives
+// the quants of group j of blocks a and b as 64 bytes (a's 32, then b's), and the block pair's
+// scales: the products c = s * dx of its groups (the contract's fp32 products, 8 at a time) and
+// the offsets of its 16 half-groups, [a's 8, b's 8] for the first 8 half-groups of the block (the
+// contract's t = 2i) and for the last 8 (t = 2i + 1). k is a multiple of 256: every t is a real
+// one, so the offsets' fused multiply-adds run block after block, in the contract's order.
+
+struct KPairScales {
+  __m512 c[2];  // the type's layout; GroupScale spreads group j's over its 16 lanes
+  __m512 offsets_low, offsets_high;
+};
+
+// Eight dx, twice: [dx 0-7, dx 0-7].
+CONVOY_TARGET_VNNI __m512 Twice(const float* p) {
+  return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(p))));
+}
+
+CONVOY_TARGET_VNNI __m512 Negate(__m512 v) {  // the sign flipped, as quant_unpack.cc's Negate
+  return _mm512_castsi512_ps(
+      _mm512_xor_si512(_mm512_castps_si512(v), _mm512_set1_epi32(static_cast<int>(0x80000000u))));
+}
+
+// Bytes [low, high] (8 each, unsigned) as 16 floats.
+CONVOY_TARGET_VNNI __m512 ByteFloats(uint64_t low, uint64_t high) {
+  const __m128i bytes = _mm_set_epi64x(static_cast<int64_t>(high), static_cast<int64_t>(low));
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes));
+}
+
+// Q4_K and Q5_K: d, dmin and the 6-bit scales and mins at the start of the block; s = d * sc for
+// both halves of a group, mn = -(dmin * mi) for both. c[0] is [a's c of groups 0-7, b's].
+template <int kBytesPerBlock, int kQuantsAt, bool kFifthBits>
+struct KFourBit {
+  static constexpr int kBytes = kBytesPerBlock;
+  static CONVOY_TARGET_VNNI KPairScales Scales(const std::byte* a, const std::byte* b,
+                                               const float* dx) {
+    uint64_t scales_a, mins_a, scales_b, mins_b;
+    KScaleBytes(a + 4, &scales_a, &mins_a);
+    KScaleBytes(b + 4, &scales_b, &mins_b);
+    uint32_t head_a, head_b;
+    std::memcpy(&head_a, a, 4);
+    std::memcpy(&head_b, b, 4);
+    const __m128i heads =
+        _mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(head_a)), static_cast<int>(head_b), 1);
+    // [d, dmin] of a, then of b (exact, as Half)
+    const __m512 halves = _mm512_castps128_ps512(_mm_cvtph_ps(heads));
+    const __m512 d = _mm512_permutexvar_ps(
+        _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), halves);
+    const __m512 dmin = _mm512_permutexvar_ps(
+        _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3), halves);
+    const __m512 s = _mm512_mul_ps(d, ByteFloats(scales_a, scales_b));
+    const __m512 mn = Negate(_mm512_mul_ps(dmin, ByteFloats(mins_a, mins_b)));
+    KPairScales out;
+    out.c[0] = _mm512_mul_ps(s, Twice(dx));
+    out.offsets_low = _mm512_permutexvar_ps(
+        _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 8, 8, 9, 9, 10, 10, 11, 11), mn);
+    out.offsets_high = _mm512_permutexvar_ps(
+        _mm512_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7, 12, 12, 13, 13, 14, 14, 15, 15), mn);
+    return out;
+  }
+  static CONVOY_TARGET_VNNI __m512 GroupScale(const KPairScales& scales, int j) {
+    return _mm512_permutexvar_ps(
+        _mm512_add_epi32(_mm512_set1_epi32(j),
+                         _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8)),
+        scales.c[0]);
+  }
+  // Group j: the low (j even) or high nibbles of bytes 32 * (j / 2) .. + 31 of the quants, and
+  // for Q5_K the fifth bit, bit j of bytes 16 .. 47 of the block.
+  static CONVOY_TARGET_VNNI __m512i Quants(const std::byte* a, const std::byte* b, int j) {
+    const int at = kQuantsAt + 32 * (j / 2);
+    __m512i bytes =
+        Join(reinterpret_cast<const uint8_t*>(a + at), reinterpret_cast<const uint8_t*>(b + at));
+    if (j % 2 == 1) bytes = _mm512_srli_epi16(bytes, 4);
+    const __m512i q = _mm512_and_si512(bytes, _mm512_set1_epi8(0x0F));
+    if (!kFifthBits) return q;
+    const __m512i high =
+        Join(reinterpret_cast<const uint8_t*>(a + 16), reinterpret_cast<const uint8_t*>(b + 16));
+    const __mmask64 set = _mm512_test_epi8_mask(high, _mm512_set1_epi8(static_cast<char>(1 << j)));
+    return _mm512_mask_add_epi8(q, set, q, _mm512_set1_epi8(0x10));  // bit 4 is clear in q
+  }
+};
+
+using Q4_K = KFourBit<144, 16, false>;
+using Q5_K = KFourBit<176, 48, true>;
+
+// Q6_K: 16 int8 scales at byte 192 and d at 208; s = d * sc per half-group, mn = -32 * s. c[0]
+// holds a's 16 products (half-group h's with dx[h / 2]), c[1] b's.
+struct Q6_K {
+  static constexpr int kBytes = 210;
+  static CONVOY_TARGET_VNNI KPairScales Scales(const std::byte* a, const std::byte* b,
+                                               const float* dx) {
+    uint16_t d_a, d_b;
+    std::memcpy(&d_a, a + 208, 2);
+    std::memcpy(&d_b, b + 208, 2);
+    const __m128 d =
+        _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(d_a | (static_cast<uint32_t>(d_b) << 16))));
+    const __m512 dx_halves =
+        _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7),
+                              _mm512_castps256_ps512(_mm256_loadu_ps(dx)));
+    const __m512 minus32 = _mm512_set1_ps(-32.0f);
+    __m512 mn[2];
+    KPairScales out;
+    for (int i = 0; i < 2; ++i) {
+      const __m128i bytes =
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>((i == 0 ? a : b) + 192));
+      const __m512 di = _mm512_broadcastss_ps(i == 0 ? d : _mm_movehdup_ps(d));
+      const __m512 s = _mm512_mul_ps(di, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes)));
+      out.c[i] = _mm512_mul_ps(s, dx_halves);
+      mn[i] = _mm512_mul_ps(minus32, s);
+    }
+    out.offsets_low = _mm512_shuffle_f32x4(mn[0], mn[1], 0x44);   // [a's 0-7, b's 0-7]
+    out.offsets_high = _mm512_shuffle_f32x4(mn[0], mn[1], 0xEE);  // [a's 8-15, b's 8-15]
+    return out;
+  }
+  static CONVOY_TARGET_VNNI __m512 GroupScale(const KPairScales& scales, int j) {
+    const __m512i pick =
+        _mm512_add_epi32(_mm512_set1_epi32(2 * j),
+                         _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 16, 16, 16, 16, 17, 17, 17, 17));
+    return _mm512_permutex2var_ps(scales.c[0], pick, scales.c[1]);
+  }
+  // Group j = 4h + i: the low (i < 2) or high nibbles of bytes 64h + 32 (i % 2) .. + 31, and bits
+  // 2i, 2i + 1 of bytes 128 + 32h .. + 31 as bits 4 and 5.
+  static CONVOY_TARGET_VNNI __m512i Quants(const std::byte* a, const std::byte* b, int j) {
+    const int h = j / 4, i = j % 4;
+    const int at = 64 * h + 32 * (i % 2);
+    __m512i low =
+        Join(reinterpret_cast<const uint8_t*>(a + at), reinterpret_cast<const uint8_t*>(b + at));
+    if (i >= 2) low = _mm512_srli_epi16(low, 4);
+    __m512i high = Join(reinterpret_cast<const uint8_t*>(a + 128 + 32 * h),
+                        reinterpret_cast<const uint8_t*>(b + 128 + 32 * h));
+    // The two bits moved to bits 4 and 5 of their own byte.
+    if (i == 0) high = _mm512_slli_epi16(high, 4);
+    if (i == 1) high = _mm512_slli_epi16(high, 2);
+    if (i == 3) high = _mm512_srli_epi16(high, 2);
+    return _mm512_or_si512(_mm512_and_si512(low, _mm512_set1_epi8(0x0F)),
+                           _mm512_and_si512(high, _mm512_set1_epi8(0x30)));
+  }
+};
+
+// rows: 2 * kPairs weight rows (the last real one repeated to fill).
+template <typename F, int kPairs>
+CONVOY_TARGET_VNNI void DirectKVnni(const std::byte* const* rows, int count, int64_t k,
+                                    const QuantizedRows& x, float* y, int64_t ldy,
+                                    const std::byte* ahead) {
+  const int64_t blocks = k / 256;
+  for (int64_t r = 0; r < x.m(); ++r) {
+    const int8_t* xq = x.values(r);
+    const float* dx = x.scales(r);
+    const float* xsum = x.half_sums(r);
+    __m512 acc[kPairs], off[kPairs];
+    for (int p = 0; p < kPairs; ++p) acc[p] = off[p] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < blocks; ++i) {
+      const char* next = reinterpret_cast<const char*>(ahead + i * (2 * kPairs * F::kBytes));
+      for (int o = 0; o < 2 * kPairs * F::kBytes; o += 64) _mm_prefetch(next + o, _MM_HINT_T0);
+      const std::byte* a[kPairs];
+      const std::byte* b[kPairs];
+      KPairScales scales[kPairs];
+      for (int p = 0; p < kPairs; ++p) {
+        a[p] = rows[2 * p] + i * F::kBytes;
+        b[p] = rows[2 * p + 1] + i * F::kBytes;
+        scales[p] = F::Scales(a[p], b[p], dx + 8 * i);
+      }
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        const __m512i xv = Activations(xq + 256 * i + 32 * j);
+        for (int p = 0; p < kPairs; ++p) {
+          const __m512 sums = _mm512_cvtepi32_ps(Dot<false>(F::Quants(a[p], b[p], j), xv));
+          acc[p] = _mm512_fmadd_ps(sums, F::GroupScale(scales[p], j), acc[p]);
+        }
+      }
+      const __m512 xsum_low = Twice(xsum + 16 * i), xsum_high = Twice(xsum + 16 * i + 8);
+      for (int p = 0; p < kPairs; ++p) {
+        off[p] = _mm512_fmadd_ps(scales[p].offsets_low, xsum_low, off[p]);
+        off[p] = _mm512_fmadd_ps(scales[p].offsets_high, xsum_high, off[p]);
+      }
+    }
+    for (int i = 0; i < count; ++i) {
+      y[r * ldy + i] = HorizontalSumAvx2(Half(_mm512_add_ps(acc[i / 2], off[i / 2]), i % 2));
+    }
+  }
+}
+
+template <typename F>
+void DirectKVnniAny(const std::byte* w, int64_t row_bytes, int count, int64_t k,
+                    const QuantizedRows& x, float* y, int64_t ldy) {
+  const std::byte* rows[4];
+  for (int i = 0; i < 4; ++i) rows[i] = w + (i < count ? i : count - 1) * row_bytes;
+  if (count > 2) return DirectKVnni<F, 2>(rows, count, k, x, y, ldy, w + kPrefetchBytes);
+  DirectKVnni<F, 1>(rows, count, k, x, y, ldy, w + kPrefetchBytes);
+}
+
 }  // namespace
 
 bool Avx512VnniAvailable() {
@@ -287,6 +478,12 @@ DirectFn FindDirectVnni(GgmlType type) {
       return DirectVnniAny<Q5_1>;
     case GgmlType::kQ8_0:
       return DirectVnniAny<Q8_0>;
+    case GgmlType::kQ4_K:
+      return DirectKVnniAny<Q4_K>;
+    case GgmlType::kQ5_K:
+      return DirectKVnniAny<Q5_K>;
+    case GgmlType::kQ6_K:
+      return DirectKVnniAny<Q6_K>;
     default:
       return nullptr;
   }

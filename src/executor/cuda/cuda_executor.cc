@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include "absl/strings/str_format.h"
@@ -13,8 +14,8 @@
 #include "executor/cuda/device_model.h"
 #include "executor/cuda/gemm.h"
 #include "executor/cuda/step_inputs.h"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/embedding.cuh"
-#include "kernels/kv_write.cuh"
 #include "kernels/paged_attention_decode.cuh"
 #include "kernels/paged_attention_prefill.cuh"
 #include "kernels/rms_norm.cuh"
@@ -60,6 +61,7 @@ struct CudaExecutor::Impl {
 
   absl::Status Init(const CudaExecutorOptions& opts);
   absl::Status Forward(const cuda::StepLayout& layout);
+  absl::StatusOr<size_t> StageSamplingExtras(const StepPlan& plan, const cuda::PackedStep& packed);
   absl::StatusOr<cudaGraphExec_t> GraphFor(int64_t batch);
   absl::Status RunDecodeGraph(int64_t batch, const cuda::StepLayout& layout);
   absl::StatusOr<StepResult> Step(const StepPlan& plan);
@@ -108,6 +110,13 @@ struct CudaExecutor::Impl {
   PinnedBuffer staging;                   // host side of `inputs`
   PinnedBuffer sample_staging;            // host side of `samples`
   size_t inputs_capacity = 0;
+  // Sampling's extras for the step's constrained and adjusted rows: allowed-token bits, then
+  // logit adjustments, which the rows' SampleRow point into; grown when a step needs more.
+  DeviceBuffer extras;
+  PinnedBuffer extras_staging;
+  // Each adjusted row's merged entries, back to back, and where each row's begin (reused).
+  std::vector<MergedLogitAdjustment> merged, row_merged;
+  std::vector<size_t> merged_at;
 
   std::map<int64_t, cudaGraphExec_t> graphs;
   // Graph batch sizes that fit every step buffer (rows, tokens, logits rows), ascending.
@@ -142,7 +151,7 @@ absl::Status CudaExecutor::Impl::Init(const CudaExecutorOptions& opts) {
   CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, options.device));
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  ASSIGN_OR_RETURN(gemm, cuda::Gemm::Create(stream));
+  ASSIGN_OR_RETURN(gemm, cuda::Gemm::Create(stream, opts.gemv_max_rows));
 
   const int64_t t = opts.max_tokens_per_step, h = c.hidden_size, lr = opts.max_logit_rows;
   const int64_t qkv_cols = c.q_size() + 2 * c.kv_size();
@@ -169,9 +178,10 @@ absl::Status CudaExecutor::Impl::Init(const CudaExecutorOptions& opts) {
 
   usable_graph_sizes = UsableGraphBatchSizes(opts);
 
-  // Warm-up: cuBLAS sets itself up on its first product.
-  RETURN_IF_ERROR(gemm->Linear(normed.get(), model->layers()[0].qkv, qkv.get(), 1, qkv_cols, h,
-                               model->dtype(), false));
+  // Warm-up: cuBLAS sets itself up on its first product (never inside a graph capture), the GEMV
+  // kernel needs none.
+  RETURN_IF_ERROR(gemm->LinearCublas(normed.get(), model->layers()[0].qkv, qkv.get(), 1, qkv_cols,
+                                     h, model->dtype(), false));
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
 
   spec.num_layers = static_cast<int32_t>(c.num_hidden_layers);
@@ -208,6 +218,8 @@ absl::Status CudaExecutor::Impl::Init(const CudaExecutorOptions& opts) {
 }
 
 absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
+  // Per thread: the executor's setting holds for its launches whatever another executor chose.
+  kernels::SetDependentLaunch(options.dependent_launch);
   const ModelConfig& c = model->config();
   const HalfType dt = model->dtype();
   const int64_t t = layout.num_tokens, h = c.hidden_size, in = c.intermediate_size;
@@ -262,6 +274,9 @@ absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
   kv_write.block_ids = block_ids;
   kv_write.num_tokens = t;
   kv_write.dtype = dt;
+  rope.write_kv = true;
+  rope.kv_write = kv_write;
+  rope.norm_eps = static_cast<float>(c.rms_norm_eps);
 
   kernels::PagedAttentionDecodeParams attn;
   attn.q = qkv.get();
@@ -295,6 +310,7 @@ absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
   prefill.num_q_heads = attn.num_q_heads;
   prefill.scale = attn.scale;
   prefill.dtype = dt;
+  prefill.tensor_cores = options.prefill_tensor_cores;
 
   kernels::SiluMulParams silu;
   silu.gate_up = gate_up.get();
@@ -310,11 +326,15 @@ absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
     norm.delta = l == 0 ? nullptr : delta.as<float>();
     CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(norm, stream));
     RETURN_IF_ERROR(gemm->Linear(normed.get(), w.qkv, qkv.get(), t, qkv_cols, h, dt, false));
-    CUDA_RETURN_IF_ERROR(kernels::LaunchRotary(rope, stream));
     kernels::KvCacheLayout layer_cache = cache_layout;
     layer_cache.layer_offset = static_cast<int64_t>(l) * layer_stride;
-    kv_write.cache = layer_cache;
-    CUDA_RETURN_IF_ERROR(kernels::LaunchKvWrite(kv_write, stream));
+    // The family's biases and per-head norms, the rotary embedding, then K and V into the cache,
+    // in one launch.
+    rope.qkv_bias = w.qkv_bias;
+    rope.q_norm = w.q_norm;
+    rope.k_norm = w.k_norm;
+    rope.kv_write.cache = layer_cache;
+    CUDA_RETURN_IF_ERROR(kernels::LaunchRotary(rope, stream));
     // Long rows' tokens by tiles, the rest one query at a time: disjoint parts of attn_out.
     prefill.cache = layer_cache;
     CUDA_RETURN_IF_ERROR(kernels::LaunchPagedAttentionPrefill(prefill, stream));
@@ -433,6 +453,65 @@ absl::StatusOr<StepResult> CudaExecutor::Impl::Step(const StepPlan& plan) {
   return Collect();
 }
 
+// Fills the sampling rows' min_p and, for rows with allowed tokens or logit adjustments, their
+// extras: the bits and the merged adjustments go into extras_staging (16-byte aligned parts), and
+// the rows point at where they will be on the device. Returns the bytes to copy.
+absl::StatusOr<size_t> CudaExecutor::Impl::StageSamplingExtras(const StepPlan& plan,
+                                                               const cuda::PackedStep& packed) {
+  auto* sample_rows =
+      reinterpret_cast<kernels::SampleRow*>(staging.as<std::byte>() + packed.layout.sample_rows);
+  const int32_t vocab = static_cast<int32_t>(model->config().vocab_size);
+  const size_t mask_bytes = (static_cast<size_t>(vocab) + 31) / 32 * 4;
+  auto aligned = [](size_t n) { return (n + 15) / 16 * 16; };
+  // Sizes first (each row's adjustments merged once, here), so that the buffers grow (rarely)
+  // before anything is written.
+  size_t bytes = 0;
+  merged.clear();
+  merged_at.assign(plan.rows.size() + 1, 0);
+  for (size_t r = 0; r < plan.rows.size(); ++r) {
+    const StepRow& row = plan.rows[r];
+    merged_at[r] = merged.size();
+    if (packed.sample_index[r] < 0) continue;
+    if (row.allowed_tokens != nullptr) bytes += aligned(mask_bytes);
+    if (row.logit_adjustments != nullptr) {
+      row.logit_adjustments->Merge(vocab, &row_merged);
+      merged.insert(merged.end(), row_merged.begin(), row_merged.end());
+      bytes += aligned(row_merged.size() * sizeof(kernels::LogitAdjustment));
+    }
+  }
+  merged_at[plan.rows.size()] = merged.size();
+  if (bytes > extras.size()) {
+    const size_t grown = std::max(bytes, 2 * extras.size());
+    ASSIGN_OR_RETURN(extras, DeviceBuffer::Allocate(grown));
+    ASSIGN_OR_RETURN(extras_staging, PinnedBuffer::Allocate(grown));
+  }
+  size_t at = 0;
+  for (size_t r = 0; r < plan.rows.size(); ++r) {
+    const StepRow& row = plan.rows[r];
+    if (packed.sample_index[r] < 0) continue;
+    kernels::SampleRow& sr = sample_rows[packed.sample_index[r]];
+    sr.min_p = row.sampling.min_p;
+    if (row.allowed_tokens != nullptr) {
+      std::memcpy(extras_staging.as<std::byte>() + at, row.allowed_tokens->Get(), mask_bytes);
+      sr.allowed = reinterpret_cast<const uint32_t*>(extras.as<std::byte>() + at);
+      at += aligned(mask_bytes);
+    }
+    if (row.logit_adjustments != nullptr) {
+      const size_t count = merged_at[r + 1] - merged_at[r];
+      auto* entries =
+          reinterpret_cast<kernels::LogitAdjustment*>(extras_staging.as<std::byte>() + at);
+      for (size_t e = 0; e < count; ++e) {
+        const MergedLogitAdjustment& m = merged[merged_at[r] + e];
+        entries[e] = {m.token, m.bias, m.repetition, m.subtract, 0.0f};
+      }
+      sr.adjustments = reinterpret_cast<kernels::LogitAdjustment*>(extras.as<std::byte>() + at);
+      sr.num_adjustments = static_cast<int32_t>(count);
+      at += aligned(count * sizeof(kernels::LogitAdjustment));
+    }
+  }
+  return at;
+}
+
 absl::Status CudaExecutor::Impl::Launch(const StepPlan& plan) {
   if (launched) return absl::FailedPreconditionError("a step is launched and not collected");
   const absl::Time start = absl::Now();
@@ -464,6 +543,7 @@ absl::Status CudaExecutor::Impl::Launch(const StepPlan& plan) {
   ASSIGN_OR_RETURN(step.packed, cuda::PackStep(plan, spec.block_size, scratch_block, graph_batch,
                                                options.prefill_kernel_min_tokens, staging.get(),
                                                inputs_capacity));
+  ASSIGN_OR_RETURN(const size_t extras_bytes, StageSamplingExtras(plan, step.packed));
   step.rows.reserve(plan.rows.size());
   for (const StepRow& row : plan.rows) {
     step.rows.push_back(
@@ -474,6 +554,10 @@ absl::Status CudaExecutor::Impl::Launch(const StepPlan& plan) {
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(inputs.get(), staging.get(),
                                        step.packed.layout.Bytes(step.packed.num_block_ids),
                                        cudaMemcpyHostToDevice, stream));
+  if (extras_bytes > 0) {
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(extras.get(), extras_staging.get(), extras_bytes,
+                                         cudaMemcpyHostToDevice, stream));
+  }
   if (graph_batch > 0) {
     RETURN_IF_ERROR(RunDecodeGraph(graph_batch, step.packed.layout));
   } else {
@@ -511,6 +595,10 @@ absl::StatusOr<StepResult> CudaExecutor::Impl::Collect() {
     out.seq_id = row.seq_id;
     if (step.packed.sample_index[r] >= 0) {
       const kernels::SampleOutput& s = outputs[step.packed.sample_index[r]];
+      if (s.token < 0) {
+        out.status = NoAllowedTokenError(row.seq_id);
+        continue;
+      }
       out.token = s.token;
       out.logprob = s.logprob;
       for (int i = 0; i < row.num_top_logprobs; ++i) {
@@ -543,19 +631,24 @@ HalfType ToHalfType(CudaWeightType type) {
   return type == CudaWeightType::kF16 ? HalfType::kF16 : HalfType::kBF16;
 }
 
-// The CUDA kernels run Llama's layout only: a family with QKV biases, per-head Q/K norms or
-// sliding windows (Qwen2, Qwen3, Mistral) is refused rather than run without them, and one
-// stored with fused projections (Phi-3) until its parity is tested on a GPU.
+// The CUDA kernels run Llama's layout, Qwen2's QKV biases and Qwen3's per-head Q/K norms. Any
+// other departure from Llama (Mistral's and Gemma 3's sliding windows, Phi-3's fused projections
+// and LongRoPE, partial rotary embeddings, Gemma 3's activation and norms) is refused by name
+// rather than run without it.
 absl::Status CheckFamily(const ModelConfig& config) {
   const char* departure = nullptr;
-  if (config.attention_bias) {
-    departure = "biases on the query, key and value projections";
-  } else if (config.qk_norm) {
-    departure = "RMS norms on each head's queries and keys";
-  } else if (config.sliding_window > 0) {
+  if (config.sliding_window > 0 || !config.layer_sliding.empty()) {
     departure = "sliding-window attention";
   } else if (config.fused_projections) {
     departure = "fused QKV and gate/up projections";
+  } else if (config.rope_scaling.rope_type == "longrope") {
+    departure = "LongRoPE scaling";
+  } else if (config.RotaryDim() != config.head_dim) {
+    departure = "partial rotary embeddings";
+  } else if (config.activation != Activation::kSilu || config.sandwich_norms ||
+             config.norm_weight_offset != 0.0 || config.embedding_scale != 1.0 ||
+             config.query_pre_attn_scalar != 0.0 || config.final_logit_softcapping != 0.0) {
+    departure = "Gemma 3's activation, norms and scaling";
   }
   if (departure != nullptr) {
     return absl::UnimplementedError(absl::StrFormat(
@@ -601,18 +694,21 @@ ExecutorLimits CudaExecutor::limits() const {
   limits.max_top_logprobs = static_cast<int32_t>(std::min<int64_t>(
       {kMaxTopLogprobs, kernels::kMaxTopLogprobs, impl_->model->config().vocab_size}));
   limits.computes_padding = false;  // tokens are packed row after row
-  limits.applies_token_constraints = false;
-  limits.applies_extended_sampling = false;
+  limits.applies_token_constraints = true;
+  limits.applies_extended_sampling = true;
+  limits.scores_prompts = false;
   return limits;
 }
 absl::Status CudaExecutor::CheckRow(const StepRow& row) const {
   RETURN_IF_ERROR(Executor::CheckRow(row));
-  if (row.allowed_tokens != nullptr) {
+  if (row.return_logits && (row.allowed_tokens != nullptr || row.logit_adjustments != nullptr)) {
+    // The sampling kernel rewrites such a row's logits in place.
     return absl::UnimplementedError(absl::StrFormat(
-        "sequence %d: the CUDA executor does not apply token constraints (structured output) yet",
+        "sequence %d: the CUDA executor does not return logits of a row with allowed tokens or "
+        "logit adjustments",
         row.seq_id));
   }
-  return RefuseExtendedSampling(row, "CUDA");
+  return RefusePromptScoring(row, "CUDA");
 }
 int64_t CudaExecutor::weight_bytes() const { return impl_->model->weight_bytes(); }
 

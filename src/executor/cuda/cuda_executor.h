@@ -1,9 +1,10 @@
 // The CUDA executor: the Llama forward pass on one NVIDIA GPU. Weights live on the device in bf16
 // (or fp16); the paged KV cache is one device allocation in the same type, laid out per block as
-// [layer][k|v][kv_head][slot][head_dim]. Matrix products run through cuBLAS; everything else is a
-// kernel from kernels/. A step runs on one stream: its inputs go up in one copy from pinned
-// memory, the sampled tokens come back in one copy, and decode steps replay CUDA graphs captured
-// per batch size. Nothing is allocated on the device inside a step.
+// [layer][k|v][kv_head][slot][head_dim]. Matrix products run through cuBLAS, or the GEMV kernel
+// when a step has few tokens; everything else is a kernel from kernels/. A step runs on one stream:
+// its inputs go up in one copy from pinned memory, the sampled tokens come back in one copy, and
+// decode steps replay CUDA graphs captured per batch size. Nothing is allocated on the device
+// inside a step.
 //
 // Not thread-safe: one engine loop calls Step at a time. A CUDA failure fails the step with
 // INTERNAL and a message naming the call; the executor stays usable unless the error is one that
@@ -44,6 +45,19 @@ struct CudaExecutorOptions {
   // take the decode kernel, one query at a time. At least 2: decode steps stay on the decode
   // kernel (and in their CUDA graphs).
   int32_t prefill_kernel_min_tokens = 16;
+  // The prefill kernel's products on tensor cores (bf16/f16 mma, fp32 accumulation); false runs
+  // them on CUDA cores in fp32 (the kernel they are measured against).
+  bool prefill_tensor_cores = true;
+  // Matrix products with up to this many rows of activations (steps of up to this many tokens, and
+  // the lm_head of up to this many logits rows) take the GEMV kernel of kernels/gemv.cuh, built to
+  // stream the weights at the memory's bandwidth; larger ones, and all when 0, take cuBLAS. 0 .. 8.
+  // 4: on an H200 (docs/perf/gpu.md, 2026-12-04) the kernel beat cuBLAS on a Llama layer's
+  // products up to 4 rows and lost from 6, where the CUDA cores' multiply-adds start to count.
+  int32_t gemv_max_rows = 4;
+  // Kernels launched as programmatic dependent launches where the GPU has them (sm_90): each is
+  // scheduled while the one before it finishes (kernels/dependent_launch.cuh). False: plain
+  // launches, one after the other.
+  bool dependent_launch = true;
   // Decode steps of up to the largest size are padded to the next size here and replayed.
   std::vector<int32_t> graph_batch_sizes = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128};
 };

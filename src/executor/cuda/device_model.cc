@@ -92,6 +92,7 @@ absl::Status DeviceModel::Allocate(const ModelConfig& config, kernels::HalfType 
   const int64_t head_at = config.tie_word_embeddings ? embed_at : reserve(v * h);
   struct LayerOffsets {
     int64_t input_norm, qkv, o, post_norm, gate_up, down;
+    int64_t qkv_bias = -1, q_norm = -1, k_norm = -1;
   };
   std::vector<LayerOffsets> offsets(config.num_hidden_layers);
   for (auto& o : offsets) {
@@ -101,6 +102,11 @@ absl::Status DeviceModel::Allocate(const ModelConfig& config, kernels::HalfType 
     o.post_norm = reserve(h);
     o.gate_up = reserve(2 * in * h);
     o.down = reserve(h * in);
+    if (config.attention_bias) o.qkv_bias = reserve(qkv_rows);
+    if (config.qk_norm) {
+      o.q_norm = reserve(config.head_dim);
+      o.k_norm = reserve(config.head_dim);
+    }
   }
   ASSIGN_OR_RETURN(storage_, DeviceBuffer::Allocate(bytes));
   const auto* base = storage_.as<const std::byte>();
@@ -108,9 +114,11 @@ absl::Status DeviceModel::Allocate(const ModelConfig& config, kernels::HalfType 
   final_norm_ = base + norm_at;
   lm_head_ = base + head_at;
   layers_.clear();
+  auto at = [&](int64_t offset) -> const void* { return offset < 0 ? nullptr : base + offset; };
   for (const auto& o : offsets) {
     layers_.push_back({base + o.input_norm, base + o.qkv, base + o.o, base + o.post_norm,
-                       base + o.gate_up, base + o.down});
+                       base + o.gate_up, base + o.down, at(o.qkv_bias), at(o.q_norm),
+                       at(o.k_norm)});
   }
   const std::vector<float> inv_freq = RopeInverseFrequencies(config);
   ASSIGN_OR_RETURN(inv_freq_, DeviceBuffer::Allocate(inv_freq.size() * sizeof(float)));
@@ -144,6 +152,16 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> DeviceModel::Upload(const ModelWeig
     RETURN_IF_ERROR(UploadTensor(w.gate_proj, dtype, d.gate_up, 0, in * h));
     RETURN_IF_ERROR(UploadTensor(w.up_proj, dtype, d.gate_up, in * h, in * h));
     RETURN_IF_ERROR(UploadTensor(w.down_proj, dtype, d.down_proj, 0, h * in));
+    if (d.qkv_bias != nullptr) {
+      RETURN_IF_ERROR(UploadTensor(w.q_bias, dtype, d.qkv_bias, 0, c.q_size()));
+      RETURN_IF_ERROR(UploadTensor(w.k_bias, dtype, d.qkv_bias, c.q_size(), c.kv_size()));
+      RETURN_IF_ERROR(
+          UploadTensor(w.v_bias, dtype, d.qkv_bias, c.q_size() + c.kv_size(), c.kv_size()));
+    }
+    if (d.q_norm != nullptr) {
+      RETURN_IF_ERROR(UploadTensor(w.q_norm, dtype, d.q_norm, 0, c.head_dim));
+      RETURN_IF_ERROR(UploadTensor(w.k_norm, dtype, d.k_norm, 0, c.head_dim));
+    }
   }
   return model;
 }
@@ -175,6 +193,13 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> DeviceModel::Random(const ModelConf
     RETURN_IF_ERROR(Fill(d.post_norm, h, dtype, 0.1f, 1.0f, ++stream));
     RETURN_IF_ERROR(Fill(d.gate_up, 2 * in * h, dtype, amplitude(h), 0.0f, ++stream));
     RETURN_IF_ERROR(Fill(d.down_proj, h * in, dtype, amplitude(in), 0.0f, ++stream));
+    if (d.qkv_bias != nullptr) {
+      RETURN_IF_ERROR(Fill(d.qkv_bias, qkv_rows, dtype, 0.1f, 0.0f, ++stream));
+    }
+    if (d.q_norm != nullptr) {
+      RETURN_IF_ERROR(Fill(d.q_norm, config.head_dim, dtype, 0.1f, 1.0f, ++stream));
+      RETURN_IF_ERROR(Fill(d.k_norm, config.head_dim, dtype, 0.1f, 1.0f, ++stream));
+    }
   }
   CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   return model;

@@ -1,6 +1,7 @@
 // The model's weights in device memory, in one allocation, in one 16-bit type. The query, key and
 // value projections are fused into one [q_size + 2 kv_size, hidden] matrix and the gate and up
-// projections into one [2 intermediate, hidden] matrix (gate rows first), so each is one product.
+// projections into one [2 intermediate, hidden] matrix (gate rows first), so each is one product;
+// Qwen2's query, key and value biases likewise into one vector.
 #ifndef CONVOY_EXECUTOR_CUDA_DEVICE_MODEL_H_
 #define CONVOY_EXECUTOR_CUDA_DEVICE_MODEL_H_
 
@@ -25,6 +26,10 @@ struct DeviceLayer {
   const void* post_norm = nullptr;   // [hidden]
   const void* gate_up = nullptr;     // [2 intermediate, hidden]
   const void* down_proj = nullptr;   // [hidden, intermediate]
+  // Only in a family with them (ModelConfig::attention_bias, qk_norm); null otherwise.
+  const void* qkv_bias = nullptr;  // [q_size + 2 kv_size]: Qwen2's
+  const void* q_norm = nullptr;    // [head_dim], every query head's RMS norm weight: Qwen3's
+  const void* k_norm = nullptr;    // [head_dim], every key head's
 };
 
 class DeviceModel {

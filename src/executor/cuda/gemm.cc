@@ -1,7 +1,11 @@
 #include "executor/cuda/gemm.h"
 
+#include <cstdint>
+
+#include "absl/strings/str_format.h"
 #include "convoy/status_macros.h"
 #include "executor/cuda/cuda_check.h"
+#include "kernels/gemv.cuh"
 
 namespace convoy::cuda {
 namespace {
@@ -12,10 +16,18 @@ cudaDataType_t CudaType(kernels::HalfType dtype) {
   return dtype == kernels::HalfType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
 }
 
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Gemm>> Gemm::Create(cudaStream_t stream) {
+absl::StatusOr<std::unique_ptr<Gemm>> Gemm::Create(cudaStream_t stream, int gemv_max_rows) {
+  if (gemv_max_rows < 0 || gemv_max_rows > kernels::kGemvMaxRows) {
+    return absl::InvalidArgumentError(absl::StrFormat("gemv_max_rows must be in [0, %d], got %d",
+                                                      kernels::kGemvMaxRows, gemv_max_rows));
+  }
   std::unique_ptr<Gemm> gemm(new Gemm());
+  gemm->stream_ = stream;
+  gemm->gemv_max_rows_ = gemv_max_rows;
   CUBLAS_RETURN_IF_ERROR(cublasCreate(&gemm->handle_));
   CUBLAS_RETURN_IF_ERROR(cublasSetStream(gemm->handle_, stream));
   ASSIGN_OR_RETURN(gemm->workspace_, DeviceBuffer::Allocate(kWorkspaceBytes));
@@ -31,6 +43,26 @@ Gemm::~Gemm() {
 
 absl::Status Gemm::Linear(const void* x, const void* w, void* y, int64_t m, int64_t n, int64_t k,
                           kernels::HalfType dtype, bool y_f32, bool accumulate) {
+  if (m <= 0) return absl::OkStatus();
+  if (m <= gemv_max_rows_ && n > 0 && k > 0 && k % 8 == 0 && Aligned16(x) && Aligned16(w)) {
+    kernels::GemvParams p;
+    p.x = x;
+    p.w = w;
+    p.y = y;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    p.dtype = dtype;
+    p.y_f32 = y_f32;
+    p.accumulate = accumulate;
+    CUDA_RETURN_IF_ERROR(kernels::LaunchGemv(p, stream_));
+    return absl::OkStatus();
+  }
+  return LinearCublas(x, w, y, m, n, k, dtype, y_f32, accumulate);
+}
+
+absl::Status Gemm::LinearCublas(const void* x, const void* w, void* y, int64_t m, int64_t n,
+                                int64_t k, kernels::HalfType dtype, bool y_f32, bool accumulate) {
   if (m <= 0) return absl::OkStatus();
   const float alpha = 1.0f;
   const float beta = accumulate ? 1.0f : 0.0f;

@@ -94,11 +94,13 @@ ExecutorLimits FakeDeviceExecutor::limits() const {
   ExecutorLimits limits;
   limits.computes_padding = false;
   limits.applies_extended_sampling = false;
+  limits.scores_prompts = false;
   return limits;
 }
 
 absl::Status FakeDeviceExecutor::CheckRow(const StepRow& row) const {
   RETURN_IF_ERROR(Executor::CheckRow(row));
+  RETURN_IF_ERROR(RefusePromptScoring(row, "fake device"));
   return RefuseExtendedSampling(row, "fake device");
 }
 
