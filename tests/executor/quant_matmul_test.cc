@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "common/half.h"
+#include "executor/cpu/quant_unpack.h"
+#include "executor/cpu/quant_vnni.h"
 #include "gtest/gtest.h"
 #include "model/gguf_dequantize.h"
 
@@ -137,8 +139,8 @@ class QuantMatmulTest : public ::testing::TestWithParam<TypeCase> {};
 // magnitudes, which the amplitude bounds: |s q| + |mn| <= amplitude, |x'| <= |x| + dx. The
 // dequantizer's own rounding of s q + mn (two roundings) fits in the same budget, doubled:
 //   |y - ref| <= sum |w_i| dx_i (1/2 + 2^-16) + 2 (k / 32 + 8) 2^-24 sum amplitude_i (|x_i| + dx_i)
-// m = 1 runs the one-row kernels (the 32-value types, Q4_K, Q5_K and Q6_K), m = 7 the tile
-// kernels.
+// m = 1 runs the one-row kernels (every type on the VNNI path, the 32-value types on the AVX2
+// path), m = 7 the tile kernels.
 void ExpectWithinTheBound(const TypeCase& t, QuantPath path) {
   const int64_t k = t.block_elements == 32 ? 32 * 37 : 256 * 5, n = 23;
   for (int64_t m : {1, 7}) {
@@ -201,7 +203,7 @@ TEST_P(QuantMatmulTest, BothPathsGiveTheSameBits) {
 }
 
 // The AVX-512 VNNI kernels against the AVX2 ones (and the portable one): the one-row kernels
-// (m = 1: the 32-value types, Q4_K, Q5_K and Q6_K) and the tile kernels, with an odd and an even
+// (m = 1: every type) and the tile kernels, with an odd and an even
 // number of groups (of blocks, for the 256-value types) per row, and 1 to 4 weight rows in a
 // one-row kernel's last tile.
 TEST_P(QuantMatmulTest, TheVnniPathGivesTheAvx2PathsBits) {
@@ -221,6 +223,40 @@ TEST_P(QuantMatmulTest, TheVnniPathGivesTheAvx2PathsBits) {
         const std::vector<float> portable = Product(t, w, n, k, x, m, QuantPath::kPortable);
         EXPECT_TRUE(SameBits(vnni, avx2)) << "k " << k << " n " << n << " m " << m;
         EXPECT_TRUE(SameBits(vnni, portable)) << "k " << k << " n " << n << " m " << m;
+      }
+    }
+  }
+}
+
+// The type's one-row VNNI kernel called on its own, for 1 to 4 weight rows (a tile) and 1 to 3
+// activation rows (it runs every row of x; QuantMatmul hands it one): the portable path's bits,
+// at the outputs it must write and nowhere else.
+TEST_P(QuantMatmulTest, TheOneRowVnniKernelGivesThePortablePathsBits) {
+  if (!QuantPathAvailable(QuantPath::kAvx512Vnni)) {
+    GTEST_SKIP() << "this CPU lacks AVX-512 VNNI (or AVX-512 F, BW or VL): avx512vnni";
+  }
+  const TypeCase& t = GetParam();
+  const quant::DirectFn direct = quant::FindDirectVnni(t.type);
+  ASSERT_NE(direct, nullptr) << "every type QuantMatmul runs has a one-row VNNI kernel";
+  for (int64_t k : {OddK(t), OddK(t) + t.block_elements}) {
+    for (int count = 1; count <= 4; ++count) {
+      const Weights w = RandomWeights(t, count, k, 31 + count, /*extremes=*/true);
+      for (int64_t m : {1, 2, 3}) {
+        const std::vector<float> x = RandomActivations(m, k, 37, /*specials=*/true);
+        QuantizedRows rows;
+        rows.Quantize(x.data(), m, k);
+        const int64_t ldy = count + 2;
+        std::vector<float> y(m * ldy, -7.0f);
+        direct(w.data(), w.row_bytes, count, k, rows, y.data(), ldy);
+        const std::vector<float> portable = Product(t, w, count, k, x, m, QuantPath::kPortable);
+        for (int64_t r = 0; r < m; ++r) {
+          const std::vector<float> row(y.begin() + r * ldy, y.begin() + r * ldy + count);
+          const std::vector<float> expected(portable.begin() + r * count,
+                                            portable.begin() + (r + 1) * count);
+          EXPECT_TRUE(SameBits(row, expected))
+              << "k " << k << " count " << count << " m " << m << " row " << r;
+          for (int64_t j = count; j < ldy; ++j) EXPECT_EQ(y[r * ldy + j], -7.0f);
+        }
       }
     }
   }

@@ -261,8 +261,8 @@ void DirectVnniAny(const std::byte* w, int64_t row_bytes, int count, int64_t k,
   DirectVnni<F, 1>(rows, count, k, x, y, ldy, offsets, w + kPrefetchBytes);
 }
 
-// ---- The one-row kernel for Q4_K, Q5_K and Q6_K: as DirectVnni, two weight rows a vector and
-// group after group, one block of 256 values (8 groups) of both rows at a time. Each type gives
+// ---- The one-row kernel for the K types (Q2_K to Q6_K): as DirectVnni, two weight rows a vector
+// and group after group, one block of 256 values (8 groups) of both rows at a time. Each type gives
 // the quants of group j of blocks a and b as 64 bytes (a's 32, then b's), and the block pair's
 // scales: the products c = s * dx of its groups (the contract's fp32 products, 8 at a time) and
 // the offsets of its 16 half-groups, [a's 8, b's 8] for the first 8 half-groups of the block (the
@@ -288,6 +288,17 @@ CONVOY_TARGET_VNNI __m512 Negate(__m512 v) {  // the sign flipped, as quant_unpa
 CONVOY_TARGET_VNNI __m512 ByteFloats(uint64_t low, uint64_t high) {
   const __m128i bytes = _mm_set_epi64x(static_cast<int64_t>(high), static_cast<int64_t>(low));
   return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes));
+}
+
+// q plus `value` where bit j of the 32 bytes at a (a's values) and at b (b's) is set: a bit of
+// every value kept apart from its other bits (Q5_K's fifth, Q3_K's third). The bit `value` is
+// clear in q.
+CONVOY_TARGET_VNNI __m512i AddBitPlane(__m512i q, const std::byte* a, const std::byte* b, int j,
+                                       int value) {
+  const __m512i bits =
+      Join(reinterpret_cast<const uint8_t*>(a), reinterpret_cast<const uint8_t*>(b));
+  const __mmask64 set = _mm512_test_epi8_mask(bits, _mm512_set1_epi8(static_cast<char>(1 << j)));
+  return _mm512_mask_add_epi8(q, set, q, _mm512_set1_epi8(static_cast<char>(value)));
 }
 
 // Q4_K and Q5_K: d, dmin and the 6-bit scales and mins at the start of the block; s = d * sc for
@@ -336,41 +347,38 @@ struct KFourBit {
     if (j % 2 == 1) bytes = _mm512_srli_epi16(bytes, 4);
     const __m512i q = _mm512_and_si512(bytes, _mm512_set1_epi8(0x0F));
     if (!kFifthBits) return q;
-    const __m512i high =
-        Join(reinterpret_cast<const uint8_t*>(a + 16), reinterpret_cast<const uint8_t*>(b + 16));
-    const __mmask64 set = _mm512_test_epi8_mask(high, _mm512_set1_epi8(static_cast<char>(1 << j)));
-    return _mm512_mask_add_epi8(q, set, q, _mm512_set1_epi8(0x10));  // bit 4 is clear in q
+    return AddBitPlane(q, a + 16, b + 16, j, 0x10);
   }
 };
 
 using Q4_K = KFourBit<144, 16, false>;
 using Q5_K = KFourBit<176, 48, true>;
 
-// Q6_K: 16 int8 scales at byte 192 and d at 208; s = d * sc per half-group, mn = -32 * s. c[0]
-// holds a's 16 products (half-group h's with dx[h / 2]), c[1] b's.
-struct Q6_K {
-  static constexpr int kBytes = 210;
-  static CONVOY_TARGET_VNNI KPairScales Scales(const std::byte* a, const std::byte* b,
-                                               const float* dx) {
-    uint16_t d_a, d_b;
-    std::memcpy(&d_a, a + 208, 2);
-    std::memcpy(&d_b, b + 208, 2);
-    const __m128 d =
-        _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(d_a | (static_cast<uint32_t>(d_b) << 16))));
+// The fp16 field at byte `at` of blocks a and b as 16 floats each (exact, as Half): [0] a's, [1]
+// b's.
+struct FieldPair {
+  __m512 v[2];
+};
+
+CONVOY_TARGET_VNNI FieldPair Fields(const std::byte* a, const std::byte* b, int at) {
+  uint16_t bits_a, bits_b;
+  std::memcpy(&bits_a, a + at, 2);
+  std::memcpy(&bits_b, b + at, 2);
+  const __m128 both = _mm_cvtph_ps(
+      _mm_cvtsi32_si128(static_cast<int>(bits_a | (static_cast<uint32_t>(bits_b) << 16))));
+  return {{_mm512_broadcastss_ps(both), _mm512_broadcastss_ps(_mm_movehdup_ps(both))}};
+}
+
+// Q2_K, Q3_K and Q6_K: a scale s and an offset mn per half-group of 16 values. From each row's 16
+// (s[0] and mn[0] a's, [1] b's): c[0] holds a's 16 products (half-group h's with dx[h / 2]), c[1]
+// b's.
+struct KSixteen {
+  static CONVOY_TARGET_VNNI KPairScales Pair(const __m512* s, const __m512* mn, const float* dx) {
     const __m512 dx_halves =
         _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7),
                               _mm512_castps256_ps512(_mm256_loadu_ps(dx)));
-    const __m512 minus32 = _mm512_set1_ps(-32.0f);
-    __m512 mn[2];
     KPairScales out;
-    for (int i = 0; i < 2; ++i) {
-      const __m128i bytes =
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>((i == 0 ? a : b) + 192));
-      const __m512 di = _mm512_broadcastss_ps(i == 0 ? d : _mm_movehdup_ps(d));
-      const __m512 s = _mm512_mul_ps(di, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes)));
-      out.c[i] = _mm512_mul_ps(s, dx_halves);
-      mn[i] = _mm512_mul_ps(minus32, s);
-    }
+    for (int i = 0; i < 2; ++i) out.c[i] = _mm512_mul_ps(s[i], dx_halves);
     out.offsets_low = _mm512_shuffle_f32x4(mn[0], mn[1], 0x44);   // [a's 0-7, b's 0-7]
     out.offsets_high = _mm512_shuffle_f32x4(mn[0], mn[1], 0xEE);  // [a's 8-15, b's 8-15]
     return out;
@@ -380,6 +388,87 @@ struct Q6_K {
         _mm512_add_epi32(_mm512_set1_epi32(2 * j),
                          _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 16, 16, 16, 16, 17, 17, 17, 17));
     return _mm512_permutex2var_ps(scales.c[0], pick, scales.c[1]);
+  }
+};
+
+// Q2_K's and Q3_K's low two bits of group j = 4h + i: bits 2i, 2i + 1 of the 32 bytes at qs + 32h
+// (qs_a a's, qs_b b's).
+CONVOY_TARGET_VNNI __m512i TwoBits(const std::byte* qs_a, const std::byte* qs_b, int j) {
+  const int h = j / 4, i = j % 4;
+  const __m512i bytes = Join(reinterpret_cast<const uint8_t*>(qs_a + 32 * h),
+                             reinterpret_cast<const uint8_t*>(qs_b + 32 * h));
+  return _mm512_and_si512(_mm512_srli_epi16(bytes, 2 * i), _mm512_set1_epi8(0x03));
+}
+
+// Q2_K: 16 bytes of scales at the start (half-group t's sc in the low nibble of byte t, its mi in
+// the high one), the quants at byte 16, d at 80 and dmin at 82; s = d * sc, mn = -(dmin * mi), as
+// quant_unpack.cc's ScalesAvx2.
+struct Q2_K : KSixteen {
+  static constexpr int kBytes = 84;
+  static CONVOY_TARGET_VNNI KPairScales Scales(const std::byte* a, const std::byte* b,
+                                               const float* dx) {
+    const FieldPair d = Fields(a, b, 80), dmin = Fields(a, b, 82);
+    __m512 s[2], mn[2];
+    for (int i = 0; i < 2; ++i) {
+      const __m512i bytes =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(i == 0 ? a : b)));
+      const __m512i sc = _mm512_and_si512(bytes, _mm512_set1_epi32(0x0F));
+      s[i] = _mm512_mul_ps(d.v[i], _mm512_cvtepi32_ps(sc));
+      mn[i] = Negate(_mm512_mul_ps(dmin.v[i], _mm512_cvtepi32_ps(_mm512_srli_epi32(bytes, 4))));
+    }
+    return Pair(s, mn, dx);
+  }
+  static CONVOY_TARGET_VNNI __m512i Quants(const std::byte* a, const std::byte* b, int j) {
+    return TwoBits(a + 16, b + 16, j);
+  }
+};
+
+// Q3_K and Q6_K: s = d * F::Sc(block) (the block's 16 integer factors as floats) with d the fp16
+// field at byte F::kDAt, and mn = F::kMnPerS * s.
+template <typename F>
+CONVOY_TARGET_VNNI KPairScales ProportionalScales(const std::byte* a, const std::byte* b,
+                                                  const float* dx) {
+  const FieldPair d = Fields(a, b, F::kDAt);
+  __m512 s[2], mn[2];
+  for (int i = 0; i < 2; ++i) {
+    s[i] = _mm512_mul_ps(d.v[i], F::Sc(i == 0 ? a : b));
+    mn[i] = _mm512_mul_ps(_mm512_set1_ps(F::kMnPerS), s[i]);
+  }
+  return KSixteen::Pair(s, mn, dx);
+}
+
+// Q3_K: the third bits at the start (bit j of byte l: value l of group j's), the low two at byte
+// 32, the 6-bit scales at 96 (Q3KScaleBytes) and d at 108; s = d * (sc - 32), mn = -4 * s, as
+// quant_unpack.cc's ScalesAvx2.
+struct Q3_K : KSixteen {
+  static constexpr int kBytes = 110, kDAt = 108;
+  static constexpr float kMnPerS = -4.0f;
+  // (sc - 32) is exact in floats as in integers.
+  static CONVOY_TARGET_VNNI __m512 Sc(const std::byte* block) {
+    uint64_t first, second;
+    Q3KScaleBytes(block + 96, &first, &second);
+    return _mm512_sub_ps(ByteFloats(first, second), _mm512_set1_ps(32.0f));
+  }
+  static CONVOY_TARGET_VNNI KPairScales Scales(const std::byte* a, const std::byte* b,
+                                               const float* dx) {
+    return ProportionalScales<Q3_K>(a, b, dx);
+  }
+  static CONVOY_TARGET_VNNI __m512i Quants(const std::byte* a, const std::byte* b, int j) {
+    return AddBitPlane(TwoBits(a + 32, b + 32, j), a, b, j, 0x04);
+  }
+};
+
+// Q6_K: 16 int8 scales at byte 192 and d at 208; s = d * sc per half-group, mn = -32 * s.
+struct Q6_K : KSixteen {
+  static constexpr int kBytes = 210, kDAt = 208;
+  static constexpr float kMnPerS = -32.0f;
+  static CONVOY_TARGET_VNNI __m512 Sc(const std::byte* block) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 192));
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes));
+  }
+  static CONVOY_TARGET_VNNI KPairScales Scales(const std::byte* a, const std::byte* b,
+                                               const float* dx) {
+    return ProportionalScales<Q6_K>(a, b, dx);
   }
   // Group j = 4h + i: the low (i < 2) or high nibbles of bytes 64h + 32 (i % 2) .. + 31, and bits
   // 2i, 2i + 1 of bytes 128 + 32h .. + 31 as bits 4 and 5.
@@ -478,6 +567,10 @@ DirectFn FindDirectVnni(GgmlType type) {
       return DirectVnniAny<Q5_1>;
     case GgmlType::kQ8_0:
       return DirectVnniAny<Q8_0>;
+    case GgmlType::kQ2_K:
+      return DirectKVnniAny<Q2_K>;
+    case GgmlType::kQ3_K:
+      return DirectKVnniAny<Q3_K>;
     case GgmlType::kQ4_K:
       return DirectKVnniAny<Q4_K>;
     case GgmlType::kQ5_K:
