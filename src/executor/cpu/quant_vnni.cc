@@ -424,10 +424,12 @@ struct Q2_K : KSixteen {
 };
 
 // Q3_K and Q6_K: s = d * F::Sc(block) (the block's 16 integer factors as floats) with d the fp16
-// field at byte F::kDAt, and mn = F::kMnPerS * s.
+// field at byte F::kDAt, and mn = F::kMnPerS * s. Inlined: GCC kept it a call, which returned the
+// scales through memory (Q6_K's one-row kernel on cached weights: 18-21 GB/s against 21-25 GB/s
+// inlined, in a noisy shared machine).
 template <typename F>
-CONVOY_TARGET_VNNI KPairScales ProportionalScales(const std::byte* a, const std::byte* b,
-                                                  const float* dx) {
+CONVOY_TARGET_VNNI __attribute__((always_inline)) inline KPairScales ProportionalScales(
+    const std::byte* a, const std::byte* b, const float* dx) {
   const FieldPair d = Fields(a, b, F::kDAt);
   __m512 s[2], mn[2];
   for (int i = 0; i < 2; ++i) {
