@@ -148,6 +148,37 @@ def gguf():
          ("blk.0.ffn_up.weight", 0, [hidden, ff], floats(hidden * ff)),
          ("blk.0.ffn_down.weight", 0, [ff, hidden], floats(hidden * ff))]
     write("gguf_fuzzer", "tiny_llama.gguf", gguf_bytes(metadata, t))
+    # The same model 256 wide (head size 4 through attention.key_length, so that few rows are 256
+    # long) with its products in Q2_K and Q3_K blocks: QuantMatmul's paths on those two types.
+    wide = {"llama.embedding_length": 256, "llama.feed_forward_length": ff,
+            "llama.rope.dimension_count": 4}
+    k_metadata = [(key, vt, wide.get(key, v)) for key, vt, v in metadata]
+    k_metadata += [("llama.attention.key_length", U32, 4), ("llama.attention.value_length", U32, 4)]
+
+    def k_blocks(rows, block_bytes, halves):
+        out = b""
+        for r in range(rows):
+            block = bytearray((i * 11 + r * 7) % 256 for i in range(block_bytes))
+            for at in halves:
+                block[at:at + 2] = struct.pack("<e", 0.01 * (r + 1))
+            out += bytes(block)
+        return out
+
+    q2_k = lambda rows: k_blocks(rows, 84, [80, 82])
+    q3_k = lambda rows: k_blocks(rows, 110, [108])
+    f16 = lambda n: struct.pack("<%de" % n, *[((i * 7) % 11 - 5) * 0.1 for i in range(n)])
+    t = [("token_embd.weight", 10, [256, vocab], q2_k(vocab)),
+         ("output_norm.weight", 0, [256], floats(256, 1.0)),
+         ("blk.0.attn_norm.weight", 0, [256], floats(256, 1.0)),
+         ("blk.0.attn_q.weight", 10, [256, heads * 4], q2_k(heads * 4)),
+         ("blk.0.attn_k.weight", 11, [256, kv_heads * 4], q3_k(kv_heads * 4)),
+         ("blk.0.attn_v.weight", 11, [256, kv_heads * 4], q3_k(kv_heads * 4)),
+         ("blk.0.attn_output.weight", 1, [heads * 4, 256], f16(heads * 4 * 256)),
+         ("blk.0.ffn_norm.weight", 0, [256], floats(256, 1.0)),
+         ("blk.0.ffn_gate.weight", 10, [256, ff], q2_k(ff)),
+         ("blk.0.ffn_up.weight", 11, [256, ff], q3_k(ff)),
+         ("blk.0.ffn_down.weight", 1, [ff, 256], f16(ff * 256))]
+    write("gguf_fuzzer", "q2_k_q3_k_llama.gguf", gguf_bytes(k_metadata, t))
     # One tensor of each block layout, and one value of each metadata type.
     q8_0 = struct.pack("<e", 0.5) + bytes((i * 5) % 256 for i in range(32))
     q4_k = bytes((i * 13) % 256 for i in range(144))
