@@ -60,9 +60,13 @@ CONVOY_TARGET_AVX2 __m256i Field(__m256i v, int shift, int to) {
   return _mm256_slli_epi16(field, to);  // the field stays inside its byte
 }
 
-// The eight bytes of `bytes` (unsigned, little-endian) as 8 floats.
+// Eight bytes at p (unsigned), or the 32-bit words lo and hi, as 8 floats.
 CONVOY_TARGET_AVX2 __m256 BytesToFloats(uint64_t bytes) {
   return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(bytes))));
+}
+
+CONVOY_TARGET_AVX2 uint64_t Words(uint32_t lo, uint32_t hi) {
+  return static_cast<uint64_t>(lo) | (static_cast<uint64_t>(hi) << 32);
 }
 
 CONVOY_TARGET_AVX2 __m256 Negate(__m256 v) { return _mm256_xor_ps(v, _mm256_set1_ps(-0.0f)); }
@@ -387,8 +391,14 @@ struct Q3_K {
     SetSixteen(scale, offset, lanes, offsets);
   }
   static CONVOY_TARGET_AVX2 void ScalesAvx2(const std::byte* b, float* lanes, float* offsets) {
-    uint64_t first, second;
-    Q3KScaleBytes(b + 96, &first, &second);
+    uint32_t w[3];
+    std::memcpy(w, b + 96, 12);
+    const uint32_t low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
+    // Scales 4a .. 4a + 3 take their top bits from bits 2a, 2a + 1 of bytes 8..11.
+    const uint64_t first =
+        Words((w[0] & low4) | ((w[2] & low2) << 4), (w[1] & low4) | (((w[2] >> 2) & low2) << 4));
+    const uint64_t second = Words(((w[0] >> 4) & low4) | (((w[2] >> 4) & low2) << 4),
+                                  ((w[1] >> 4) & low4) | (((w[2] >> 6) & low2) << 4));
     const __m256 d = _mm256_set1_ps(Half(b + 108)), bias = _mm256_set1_ps(32.0f);
     // (scale - 32) is exact in floats as in integers.
     const __m256 s0 = _mm256_mul_ps(d, _mm256_sub_ps(BytesToFloats(first), bias));

@@ -84,23 +84,6 @@ inline void KScaleBytes(const std::byte* packed, uint64_t* scales, uint64_t* min
   *mins = (w[1] & low6) | (static_cast<uint64_t>(high_mins) << 32);
 }
 
-// Q3_K's sixteen 6-bit scales (biased by 32), from the 12 bytes at `packed` (the block's byte 96):
-// byte i of *first (little-endian) is scale i's, byte i of *second scale 8 + i's. Scale i keeps
-// its low nibble in byte i % 8 (the low nibble for i < 8) and its top 2 bits at bit 2 * (i / 4) of
-// byte 8 + i % 4.
-inline void Q3KScaleBytes(const std::byte* packed, uint64_t* first, uint64_t* second) {
-  uint32_t w[3];
-  std::memcpy(w, packed, 12);
-  const uint32_t low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
-  const auto words = [](uint32_t lo, uint32_t hi) {
-    return static_cast<uint64_t>(lo) | (static_cast<uint64_t>(hi) << 32);
-  };
-  // Scales 4a .. 4a + 3 take their top bits from bits 2a, 2a + 1 of bytes 8..11.
-  *first = words((w[0] & low4) | ((w[2] & low2) << 4), (w[1] & low4) | (((w[2] >> 2) & low2) << 4));
-  *second = words(((w[0] >> 4) & low4) | (((w[2] >> 4) & low2) << 4),
-                  ((w[1] >> 4) & low4) | (((w[2] >> 6) & low2) << 4));
-}
-
 // nullptr for a type QuantMatmul does not run.
 const Format* FindFormat(GgmlType type);
 

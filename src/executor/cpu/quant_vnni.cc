@@ -440,16 +440,34 @@ CONVOY_TARGET_VNNI __attribute__((always_inline)) inline KPairScales Proportiona
 }
 
 // Q3_K: the third bits at the start (bit j of byte l: value l of group j's), the low two at byte
-// 32, the 6-bit scales at 96 (Q3KScaleBytes) and d at 108; s = d * (sc - 32), mn = -4 * s, as
+// 32, the 6-bit scales at 96 and d at 108; s = d * (sc - 32), mn = -4 * s, as
 // quant_unpack.cc's ScalesAvx2.
 struct Q3_K : KSixteen {
   static constexpr int kBytes = 110, kDAt = 108;
   static constexpr float kMnPerS = -4.0f;
-  // (sc - 32) is exact in floats as in integers.
+  // Scale i keeps its low nibble in byte i % 8 (the low nibble for i < 8) and its top 2 bits at
+  // bit 2 * (i / 4) of byte 8 + i % 4 of the 12 bytes at byte 96. (sc - 32) is exact in floats
+  // as in integers.
   static CONVOY_TARGET_VNNI __m512 Sc(const std::byte* block) {
-    uint64_t first, second;
-    Q3KScaleBytes(block + 96, &first, &second);
-    return _mm512_sub_ps(ByteFloats(first, second), _mm512_set1_ps(32.0f));
+    uint64_t low;
+    uint32_t high;
+    std::memcpy(&low, block + 96, 8);
+    std::memcpy(&high, block + 104, 4);
+    const __m128i bytes =
+        _mm_insert_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(low)), static_cast<int>(high), 2);
+    const __m512i nibbles = _mm512_cvtepu8_epi32(
+        _mm_shuffle_epi8(bytes, _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7)));
+    const __m512i tops = _mm512_cvtepu8_epi32(_mm_shuffle_epi8(
+        bytes, _mm_setr_epi8(8, 9, 10, 11, 8, 9, 10, 11, 8, 9, 10, 11, 8, 9, 10, 11)));
+    const __m512i low4 = _mm512_and_si512(
+        _mm512_srlv_epi32(nibbles,
+                          _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4)),
+        _mm512_set1_epi32(0x0F));
+    const __m512i top2 = _mm512_and_si512(
+        _mm512_srlv_epi32(tops, _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6)),
+        _mm512_set1_epi32(0x03));
+    const __m512i sc = _mm512_or_si512(low4, _mm512_slli_epi32(top2, 4));
+    return _mm512_sub_ps(_mm512_cvtepi32_ps(sc), _mm512_set1_ps(32.0f));
   }
   static CONVOY_TARGET_VNNI KPairScales Scales(const std::byte* a, const std::byte* b,
                                                const float* dx) {
