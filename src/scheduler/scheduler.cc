@@ -287,6 +287,11 @@ void Scheduler::PublishComputedBlocks(Sequence* seq) {
   const int64_t full = seq->num_computed / options_.block_size;
   const size_t block_size = static_cast<size_t>(options_.block_size);
   for (; seq->num_published < full; ++seq->num_published) {
+    // Under a sliding window a block whose predecessor was given back has no chain to hang on.
+    if (blocks[seq->num_published] == kNoBlock ||
+        (seq->num_published > 0 && blocks[seq->num_published - 1] == kNoBlock)) {
+      break;
+    }
     // False when another sequence computed the same content first (or its parent block stayed
     // private): this block then stays private and is freed, not cached, when released.
     const size_t i = static_cast<size_t>(seq->num_published);
@@ -856,6 +861,9 @@ absl::Status Scheduler::OnStepResult(const StepResult& result, absl::Time now) {
     if (!result.rows[i].scored_logprobs.empty()) RecordPromptScores(seq, result.rows[i]);
     seq->num_computed += record.num_tokens;
     PublishComputedBlocks(seq);
+    seq->blocks.ReleaseBefore(
+        BlocksBeforeWindow(seq->num_computed, options_.sliding_window, options_.block_size),
+        &allocator_);
     if (!record.sample) continue;
     const RowResult& row = result.rows[i];
     Event event;
@@ -989,7 +997,23 @@ absl::Status Scheduler::CheckInvariants() const {
     if (seq->num_published * int64_t{options_.block_size} > seq->num_computed) {
       return fail("sequence ", seq->request.id, " published blocks it has not computed");
     }
-    for (BlockId b : seq->blocks.blocks()) ++references[b];
+    int32_t held = 0;
+    for (BlockId b : seq->blocks.blocks()) {
+      if (b == kNoBlock) continue;
+      ++references[b];
+      ++held;
+    }
+    if (held != seq->blocks.num_held()) {
+      return fail("sequence ", seq->request.id, " holds ", held, " blocks; its table counts ",
+                  seq->blocks.num_held());
+    }
+    const int64_t before_window =
+        BlocksBeforeWindow(seq->num_computed, options_.sliding_window, options_.block_size);
+    for (size_t i = static_cast<size_t>(before_window); i < seq->blocks.blocks().size(); ++i) {
+      if (seq->blocks.blocks()[i] == kNoBlock) {
+        return fail("sequence ", seq->request.id, " gave back block ", i, " inside its window");
+      }
+    }
   }
   if (static_cast<int32_t>(references.size()) != allocator_.num_used()) {
     return fail("running sequences hold ", references.size(),

@@ -46,6 +46,10 @@
 //   is not admitted until they are published; it then takes them from the cache. So a request's
 //   n choices, or requests that arrive together with one long system prompt, compute the prompt
 //   once. Candidates behind it are admitted as usual.
+// - Sliding window (sliding_window): after each step a running sequence gives back the blocks that
+//   lie wholly before its next token's window (kv/block_table.h), so its KV memory stops growing
+//   at the window; blocks after one given back are no longer published. Admission still reserves
+//   a prompt's (or a resumed sequence's) blocks whole, and a request must fit the cache whole.
 // - Plan, then commit: a step's allocations succeed whole or nothing changes.
 // - Every accepted request ends with exactly one final event; at the end all blocks are free.
 //
