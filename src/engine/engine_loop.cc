@@ -61,6 +61,7 @@ absl::StatusOr<SchedulerOptions> EngineLoop::WithExecutorLimits(const Executor& 
   }
   options.num_blocks = executor.kv_spec().num_blocks;
   options.budget_counts_padding = limits.computes_padding;
+  options.sliding_window = executor.model_config().KvWindow();
   const int64_t model_len = executor.model_config().max_position_embeddings;
   if (model_len > 0 && (options.max_model_len == 0 || options.max_model_len > model_len)) {
     options.max_model_len = model_len;

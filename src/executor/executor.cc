@@ -3,6 +3,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 #include "convoy/status_macros.h"
+#include "kv/block_table.h"
 
 namespace convoy {
 
@@ -28,8 +29,12 @@ absl::Status ValidateStepRow(const StepRow& row, const ModelConfig& model, const
   if (capacity < end) {
     return error(absl::StrFormat("block_table holds %d tokens, the row needs %d", capacity, end));
   }
+  // Under a sliding window through every layer, the blocks before the row's first token's window
+  // are never read, and the scheduler gives them back (kNoBlock).
+  const int64_t unread = BlocksBeforeWindow(row.start_pos, model.KvWindow(), kv.block_size);
   for (size_t i = 0; i < row.block_table.size(); ++i) {
     const BlockId b = row.block_table[i];
+    if (b == kNoBlock && static_cast<int64_t>(i) < unread) continue;
     if (b < 0 || b >= kv.num_blocks) {
       return error(absl::StrFormat("block_table[%d] = %d is outside the cache's %d blocks", i, b,
                                    kv.num_blocks));

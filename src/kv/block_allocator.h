@@ -36,6 +36,9 @@
 namespace convoy {
 
 using BlockId = int32_t;
+// A block table's entry for a block it gave back (BlockTable::ReleaseBefore): positions there are
+// never read again.
+inline constexpr BlockId kNoBlock = -1;
 
 class BlockAllocator {
  public:

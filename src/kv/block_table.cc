@@ -1,5 +1,7 @@
 #include "kv/block_table.h"
 
+#include <algorithm>
+
 namespace convoy {
 
 int32_t BlockTable::BlocksNeeded(int64_t num_tokens) const {
@@ -26,9 +28,21 @@ absl::Status BlockTable::AppendCached(const std::vector<BlockId>& cached,
 
 void BlockTable::ReleaseAll(BlockAllocator* allocator) {
   // A table only holds blocks it was given, so Release cannot fail here.
-  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it)
+  for (auto it = blocks_.rbegin(); it != blocks_.rend() - num_released_; ++it)
     allocator->Release(*it).IgnoreError();
   blocks_.clear();
+  num_released_ = 0;
+}
+
+int32_t BlockTable::ReleaseBefore(int64_t count, BlockAllocator* allocator) {
+  const int32_t end = static_cast<int32_t>(std::min<int64_t>(count, std::ssize(blocks_)));
+  const int32_t released = std::max(0, end - num_released_);
+  for (int32_t i = end - 1; i >= num_released_; --i) {
+    allocator->Release(blocks_[i]).IgnoreError();
+    blocks_[i] = kNoBlock;
+  }
+  num_released_ += released;
+  return released;
 }
 
 }  // namespace convoy

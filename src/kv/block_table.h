@@ -1,5 +1,6 @@
 // The KV blocks of one sequence, in order: token position p lives in block blocks()[p / block_size]
-// at slot p % block_size.
+// at slot p % block_size. Under a sliding window the leading blocks no token reads any more are
+// given back and their entries become kNoBlock.
 #ifndef CONVOY_KV_BLOCK_TABLE_H_
 #define CONVOY_KV_BLOCK_TABLE_H_
 
@@ -11,6 +12,14 @@
 
 namespace convoy {
 
+// Under a sliding window of `window` positions (each token attends to the latest `window`, its own
+// included; 0: no window), the number of leading blocks that no token at `position` or after it
+// reads.
+inline int64_t BlocksBeforeWindow(int64_t position, int64_t window, int32_t block_size) {
+  if (window <= 0 || position + 1 <= window) return 0;
+  return (position + 1 - window) / block_size;
+}
+
 class BlockTable {
  public:
   explicit BlockTable(int32_t block_size) : block_size_(block_size) {}
@@ -19,8 +28,10 @@ class BlockTable {
 
   int32_t block_size() const { return block_size_; }
   const std::vector<BlockId>& blocks() const { return blocks_; }
-  // Tokens the blocks can hold.
+  // Tokens the blocks can hold, those given back included: positions map to entries as ever.
   int64_t capacity() const { return static_cast<int64_t>(blocks_.size()) * block_size_; }
+  // The blocks it holds: its entries but those given back.
+  int32_t num_held() const { return static_cast<int32_t>(blocks_.size()) - num_released_; }
   // Blocks still needed to hold `num_tokens` tokens in all.
   int32_t BlocksNeeded(int64_t num_tokens) const;
 
@@ -32,10 +43,14 @@ class BlockTable {
   // Returns every block to the allocator, last block first (so a cached prefix's later blocks
   // are evicted before its first ones); the table is empty afterwards.
   void ReleaseAll(BlockAllocator* allocator);
+  // Returns the blocks among the first `count` entries that it still holds to the allocator (last
+  // block first, as ReleaseAll) and makes their entries kNoBlock; returns how many it gave back.
+  int32_t ReleaseBefore(int64_t count, BlockAllocator* allocator);
 
  private:
   int32_t block_size_;
   std::vector<BlockId> blocks_;
+  int32_t num_released_ = 0;  // the leading entries that are kNoBlock
 };
 
 }  // namespace convoy

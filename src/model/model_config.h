@@ -186,6 +186,15 @@ struct ModelConfig {
     return sliding_window > 0 &&
            (layer_sliding.empty() || layer_sliding[static_cast<size_t>(layer)]);
   }
+  // The window every layer attends through; 0 when some layer attends to every earlier position
+  // (no window, or Gemma 3's global layers). K and V wholly before it are never read again.
+  int64_t KvWindow() const {
+    if (sliding_window <= 0) return 0;
+    for (const bool sliding : layer_sliding) {
+      if (!sliding) return 0;
+    }
+    return sliding_window;
+  }
   int64_t kv_size() const { return num_key_value_heads * head_dim; }
   // With LongRoPE scaling, the frequency factors every position runs with: long_factor when the
   // context convoy serves (max_position_embeddings, the longest sequence the engine admits)

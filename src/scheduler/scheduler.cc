@@ -176,8 +176,9 @@ int32_t Scheduler::EffectiveLevel(const Sequence& seq, absl::Time now) const {
   return static_cast<int32_t>(std::max<int64_t>(1, seq.level - boost));
 }
 
-std::vector<Sequence*> Scheduler::NextCandidates(absl::Time now, size_t max_count,
-                                                 bool joining) const {
+std::vector<Sequence*> Scheduler::NextCandidates(
+    absl::Time now, size_t max_count, bool joining,
+    const absl::flat_hash_set<const Sequence*>* skip) const {
   std::vector<std::list<Sequence*>::const_iterator> heads;
   heads.reserve(queues_.size());
   for (const auto& queue : queues_) heads.push_back(queue.begin());
@@ -186,6 +187,9 @@ std::vector<Sequence*> Scheduler::NextCandidates(absl::Time now, size_t max_coun
     int best = -1;
     std::tuple<int32_t, uint64_t> best_key;
     for (size_t l = 0; l < queues_.size(); ++l) {
+      while (skip != nullptr && heads[l] != queues_[l].end() && skip->contains(*heads[l])) {
+        ++heads[l];
+      }
       if (heads[l] == queues_[l].end()) continue;
       const Sequence& seq = **heads[l];
       // A static batch that runs takes back only its preempted members (at the queue heads).
@@ -249,6 +253,33 @@ std::vector<BlockId> Scheduler::CachedPrefix(const Sequence& seq) const {
   return cached;
 }
 
+bool Scheduler::WaitsForSharedPrefill(const Sequence& seq, size_t cached) const {
+  if (options_.mode != BatchingMode::kContinuous || !UsesPrefixCache(seq)) return false;
+  // CachedPrefix's limit: the last token's block is the sequence's own.
+  const size_t limit = std::min(seq.block_hashes.size(),
+                                (seq.tokens.size() - 1) / static_cast<size_t>(options_.block_size));
+  if (cached >= limit) return false;
+  // The longest run of blocks from `cached` on that one running sequence holds unpublished. Block
+  // hashes chain their prefix, so equal hashes at the same index are the same tokens after the
+  // same prefix (a collision only delays this request: the cache checks tokens when it is read).
+  size_t longest = 0;
+  for (const Sequence* other : running_) {
+    if (other == &seq || !UsesPrefixCache(*other) ||
+        static_cast<size_t>(other->num_published) > cached) {
+      continue;
+    }
+    const size_t end = std::min(limit, other->block_hashes.size());
+    size_t i = cached;
+    while (i < end && other->block_hashes[i] == seq.block_hashes[i]) ++i;
+    longest = std::max(longest, i - cached);
+  }
+  if (longest == 0) return false;
+  const int64_t shared = static_cast<int64_t>(longest) * options_.block_size;
+  const int64_t rest = static_cast<int64_t>(seq.tokens.size()) -
+                       static_cast<int64_t>(cached + longest) * options_.block_size;
+  return shared >= rest;
+}
+
 void Scheduler::PublishComputedBlocks(Sequence* seq) {
   if (!UsesPrefixCache(*seq)) return;
   ExtendBlockHashes(seq->tokens, options_.block_size, &seq->block_hashes);
@@ -256,6 +287,11 @@ void Scheduler::PublishComputedBlocks(Sequence* seq) {
   const int64_t full = seq->num_computed / options_.block_size;
   const size_t block_size = static_cast<size_t>(options_.block_size);
   for (; seq->num_published < full; ++seq->num_published) {
+    // Under a sliding window a block whose predecessor was given back has no chain to hang on.
+    if (blocks[seq->num_published] == kNoBlock ||
+        (seq->num_published > 0 && blocks[seq->num_published - 1] == kNoBlock)) {
+      break;
+    }
     // False when another sequence computed the same content first (or its parent block stayed
     // private): this block then stays private and is freed, not cached, when released.
     const size_t i = static_cast<size_t>(seq->num_published);
@@ -447,9 +483,11 @@ int32_t Scheduler::Admit(absl::Time now, int32_t limit, bool joining, Draft* dra
     const int64_t length = std::max(draft->padded_length, chunk);
     return (rows + 1) * length - rows * draft->padded_length - chunk;
   };
+  // Candidates that wait for a running sequence's prefill (WaitsForSharedPrefill) this pass.
+  absl::flat_hash_set<const Sequence*> waiting_for_shared;
   while (admitted < limit) {
-    std::vector<Sequence*> window =
-        NextCandidates(now, static_cast<size_t>(options_.length_grouping_window), joining);
+    std::vector<Sequence*> window = NextCandidates(
+        now, static_cast<size_t>(options_.length_grouping_window), joining, &waiting_for_shared);
     if (window.empty()) break;
     bool head = true;
     while (!window.empty() && admitted < limit) {
@@ -471,6 +509,11 @@ int32_t Scheduler::Admit(absl::Time now, int32_t limit, bool joining, Draft* dra
       Sequence* seq = window[pick];
       if (static_cast<int32_t>(running_.size()) >= options_.max_batch_size) return admitted;
       const std::vector<BlockId> cached = CachedPrefix(*seq);
+      if (WaitsForSharedPrefill(*seq, cached.size())) {
+        waiting_for_shared.insert(seq);
+        window.erase(window.begin() + static_cast<std::ptrdiff_t>(pick));
+        continue;
+      }
       const int64_t cached_tokens = static_cast<int64_t>(cached.size()) * options_.block_size;
       const int32_t chunk = ChunkThatFits(*seq, *draft, cached_tokens);
       if (chunk == 0) return admitted;
@@ -818,6 +861,9 @@ absl::Status Scheduler::OnStepResult(const StepResult& result, absl::Time now) {
     if (!result.rows[i].scored_logprobs.empty()) RecordPromptScores(seq, result.rows[i]);
     seq->num_computed += record.num_tokens;
     PublishComputedBlocks(seq);
+    seq->blocks.ReleaseBefore(
+        BlocksBeforeWindow(seq->num_computed, options_.sliding_window, options_.block_size),
+        &allocator_);
     if (!record.sample) continue;
     const RowResult& row = result.rows[i];
     Event event;
@@ -951,7 +997,23 @@ absl::Status Scheduler::CheckInvariants() const {
     if (seq->num_published * int64_t{options_.block_size} > seq->num_computed) {
       return fail("sequence ", seq->request.id, " published blocks it has not computed");
     }
-    for (BlockId b : seq->blocks.blocks()) ++references[b];
+    int32_t held = 0;
+    for (BlockId b : seq->blocks.blocks()) {
+      if (b == kNoBlock) continue;
+      ++references[b];
+      ++held;
+    }
+    if (held != seq->blocks.num_held()) {
+      return fail("sequence ", seq->request.id, " holds ", held, " blocks; its table counts ",
+                  seq->blocks.num_held());
+    }
+    const int64_t before_window =
+        BlocksBeforeWindow(seq->num_computed, options_.sliding_window, options_.block_size);
+    for (size_t i = static_cast<size_t>(before_window); i < seq->blocks.blocks().size(); ++i) {
+      if (seq->blocks.blocks()[i] == kNoBlock) {
+        return fail("sequence ", seq->request.id, " gave back block ", i, " inside its window");
+      }
+    }
   }
   if (static_cast<int32_t>(references.size()) != allocator_.num_used()) {
     return fail("running sequences hold ", references.size(),

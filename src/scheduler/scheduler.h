@@ -40,6 +40,16 @@
 //   sample from and no sequence ever writes a block it shares. Blocks released with known content
 //   stay cached until an allocation needs them, least recently released first; the KV admission
 //   check counts a request's own cached prefix as available.
+// - Shared prefills (prefix caching, continuous batching): a waiting request whose prompt blocks
+//   after its cached prefix are being computed by a running sequence (the same tokens after the
+//   same prefix, not yet published), for at least as many tokens as it would compute after them,
+//   is not admitted until they are published; it then takes them from the cache. So a request's
+//   n choices, or requests that arrive together with one long system prompt, compute the prompt
+//   once. Candidates behind it are admitted as usual.
+// - Sliding window (sliding_window): after each step a running sequence gives back the blocks that
+//   lie wholly before its next token's window (kv/block_table.h), so its KV memory stops growing
+//   at the window; blocks after one given back are no longer published. Admission still reserves
+//   a prompt's (or a resumed sequence's) blocks whole, and a request must fit the cache whole.
 // - Plan, then commit: a step's allocations succeed whole or nothing changes.
 // - Every accepted request ends with exactly one final event; at the end all blocks are free.
 //
@@ -56,6 +66,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -212,6 +223,9 @@ class Scheduler {
   // Prefix caching: the cached blocks of the longest prefix of a waiting sequence's tokens that
   // it may reuse (never its last token's block).
   std::vector<BlockId> CachedPrefix(const Sequence& seq) const;
+  // Shared prefills (above): whether `seq`, whose first `cached` blocks are cached, waits for a
+  // running sequence to compute and publish the blocks after them.
+  bool WaitsForSharedPrefill(const Sequence& seq, size_t cached) const;
   // Publishes the blocks of `seq` that its computed tokens have filled.
   void PublishComputedBlocks(Sequence* seq);
   bool UsesPrefixCache(const Sequence& seq) const {
@@ -234,7 +248,10 @@ class Scheduler {
   int32_t EffectiveLevel(const Sequence& seq, absl::Time now) const;
   // The waiting sequences in the order they would be admitted (`joining`: those the policy lets
   // join the batch that runs).
-  std::vector<Sequence*> NextCandidates(absl::Time now, size_t max_count, bool joining) const;
+  // `skip`: sequences to pass over (null: none).
+  std::vector<Sequence*> NextCandidates(
+      absl::Time now, size_t max_count, bool joining,
+      const absl::flat_hash_set<const Sequence*>* skip = nullptr) const;
 
   void RemoveFromQueue(Sequence* seq);
   void RemoveFromRunning(Sequence* seq);

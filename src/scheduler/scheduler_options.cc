@@ -105,6 +105,7 @@ std::optional<InvalidOption> SchedulerOptions::FindInvalid() const {
     return bad("default_max_tokens", "max_tokens must be at least 1, got ", default_max_tokens);
   }
   if (max_model_len < 0) return bad("max_model_len", "max_model_len must not be negative");
+  if (sliding_window < 0) return bad("sliding_window", "sliding_window must not be negative");
   return std::nullopt;
 }
 

@@ -73,6 +73,9 @@ struct SchedulerOptions {
   int32_t default_max_tokens = 256;
   // Prompt plus generated tokens at most (the model's context); 0: no limit.
   int64_t max_model_len = 0;
+  // The model's sliding window through every layer (ModelConfig::KvWindow; 0: none): a running
+  // sequence gives back the KV blocks wholly before its next token's window (scheduler.h).
+  int64_t sliding_window = 0;
 
   const QueuePolicy& queue_policy(int32_t level) const {
     return queue_policies.empty() ? default_queue_policy : queue_policies[level - 1];

@@ -93,31 +93,47 @@ class LogitAdjustments {
 
   // The tokens Apply changes, one entry each, ascending by token, replacing `out`'s contents.
   void Merge(int32_t vocab_size, std::vector<MergedLogitAdjustment>* out) const {
+    // One entry per (source, token), then sorted and folded: linear in the prompt's and the
+    // output's distinct tokens but for the sort (a long prompt under repetition_penalty makes
+    // thousands). Each token has at most one bias and one subtrahend, so the folded sums are the
+    // values themselves, as Apply adds them.
     out->clear();
-    auto entry = [&](int32_t token) -> MergedLogitAdjustment& {
-      auto it =
-          std::lower_bound(out->begin(), out->end(), token,
-                           [](const MergedLogitAdjustment& e, int32_t t) { return e.token < t; });
-      if (it == out->end() || it->token != token) it = out->insert(it, {token});
-      return *it;
-    };
+    auto in_vocab = [vocab_size](int32_t token) { return token >= 0 && token < vocab_size; };
     for (const LogitBias& b : biases_) {
-      if (b.token >= 0 && b.token < vocab_size) entry(b.token).bias += b.bias;
+      if (in_vocab(b.token)) out->push_back({.token = b.token, .bias = b.bias});
     }
     if (repetition_ != 1.0f) {
       for (int32_t token : prompt_tokens_) {
-        if (token >= 0 && token < vocab_size) entry(token).repetition = repetition_;
+        if (in_vocab(token)) out->push_back({.token = token, .repetition = repetition_});
       }
       for (const auto& [token, count] : output_counts_) {
-        if (token >= 0 && token < vocab_size) entry(token).repetition = repetition_;
+        if (in_vocab(token)) out->push_back({.token = token, .repetition = repetition_});
       }
     }
     if (presence_ != 0.0f || frequency_ != 0.0f) {
       for (const auto& [token, count] : output_counts_) {
-        if (token < 0 || token >= vocab_size) continue;
-        entry(token).subtract = frequency_ * static_cast<float>(count) + presence_;
+        if (!in_vocab(token)) continue;
+        out->push_back(
+            {.token = token, .subtract = frequency_ * static_cast<float>(count) + presence_});
       }
     }
+    std::sort(out->begin(), out->end(),
+              [](const MergedLogitAdjustment& a, const MergedLogitAdjustment& b) {
+                return a.token < b.token;
+              });
+    size_t kept = 0;
+    for (size_t i = 0; i < out->size(); ++i) {
+      const MergedLogitAdjustment& e = (*out)[i];
+      if (kept > 0 && (*out)[kept - 1].token == e.token) {
+        MergedLogitAdjustment& merged = (*out)[kept - 1];
+        merged.bias += e.bias;
+        if (e.repetition != 1.0f) merged.repetition = e.repetition;
+        merged.subtract += e.subtract;
+      } else {
+        (*out)[kept++] = e;
+      }
+    }
+    out->resize(kept);
   }
 
   // Adjusts the `vocab_size` logits of the position to sample. Tokens outside the vocabulary are

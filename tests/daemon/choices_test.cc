@@ -3,7 +3,8 @@
 // answers of single requests seeded s, s + 1, s + 2 (sampling at temperature > 0), through Infer,
 // InferStream, ModelInfer and ModelStreamInfer; usage counts the prompt once; n above
 // request_limits.max_choices is refused naming the limit; a stream that fails or is cancelled
-// ends every choice, each with exactly one last message, and leaves nothing in the engine.
+// ends every choice, each with exactly one last message, and leaves nothing in the engine; the
+// choices compute their prompt once (the others take its blocks from the prefix cache).
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -12,14 +13,17 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "daemon_harness.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "inference/grpc_service.grpc.pb.h"
+#include "metrics/http_get.h"
 
 namespace convoy::testing {
 namespace {
@@ -173,6 +177,42 @@ TEST_F(ChoicesTest, InferStreamEndsEveryChoiceOnceWithTheSingleRequestsTokens) {
     EXPECT_EQ(answer.text, singles[i].text());
     EXPECT_EQ(answer.finish_reason, singles[i].finish_reason());
   }
+}
+
+// The choices share the prompt's KV blocks: the first computes them, the others wait for them and
+// take them from the prefix cache (the scheduler's shared prefills), all but the last prompt
+// block, which each computes to sample from.
+TEST_F(ChoicesTest, TheChoicesComputeThePromptOnce) {
+  auto hits = [&]() -> int64_t {
+    const absl::StatusOr<HttpResponse> metrics = HttpGet(daemon_->metrics_port(), "/metrics");
+    EXPECT_TRUE(metrics.ok()) << metrics.status();
+    if (!metrics.ok()) return -1;
+    for (absl::string_view line : absl::StrSplit(metrics->body, '\n')) {
+      if (absl::ConsumePrefix(&line, "convoy_prefix_cache_hits_total ")) {
+        double value = 0;
+        EXPECT_TRUE(absl::SimpleAtod(line, &value)) << line;
+        return static_cast<int64_t>(value);
+      }
+    }
+    ADD_FAILURE() << "no convoy_prefix_cache_hits_total in /metrics";
+    return -1;
+  };
+  // A prompt of several blocks that no other call sent (the time makes it new on every run).
+  v1::InferRequest request = Sampled(kSeed, kChoices);
+  request.set_prompt_text(absl::StrCat(
+      "Call ", absl::ToUnixNanos(absl::Now()),
+      ": a long story about a lighthouse keeper who counts ships every night, writes their names "
+      "in a blue notebook, and waits for a letter from her brother across the cold northern sea, "
+      "until one stormy evening a small boat without a name drifts into the harbour."));
+  const int64_t before = hits();
+  v1::InferResponse response;
+  const grpc::Status status = CallInfer(*stub_, request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(response.choices_size(), kChoices);
+  const int64_t prompt_tokens = response.usage().prompt_tokens();
+  const int64_t shared = (prompt_tokens - 1) / 16 * 16;  // block_size 16
+  ASSERT_GE(shared, 48) << "the prompt is too short to show sharing";
+  EXPECT_EQ(hits() - before, (kChoices - 1) * shared) << prompt_tokens << " prompt tokens";
 }
 
 TEST_F(ChoicesTest, OneChoiceIsAnsweredAsEver) {

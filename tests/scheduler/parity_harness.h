@@ -3,6 +3,7 @@
 #ifndef CONVOY_TESTS_SCHEDULER_PARITY_HARNESS_H_
 #define CONVOY_TESTS_SCHEDULER_PARITY_HARNESS_H_
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -26,6 +27,8 @@ struct ParityRun {
   int64_t steps = 0;
   int64_t prefix_cache_hits = 0;  // tokens
   int64_t prefix_cache_evictions = 0;
+  int32_t most_blocks_in_use = 0;  // after any step
+  int64_t blocks_given_back = 0;   // KV blocks given back under a sliding window (table entries)
 };
 
 // Runs `requests` to completion on a fake clock (1 ms per step: no timeouts fire). With
@@ -39,6 +42,7 @@ inline ParityRun RunToCompletion(Executor& executor, SchedulerOptions options,
   options.block_size = executor.kv_spec().block_size;
   options.budget_counts_padding = executor.limits().computes_padding;
   options.num_blocks = num_blocks > 0 ? num_blocks : executor.kv_spec().num_blocks;
+  options.sliding_window = executor.model_config().KvWindow();
   ParityRun run;
   auto scheduler = Scheduler::Create(options);
   EXPECT_OK(scheduler);
@@ -65,11 +69,16 @@ inline ParityRun RunToCompletion(Executor& executor, SchedulerOptions options,
     }
     for (const StepRow& row : decision.plan->rows) {
       if (row.start_pos == 0 && !run.tokens[row.seq_id].empty()) run.recomputed.insert(row.seq_id);
+      run.blocks_given_back =
+          std::max<int64_t>(run.blocks_given_back,
+                            std::count(row.block_table.begin(), row.block_table.end(), kNoBlock));
     }
     absl::StatusOr<StepResult> result = executor.Step(*decision.plan);
     EXPECT_OK(result);
     if (!result.ok()) return run;
     EXPECT_OK(s.OnStepResult(*result, now));
+    EXPECT_OK(s.CheckInvariants());
+    run.most_blocks_in_use = std::max(run.most_blocks_in_use, s.allocator().num_used());
     for (const Event& event : s.TakeEvents()) {
       if (event.kind == Event::Kind::kToken) {
         run.tokens[event.request_id].push_back(event.token);

@@ -226,14 +226,85 @@ TEST(PrefixCacheTest, ChunkedPrefillPublishesEachChunksBlocks) {
   ASSERT_TRUE(h.Step());  // tokens 0-7
   ASSERT_TRUE(h.Step());  // tokens 8-15
   EXPECT_EQ(h.scheduler->allocator().num_cached(), 4);
-  ASSERT_OK(h.Submit(SharedPrefixRequest(2, 24, 1, 2)));
+  // The second request shares the published 16 tokens only (what follows differs from the first's
+  // blocks in flight), so it starts at once.
+  ASSERT_OK(h.Submit(SharedPrefixRequest(2, 16, 9, 2)));
   ASSERT_TRUE(h.Step());
   const StepRow& row = h.last_plan().rows.back();
   ASSERT_EQ(row.seq_id, 2);
   EXPECT_EQ(row.start_pos, 16);
   EXPECT_EQ(row.token_ids.size(), 8u);
   h.RunUntilIdle();
-  EXPECT_EQ(h.tokens[2], FakeExpectedTokens(SharedPrefixRequest(2, 24, 1, 2).prompt_tokens, 2));
+  EXPECT_EQ(h.tokens[2], FakeExpectedTokens(SharedPrefixRequest(2, 16, 9, 2).prompt_tokens, 2));
+}
+
+// The n choices of a request (or requests arriving together with one prompt) compute it once: the
+// others wait for the first to publish its blocks, then take them from the cache.
+TEST(PrefixCacheTest, RequestsArrivingTogetherComputeTheirSharedPromptOnce) {
+  for (const bool ahead : {false, true}) {
+    SCOPED_TRACE(ahead ? "planned ahead" : "one step at a time");
+    Harness h(TestOptions());  // 4 tokens per block
+    h.plan_ahead = ahead;
+    for (RequestId id : {1, 2, 3}) ASSERT_OK(h.Submit(SharedPrefixRequest(id, 16, 2, 4)));
+    ASSERT_OK(h.Submit(MakeRequest(4, 6, 4)));  // behind them, sharing nothing: not held back
+    ASSERT_TRUE(h.Step());
+    EXPECT_EQ(RowIds(h.plans()[0]), (std::vector<RequestId>{1, 4}));
+    h.RunUntilIdle();
+    for (RequestId id : {2, 3}) {
+      const StepRow* row = FirstRow(h, id);
+      ASSERT_NE(row, nullptr);
+      EXPECT_EQ(row->start_pos, 16) << id;
+      EXPECT_EQ(row->token_ids.size(), 2u) << id;
+      EXPECT_EQ(h.tokens[id],
+                FakeExpectedTokens(SharedPrefixRequest(id, 16, 2, 4).prompt_tokens, 4));
+    }
+    EXPECT_EQ(h.tokens[1], FakeExpectedTokens(SharedPrefixRequest(1, 16, 2, 4).prompt_tokens, 4));
+    EXPECT_EQ(h.tokens[4], FakeExpectedTokens(MakeRequest(4, 6, 4).prompt_tokens, 4));
+    EXPECT_EQ(h.scheduler->stats().prefix_cache_hits, 2 * 16);
+  }
+}
+
+// Waiting pays when the shared part is at least what the request computes after it; a short common
+// prefix starts at once, and so does every request of a static batch (which no one joins later).
+TEST(PrefixCacheTest, AShortSharedPrefixOrAStaticBatchDoesNotWait) {
+  {
+    Harness h(TestOptions());
+    ASSERT_OK(h.Submit(SharedPrefixRequest(1, 8, 9, 2)));
+    ASSERT_OK(h.Submit(SharedPrefixRequest(2, 8, 9, 2)));
+    ASSERT_TRUE(h.Step());
+    EXPECT_EQ(RowIds(h.last_plan()), (std::vector<RequestId>{1, 2}));
+  }
+  {
+    SchedulerOptions options = TestOptions();
+    options.mode = BatchingMode::kStatic;
+    Harness h(options);
+    ASSERT_OK(h.Submit(SharedPrefixRequest(1, 16, 2, 2)));
+    ASSERT_OK(h.Submit(SharedPrefixRequest(2, 16, 2, 2)));
+    ASSERT_TRUE(h.Step());
+    EXPECT_EQ(RowIds(h.last_plan()), (std::vector<RequestId>{1, 2}));
+  }
+}
+
+// A request waits through every chunk of the prefill it shares, and goes on with what is published
+// when that sequence ends before the rest.
+TEST(PrefixCacheTest, ARequestWaitsThroughTheSharedChunksAndNotForACancelledSequence) {
+  SchedulerOptions options = TestOptions();
+  options.prefill_chunk_size = 8;
+  for (const bool cancel : {false, true}) {
+    SCOPED_TRACE(cancel ? "the first is cancelled" : "the first runs");
+    Harness h(options);
+    ASSERT_OK(h.Submit(SharedPrefixRequest(1, 32, 1, 2)));
+    ASSERT_OK(h.Submit(SharedPrefixRequest(2, 32, 1, 2)));
+    ASSERT_TRUE(h.Step());  // 1: tokens 0-7; 2 waits
+    ASSERT_TRUE(h.Step());  // 1: tokens 8-15; 2 waits
+    EXPECT_EQ(RowIds(h.last_plan()), (std::vector<RequestId>{1}));
+    if (cancel) ASSERT_OK(h.Cancel(1));
+    h.RunUntilIdle();
+    const StepRow* row = FirstRow(h, 2);
+    ASSERT_NE(row, nullptr);
+    EXPECT_EQ(row->start_pos, cancel ? 16 : 32);
+    EXPECT_EQ(h.tokens[2], FakeExpectedTokens(SharedPrefixRequest(2, 32, 1, 2).prompt_tokens, 2));
+  }
 }
 
 class EvictionObserver : public SchedulerObserver {
