@@ -39,13 +39,12 @@
 #define CONVOY_KERNELS_GGUF_BLOCKS_CUH_
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/half_type.cuh"  // CONVOY_HOST_DEVICE
 
 #if defined(__CUDACC__)
 #include <cuda_fp16.h>
-#else
-#include <cstring>
 #endif
 
 namespace convoy::kernels {
@@ -278,9 +277,9 @@ struct GgufBlockTag {
 };
 
 // Calls fn(GgufBlockTag<type>()): inside a generic lambda, decltype(tag)::value is `type` as a
-// constant. `fn` returns void.
+// constant. `fn` returns void. Host code only (launchers, tests).
 template <typename Fn>
-CONVOY_HOST_DEVICE inline void DispatchGgufBlockType(GgufBlockType type, Fn&& fn) {
+inline void DispatchGgufBlockType(GgufBlockType type, Fn&& fn) {
   switch (type) {
     case GgufBlockType::kQ4_0:
       return fn(GgufBlockTag<GgufBlockType::kQ4_0>());
