@@ -1,17 +1,19 @@
 // The CUDA kernels' block decoder (kernels/gguf_blocks.cuh), compiled here by the host compiler,
 // against ggml's reference dequantizer (model/gguf_dequantize.h): the same bits for every value of
-// random blocks, blocks with extreme, subnormal, zero, infinite and NaN scales, all-zero and
-// all-ones blocks, in rows of several blocks. Needs no GPU: a layout error in the decoder the GPU
-// runs shows here. Compiled with -ffp-contract=off, as the reference is (see the header).
+// random blocks of amplitudes from 2^-30 to 2^19, blocks with extreme, subnormal, zero, infinite
+// and NaN scales, all-zero and all-ones blocks, in rows of several blocks. Needs no GPU: a layout
+// error in the decoder the GPU runs shows here. Compiled with -ffp-contract=off, as the reference
+// is (see the header).
 #include "kernels/gguf_blocks.cuh"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/random_gguf_blocks.h"
 #include "model/gguf_dequantize.h"
 #include "model/gguf_file.h"
 
@@ -20,74 +22,16 @@ namespace {
 
 using kernels::GgufBlockType;
 
-constexpr GgufBlockType kTypes[] = {
-    GgufBlockType::kQ4_0, GgufBlockType::kQ4_1, GgufBlockType::kQ5_0, GgufBlockType::kQ5_1,
-    GgufBlockType::kQ8_0, GgufBlockType::kQ2_K, GgufBlockType::kQ3_K, GgufBlockType::kQ4_K,
-    GgufBlockType::kQ5_K, GgufBlockType::kQ6_K};
+using testing::kAllGgufBlockTypes;
+using testing::RandomGgufBlocks;
+using testing::ScaleMode;
 
 GgmlType ToGgml(GgufBlockType type) { return static_cast<GgmlType>(static_cast<int32_t>(type)); }
-
-// Byte offsets of a block's fp16 scales (d, and m or dmin where the type has one).
-std::vector<int> ScaleOffsets(GgufBlockType type) {
-  switch (type) {
-    case GgufBlockType::kQ4_0:
-    case GgufBlockType::kQ5_0:
-    case GgufBlockType::kQ8_0:
-      return {0};
-    case GgufBlockType::kQ4_1:
-    case GgufBlockType::kQ5_1:
-    case GgufBlockType::kQ4_K:
-    case GgufBlockType::kQ5_K:
-      return {0, 2};
-    case GgufBlockType::kQ2_K:
-      return {80, 82};
-    case GgufBlockType::kQ3_K:
-      return {108};
-    case GgufBlockType::kQ6_K:
-      return {208};
-  }
-  return {};
-}
-
-// fp16 bit patterns a scale takes in the test: ordinary ones, the largest finite, the smallest
-// normal and subnormal, both zeros, infinities and a NaN.
-constexpr uint16_t kExtremeScales[] = {0x3c00, 0x2e66, 0xb800, 0x7bff, 0xfbff, 0x0400,
-                                       0x0001, 0x8001, 0x0000, 0x8000, 0x7c00, 0xfc00,
-                                       0x7e00, 0x13ff, 0x1000, 0x5bff};
-
-// `blocks` blocks: random bytes, then each scale either a random normal fp16 or, one time in
-// three, one of kExtremeScales; block 0 all zeros and block 1 all 0xff bytes.
-std::vector<uint8_t> RandomBlocks(GgufBlockType type, int blocks, uint32_t seed) {
-  const int bytes = kernels::GgufBlockBytes(type);
-  std::mt19937 rng(seed);
-  std::vector<uint8_t> data(static_cast<size_t>(blocks) * bytes);
-  for (uint8_t& b : data) b = static_cast<uint8_t>(rng());
-  for (int i = 0; i < blocks; ++i) {
-    uint8_t* block = data.data() + static_cast<size_t>(i) * bytes;
-    if (i == 0 || i == 1) {
-      std::memset(block, i == 0 ? 0x00 : 0xff, bytes);
-      continue;
-    }
-    for (int offset : ScaleOffsets(type)) {
-      uint16_t bits;
-      if (rng() % 3 == 0) {
-        bits = kExtremeScales[rng() % std::size(kExtremeScales)];
-      } else {
-        // Sign, an exponent of 2^-14 .. 2^15, any mantissa.
-        bits =
-            static_cast<uint16_t>((rng() & 0x8000u) | ((1 + rng() % 30) << 10) | (rng() & 0x3ff));
-      }
-      block[offset] = static_cast<uint8_t>(bits & 0xff);
-      block[offset + 1] = static_cast<uint8_t>(bits >> 8);
-    }
-  }
-  return data;
-}
 
 std::string Name(GgufBlockType type) { return GgmlTypeName(ToGgml(type)); }
 
 TEST(GgufBlocks, SizesAreGgmls) {
-  for (GgufBlockType type : kTypes) {
+  for (GgufBlockType type : kAllGgufBlockTypes) {
     const GgmlTypeInfo* info = FindGgmlType(static_cast<uint32_t>(type));
     ASSERT_NE(info, nullptr) << static_cast<int>(type);
     EXPECT_EQ(kernels::GgufBlockElements(type), info->block_elements) << Name(type);
@@ -105,16 +49,18 @@ TEST(GgufBlocks, SizesAreGgmls) {
 // Each row of 4 blocks decoded one group at a time, every group, against the reference's row.
 TEST(GgufBlocks, EveryGroupHasTheReferenceBits) {
   constexpr int kBlocksPerRow = 4, kRows = 300;
-  for (GgufBlockType type : kTypes) {
+  for (GgufBlockType type : kAllGgufBlockTypes) {
     SCOPED_TRACE(Name(type));
     const int64_t k = int64_t{kBlocksPerRow} * kernels::GgufBlockElements(type);
-    const int64_t row_bytes = kernels::GgufRowBytes(type, k);
-    const std::vector<uint8_t> data =
-        RandomBlocks(type, kBlocksPerRow * kRows, 1234u + static_cast<uint32_t>(type));
     std::vector<float> want(k), got(k);
     int64_t mismatches = 0, nonfinite = 0, zeros = 0;
     for (int r = 0; r < kRows; ++r) {
-      const uint8_t* row = data.data() + r * row_bytes;
+      // Amplitudes from 2^-30 to 2^19 (scales down to fp16's subnormals and up to its largest),
+      // extreme, infinite and NaN scales, all-zero and all-ones blocks.
+      const std::vector<uint8_t> data =
+          RandomGgufBlocks(type, kBlocksPerRow, 1234u * (r + 1) + static_cast<uint32_t>(type),
+                           std::ldexp(1.0f, r % 50 - 30), ScaleMode::kAnyExtremes);
+      const uint8_t* row = data.data();
       DequantizeValues(ToGgml(type), reinterpret_cast<const std::byte*>(row), k, want.data());
       std::fill(got.begin(), got.end(), -12345.0f);
       kernels::DispatchGgufBlockType(type, [&](auto tag) {
