@@ -144,9 +144,22 @@ std::vector<float> RunLinearQuant(cuda::Gemm& gemm, const Activations& x, const 
   return got;
 }
 
+// The worst errors over the types of one test: GEMV and prefill, into 16 bits [0] and fp32 [1].
+struct Worst {
+  double gemv[2] = {0, 0}, prefill[2] = {0, 0};
+
+  void Report(HalfType dtype) const {
+    const std::string x = dtype == HalfType::kBF16 ? "bf16" : "f16";
+    ReportError("quant_gemv_" + x + "_to_f32", gemv[1]);
+    ReportError("quant_gemv_" + x + "_to_half", gemv[0]);
+    ReportError("quant_prefill_" + x + "_to_f32", prefill[1]);
+    ReportError("quant_prefill_" + x + "_to_half", prefill[0]);
+  }
+};
+
 // Each type; m = 1 .. 8 through the GEMV, one prefill m through the panels; y fp32 and 16-bit,
 // with and without accumulation.
-void CheckType(GgufBlockType type, HalfType dtype) {
+void CheckType(GgufBlockType type, HalfType dtype, Worst* worst_of) {
   const int64_t block = kernels::GgufBlockElements(type);
   // An odd number of groups of 32 past the lanes' first pass, and a row count no block of 8 warps
   // divides. K types: 3 and 2 blocks.
@@ -155,7 +168,6 @@ void CheckType(GgufBlockType type, HalfType dtype) {
   // The prefill path in panels of 64 rows: 5 panels, the last one short.
   auto gemm = cuda::Gemm::Create(nullptr, 0, 64 * 1056 * 2);
   ASSERT_TRUE(gemm.ok()) << gemm.status();
-  double worst_gemv[2] = {0, 0}, worst_prefill[2] = {0, 0};
   uint32_t seed = 100 * static_cast<uint32_t>(type) + (dtype == HalfType::kBF16 ? 0 : 50);
   // fp16 outputs cannot hold what a scale of 65504 makes.
   const ScaleMode mode =
@@ -185,33 +197,32 @@ void CheckType(GgufBlockType type, HalfType dtype) {
                                        : (y_f32 ? 2e-5 : (dtype == HalfType::kBF16 ? 4e-3 : 1e-3));
           EXPECT_LT(err, bound) << Name(type) << " m=" << m << " k=" << k << " y_f32=" << y_f32
                                 << " accumulate=" << accumulate;
-          double& worst = prefill ? worst_prefill[y_f32] : worst_gemv[y_f32];
+          double& worst = prefill ? worst_of->prefill[y_f32] : worst_of->gemv[y_f32];
           worst = std::max(worst, err);
         }
       }
     }
   }
-  const std::string name = Name(type) + (dtype == HalfType::kBF16 ? "_bf16" : "_f16");
-  ReportError("quant_gemv_" + name + "_to_f32", worst_gemv[1]);
-  ReportError("quant_gemv_" + name + "_to_half", worst_gemv[0]);
-  ReportError("quant_prefill_" + name + "_to_f32", worst_prefill[1]);
-  ReportError("quant_prefill_" + name + "_to_half", worst_prefill[0]);
 }
 
 TEST(QuantGemvKernel, EveryTypeBf16AgainstTheDequantizedProduct) {
   CONVOY_SKIP_WITHOUT_GPU();
+  Worst worst;
   for (GgufBlockType type : kAllGgufBlockTypes) {
     SCOPED_TRACE(Name(type));
-    ASSERT_NO_FATAL_FAILURE(CheckType(type, HalfType::kBF16));
+    ASSERT_NO_FATAL_FAILURE(CheckType(type, HalfType::kBF16, &worst));
   }
+  worst.Report(HalfType::kBF16);
 }
 
 TEST(QuantGemvKernel, F16Activations) {
   CONVOY_SKIP_WITHOUT_GPU();
+  Worst worst;
   for (GgufBlockType type : {GgufBlockType::kQ4_K, GgufBlockType::kQ6_K, GgufBlockType::kQ8_0}) {
     SCOPED_TRACE(Name(type));
-    ASSERT_NO_FATAL_FAILURE(CheckType(type, HalfType::kF16));
+    ASSERT_NO_FATAL_FAILURE(CheckType(type, HalfType::kF16, &worst));
   }
+  worst.Report(HalfType::kF16);
 }
 
 // The dequantize kernel gives the reference's values rounded to the 16-bit type, bit for bit, NaN
