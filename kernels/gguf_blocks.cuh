@@ -39,8 +39,8 @@
 #define CONVOY_KERNELS_GGUF_BLOCKS_CUH_
 
 #include <cstdint>
-#include <cstring>
 
+#include "common/half.h"          // FP16ToFloatPortable
 #include "kernels/half_type.cuh"  // CONVOY_HOST_DEVICE
 
 #if defined(__CUDACC__)
@@ -138,21 +138,7 @@ CONVOY_HOST_DEVICE inline float Half(const uint8_t* b) {
 #if defined(__CUDA_ARCH__)
   return __half2float(__ushort_as_half(bits));
 #else
-  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
-  const uint32_t exponent = (bits >> 10) & 0x1fu, mantissa = bits & 0x3ffu;
-  uint32_t u;
-  if (exponent == 0) {
-    const float magnitude = static_cast<float>(mantissa) * 0x1p-24f;  // zero or subnormal: exact
-    std::memcpy(&u, &magnitude, 4);
-    u |= sign;
-  } else if (exponent == 0x1f) {
-    u = sign | 0x7f800000u | (mantissa << 13);
-  } else {
-    u = sign | ((exponent + 112) << 23) | (mantissa << 13);
-  }
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
+  return FP16ToFloatPortable(bits);
 #endif
 }
 

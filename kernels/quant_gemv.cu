@@ -41,14 +41,7 @@ __global__ void __launch_bounds__(kThreads) QuantGemvKernel(QuantGemvParams p) {
   for (int i = 0; i < M; ++i) {
     const float sum = WarpSum(acc[i]);
     if (lane != 0 || i >= p.m) continue;
-    const int64_t at = i * p.ldy + row;
-    if (p.y_f32) {
-      float* y = static_cast<float*>(p.y);
-      y[at] = p.accumulate ? y[at] + sum : sum;
-    } else {
-      T* y = static_cast<T*>(p.y);
-      y[at] = FromFloat<T>(p.accumulate ? ToFloat(y[at]) + sum : sum);
-    }
+    StoreProduct<T>(p.y, i * p.ldy + row, sum, p.y_f32, p.accumulate);
   }
 }
 
