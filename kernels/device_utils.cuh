@@ -57,6 +57,20 @@ __device__ __forceinline__ __half FromFloat<__half>(float x) {
   return __float2half_rn(x);
 }
 
+// A product's output element: y[i] = sum, or y[i] + sum (added in fp32, then rounded) when
+// accumulating; y is fp32 when y_f32, else T.
+template <typename T>
+__device__ __forceinline__ void StoreProduct(void* y, int64_t i, float sum, bool y_f32,
+                                             bool accumulate) {
+  if (y_f32) {
+    float* out = static_cast<float*>(y);
+    out[i] = accumulate ? out[i] + sum : sum;
+  } else {
+    T* out = static_cast<T*>(y);
+    out[i] = FromFloat<T>(accumulate ? ToFloat(out[i]) + sum : sum);
+  }
+}
+
 // Eight 16-bit values moved as one 16-byte access.
 template <typename T>
 struct alignas(16) Pack8 {

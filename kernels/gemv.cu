@@ -131,14 +131,7 @@ __global__ void __launch_bounds__(kThreads) GemvKernel(GemvParams p, int k_slice
   if (row >= p.n) return;
   float sum = 0.0f;
   for (int s = 0; s < k_slices; ++s) sum += partial[g * k_slices + s][r][m];
-  const int64_t i = m * p.n + row;
-  if (p.y_f32) {
-    float* y = static_cast<float*>(p.y);
-    y[i] = p.accumulate ? y[i] + sum : sum;
-  } else {
-    T* y = static_cast<T*>(p.y);
-    y[i] = FromFloat<T>(p.accumulate ? ToFloat(y[i]) + sum : sum);
-  }
+  StoreProduct<T>(p.y, m * p.n + row, sum, p.y_f32, p.accumulate);
 }
 
 template <typename T, int M>

@@ -176,7 +176,7 @@ device() {
           run_step racecheck_prefill 60 compute-sanitizer --tool racecheck --error-exitcode 1 \
             "$root/bin/kernels_test" --gtest_filter='PagedAttentionPrefillKernel.HeadDim*'
         fi
-        run_step cuda_executor_test 60 "$root/bin/cuda_executor_test"
+        run_step cuda_executor_test 90 "$root/bin/cuda_executor_test"
         run_step cuda_scheduler_parity_test 90 "$root/bin/cuda_scheduler_parity_test"
         while read -r line; do rows+=("$line"); done < <(
           grep -h '^GPU_CHECK kernel' "$out/kernels_test.log" | awk '!seen[$3]++ {printf "| kernel %s | rel err %s |\n", $3, $5}'
@@ -186,6 +186,10 @@ device() {
             awk '{printf "| GPU vs CPU executor, allowed tokens + penalties + min_p | forced tokens asserted; seeded draws agree %s |\n", $3}'
           grep -h '^GPU_CHECK parity' "$out/cuda_executor_test.log" |
             awk '{printf "| GPU vs CPU executor | logits rel err %s (<= 2e-2), greedy agree %s |\n", $4, $6}'
+          grep -h '^GPU_CHECK native_parity' "$out/cuda_executor_test.log" |
+            awk '{printf "| GPU native weights (GGUF blocks, every type) vs CPU | logits rel err %s vs the fp32 path (<= 3e-2); greedy agree %s with CPU native, %s with fp32 |\n", $4, $6, $8}'
+          grep -h '^GPU_CHECK native_weight_bytes' "$out/cuda_executor_test.log" |
+            awk '{printf "| GPU native weight bytes | %s (16-bit: %s file blocks %s) |\n", $3, $6, $9}'
           grep -h '^GPU_CHECK sched_parity' "$out/cuda_scheduler_parity_test.log" |
             awk '{printf "| scheduler parity %s | tokens equal to the CPU %s, %s preemptions |\n", $3, $5, $7}')
         ;;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <map>
 
@@ -61,6 +62,10 @@ struct CudaExecutor::Impl {
 
   absl::Status Init(const CudaExecutorOptions& opts);
   absl::Status Forward(const cuda::StepLayout& layout);
+  // y[m, n] (+)= x[m, k] . w^T, x in the model's 16-bit type, y fp32 or that type, whatever w is
+  // stored in.
+  absl::Status Product(const void* x, const cuda::DeviceMatrix& w, void* y, int64_t m, int64_t n,
+                       int64_t k, bool y_f32, bool accumulate = false);
   absl::StatusOr<size_t> StageSamplingExtras(const StepPlan& plan, const cuda::PackedStep& packed);
   absl::StatusOr<cudaGraphExec_t> GraphFor(int64_t batch);
   absl::Status RunDecodeGraph(int64_t batch, const cuda::StepLayout& layout);
@@ -151,7 +156,18 @@ absl::Status CudaExecutor::Impl::Init(const CudaExecutorOptions& opts) {
   CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, options.device));
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  ASSIGN_OR_RETURN(gemm, cuda::Gemm::Create(stream, opts.gemv_max_rows));
+  const bool packed =
+      model->lm_head().packed() ||
+      std::any_of(model->layers().begin(), model->layers().end(), [](const cuda::DeviceLayer& l) {
+        return l.qkv.packed() || l.o_proj.packed() || l.gate_up.packed() || l.down_proj.packed();
+      });
+  if (packed && opts.dequant_scratch_bytes < 2 * std::max(c.hidden_size, c.intermediate_size)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "CudaExecutorOptions: dequant_scratch_bytes (%d) must hold a weight row of %d values",
+        opts.dequant_scratch_bytes, std::max(c.hidden_size, c.intermediate_size)));
+  }
+  ASSIGN_OR_RETURN(gemm, cuda::Gemm::Create(stream, opts.gemv_max_rows,
+                                            packed ? opts.dequant_scratch_bytes : 0));
 
   const int64_t t = opts.max_tokens_per_step, h = c.hidden_size, lr = opts.max_logit_rows;
   const int64_t qkv_cols = c.q_size() + 2 * c.kv_size();
@@ -179,9 +195,11 @@ absl::Status CudaExecutor::Impl::Init(const CudaExecutorOptions& opts) {
   usable_graph_sizes = UsableGraphBatchSizes(opts);
 
   // Warm-up: cuBLAS sets itself up on its first product (never inside a graph capture), the GEMV
-  // kernel needs none.
-  RETURN_IF_ERROR(gemm->LinearCublas(normed.get(), model->layers()[0].qkv, qkv.get(), 1, qkv_cols,
-                                     h, model->dtype(), false));
+  // kernels need none. Over a packed matrix, a product of `normed` with itself does.
+  const cuda::DeviceMatrix& first_qkv = model->layers()[0].qkv;
+  RETURN_IF_ERROR(gemm->LinearCublas(
+      normed.get(), first_qkv.packed() ? normed.get() : first_qkv.half, qkv.get(), 1,
+      first_qkv.packed() ? 1 : qkv_cols, h, model->dtype(), false));
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
 
   spec.num_layers = static_cast<int32_t>(c.num_hidden_layers);
@@ -325,7 +343,7 @@ absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
     norm.weight = w.input_norm;
     norm.delta = l == 0 ? nullptr : delta.as<float>();
     CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(norm, stream));
-    RETURN_IF_ERROR(gemm->Linear(normed.get(), w.qkv, qkv.get(), t, qkv_cols, h, dt, false));
+    RETURN_IF_ERROR(Product(normed.get(), w.qkv, qkv.get(), t, qkv_cols, h, false));
     kernels::KvCacheLayout layer_cache = cache_layout;
     layer_cache.layer_offset = static_cast<int64_t>(l) * layer_stride;
     // The family's biases and per-head norms, the rotary embedding, then K and V into the cache,
@@ -340,14 +358,13 @@ absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
     CUDA_RETURN_IF_ERROR(kernels::LaunchPagedAttentionPrefill(prefill, stream));
     attn.cache = layer_cache;
     CUDA_RETURN_IF_ERROR(kernels::LaunchPagedAttentionDecode(attn, stream));
-    RETURN_IF_ERROR(
-        gemm->Linear(attn_out.get(), w.o_proj, delta.get(), t, h, c.q_size(), dt, true));
+    RETURN_IF_ERROR(Product(attn_out.get(), w.o_proj, delta.get(), t, h, c.q_size(), true));
     norm.weight = w.post_norm;
     norm.delta = delta.as<float>();
     CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(norm, stream));
-    RETURN_IF_ERROR(gemm->Linear(normed.get(), w.gate_up, gate_up.get(), t, 2 * in, h, dt, false));
+    RETURN_IF_ERROR(Product(normed.get(), w.gate_up, gate_up.get(), t, 2 * in, h, false));
     CUDA_RETURN_IF_ERROR(kernels::LaunchSiluMul(silu, stream));
-    RETURN_IF_ERROR(gemm->Linear(act.get(), w.down_proj, delta.get(), t, h, in, dt, true));
+    RETURN_IF_ERROR(Product(act.get(), w.down_proj, delta.get(), t, h, in, true));
   }
 
   const int64_t lr = layout.num_logit_rows;
@@ -359,8 +376,8 @@ absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
     final_norm.row_index = logit_token;
     final_norm.num_rows = lr;
     CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(final_norm, stream));
-    RETURN_IF_ERROR(gemm->Linear(final_normed.get(), model->lm_head(), logits.get(), lr,
-                                 c.vocab_size, h, dt, true));
+    RETURN_IF_ERROR(
+        Product(final_normed.get(), model->lm_head(), logits.get(), lr, c.vocab_size, h, true));
   }
   kernels::SamplingKernelParams sampling;
   sampling.logits = logits.as<float>();
@@ -369,6 +386,22 @@ absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
   sampling.out = samples.as<kernels::SampleOutput>();
   sampling.num_rows = layout.num_samples;
   CUDA_RETURN_IF_ERROR(kernels::LaunchSampling(sampling, stream));
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::Impl::Product(const void* x, const cuda::DeviceMatrix& w, void* y,
+                                         int64_t m, int64_t n, int64_t k, bool y_f32,
+                                         bool accumulate) {
+  const HalfType dt = model->dtype();
+  if (!w.packed()) return gemm->Linear(x, w.half, y, m, n, k, dt, y_f32, accumulate);
+  // Each part writes its own columns of y.
+  int64_t first = 0;
+  for (const cuda::DeviceMatrix::Part& part : w.parts) {
+    void* part_y = static_cast<std::byte*>(y) + first * (y_f32 ? 4 : 2);
+    RETURN_IF_ERROR(gemm->LinearQuant(x, part.blocks, part.type, part_y, m, part.rows, k, n, dt,
+                                      y_f32, accumulate));
+    first += part.rows;
+  }
   return absl::OkStatus();
 }
 
@@ -665,8 +698,8 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(
   RETURN_IF_ERROR(CheckFamily(weights.config()));
   CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
   auto impl = std::make_unique<Impl>();
-  ASSIGN_OR_RETURN(impl->model,
-                   cuda::DeviceModel::Upload(weights, ToHalfType(options.weight_type)));
+  ASSIGN_OR_RETURN(impl->model, cuda::DeviceModel::Upload(weights, ToHalfType(options.weight_type),
+                                                          options.native_weights));
   RETURN_IF_ERROR(impl->Init(options));
   return std::unique_ptr<CudaExecutor>(new CudaExecutor(std::move(impl)));
 }

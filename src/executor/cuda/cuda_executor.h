@@ -1,5 +1,6 @@
 // The CUDA executor: the Llama forward pass on one NVIDIA GPU. Weights live on the device in bf16
-// (or fp16); the paged KV cache is one device allocation in the same type, laid out per block as
+// (or fp16), or with native_weights a quantized file's projections in their GGUF blocks; the paged
+// KV cache is one device allocation in the same type, laid out per block as
 // [layer][k|v][kv_head][slot][head_dim]. Matrix products run through cuBLAS, or the GEMV kernel
 // when a step has few tokens; everything else is a kernel from kernels/. A step runs on one stream:
 // its inputs go up in one copy from pinned memory, the sampled tokens come back in one copy, and
@@ -54,6 +55,15 @@ struct CudaExecutorOptions {
   // 4: on an H200 (docs/perf/gpu.md, 2026-12-04) the kernel beat cuBLAS on a Llama layer's
   // products up to 4 rows and lost from 6, where the CUDA cores' multiply-adds start to count.
   int32_t gemv_max_rows = 4;
+  // Keep the projections and the lm_head of a quantized GGUF file in their blocks on the device
+  // (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K; cuda::DeviceModel says what stays
+  // 16-bit): products of up to 8 rows of activations take the quantized GEMV
+  // (kernels/quant_gemv.cuh), larger ones dequantize panels of rows to the 16-bit type for cuBLAS.
+  // Off: every weight is converted to the 16-bit type at load. Not yet run on a GPU
+  // (docs/perf/gpu.md), hence off by default.
+  bool native_weights = false;
+  // With native weights, the buffer the panels of larger products are dequantized into.
+  int64_t dequant_scratch_bytes = int64_t{64} << 20;
   // Kernels launched as programmatic dependent launches where the GPU has them (sm_90): each is
   // scheduled while the one before it finishes (kernels/dependent_launch.cuh). False: plain
   // launches, one after the other.

@@ -8,6 +8,7 @@
 #include "convoy/status_macros.h"
 #include "executor/cuda/cuda_check.h"
 #include "kernels/fill_random.cuh"
+#include "model/gguf_file.h"
 #include "model/tensor_rows.h"
 
 namespace convoy::cuda {
@@ -76,32 +77,153 @@ std::vector<float> RopeInverseFrequencies(const ModelConfig& config) {
   return result;
 }
 
-absl::Status DeviceModel::Allocate(const ModelConfig& config, kernels::HalfType dtype) {
+namespace {
+
+// The tensors a matrix is made of, rows in order (q, k, v; gate, up; or one).
+using Components = std::vector<const TensorView*>;
+
+// Whether every component is in GGUF blocks the kernels run, with whole blocks per row.
+bool Packable(const Components& components, int64_t cols) {
+  if (components.empty()) return false;
+  for (const TensorView* t : components) {
+    if (t->dtype != DType::kQuantized ||
+        !kernels::IsGgufBlockType(static_cast<int32_t>(t->quant_type)) ||
+        cols % kernels::GgufBlockElements(static_cast<kernels::GgufBlockType>(t->quant_type)) !=
+            0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// A matrix's place in the allocation: `half_at`, or its parts' offsets (in DeviceMatrix::Part's
+// `blocks`, as integers until the allocation exists).
+struct MatrixPlan {
+  int64_t half_at = -1;
+  std::vector<DeviceMatrix::Part> parts;
+  std::vector<int64_t> part_at;
+};
+
+template <typename Reserve>
+MatrixPlan PlanMatrix(int64_t rows, int64_t cols, const Components& packed_components,
+                      Reserve&& reserve_bytes) {
+  MatrixPlan plan;
+  if (!Packable(packed_components, cols)) {
+    plan.half_at = reserve_bytes(rows * cols * 2);
+    return plan;
+  }
+  for (const TensorView* t : packed_components) {
+    const auto type = static_cast<kernels::GgufBlockType>(t->quant_type);
+    const int64_t component_rows = t->NumElements() / cols;
+    if (!plan.parts.empty() && plan.parts.back().type == type) {
+      plan.parts.back().rows += component_rows;
+    } else {
+      plan.parts.push_back({nullptr, type, component_rows});
+    }
+  }
+  for (const DeviceMatrix::Part& part : plan.parts) {
+    plan.part_at.push_back(reserve_bytes(kernels::GgufRowBytes(part.type, cols) * part.rows));
+  }
+  return plan;
+}
+
+DeviceMatrix Place(const MatrixPlan& plan, const std::byte* base) {
+  DeviceMatrix m;
+  if (plan.half_at >= 0) {
+    m.half = base + plan.half_at;
+    return m;
+  }
+  m.parts = plan.parts;
+  for (size_t i = 0; i < m.parts.size(); ++i) m.parts[i].blocks = base + plan.part_at[i];
+  return m;
+}
+
+// Uploads a matrix made of `components` ([rows, cols] together): converted to the 16-bit type, or
+// each component's blocks copied as they are into its part.
+absl::Status UploadMatrix(const Components& components, const DeviceMatrix& m, int64_t cols,
+                          kernels::HalfType dtype) {
+  int64_t element_offset = 0;
+  size_t part = 0;
+  int64_t part_byte_offset = 0;
+  for (const TensorView* t : components) {
+    const int64_t elements = t->NumElements();
+    if (elements % cols != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "tensor %s has %d elements, not a whole number of rows of %d", t->name, elements, cols));
+    }
+    if (!m.packed()) {
+      RETURN_IF_ERROR(UploadTensor(*t, dtype, m.half, element_offset, elements));
+      element_offset += elements;
+      continue;
+    }
+    const auto type = static_cast<kernels::GgufBlockType>(t->quant_type);
+    if (part < m.parts.size() && m.parts[part].type != type) {
+      ++part;
+      part_byte_offset = 0;
+    }
+    const int64_t bytes = kernels::GgufRowBytes(type, cols) * (elements / cols);
+    if (part >= m.parts.size() || static_cast<int64_t>(t->num_bytes) != bytes) {
+      return absl::InternalError(absl::StrFormat(
+          "tensor %s: %d bytes of %s blocks do not fit the device layout (%d expected)", t->name,
+          t->num_bytes, GgmlTypeName(t->quant_type), bytes));
+    }
+    auto* target = static_cast<std::byte*>(const_cast<void*>(m.parts[part].blocks));
+    CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(target + part_byte_offset, t->data, bytes, cudaMemcpyHostToDevice));
+    part_byte_offset += bytes;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status DeviceModel::Allocate(const ModelConfig& config, kernels::HalfType dtype,
+                                   const ModelWeights* packed_from) {
   config_ = config;
   dtype_ = dtype;
   const int64_t h = config.hidden_size, v = config.vocab_size, in = config.intermediate_size;
   const int64_t qkv_rows = config.q_size() + 2 * config.kv_size();
   int64_t bytes = 0;
-  auto reserve = [&](int64_t elements) {
+  auto reserve_bytes = [&](int64_t n) {
     const int64_t at = bytes;
-    bytes += AlignUp(elements * 2);
+    bytes += AlignUp(n);
     return at;
   };
+  auto reserve = [&](int64_t elements) { return reserve_bytes(elements * 2); };
   const int64_t embed_at = reserve(v * h);
   const int64_t norm_at = reserve(h);
-  const int64_t head_at = config.tie_word_embeddings ? embed_at : reserve(v * h);
-  struct LayerOffsets {
-    int64_t input_norm, qkv, o, post_norm, gate_up, down;
+  // A tied lm_head shares the 16-bit embedding unless it is kept in blocks.
+  const Components head_components =
+      packed_from == nullptr ? Components() : Components{&packed_from->lm_head()};
+  MatrixPlan head;
+  if (config.tie_word_embeddings && !Packable(head_components, h)) {
+    head.half_at = embed_at;
+  } else {
+    head = PlanMatrix(v, h, head_components, reserve_bytes);
+  }
+  struct LayerPlan {
+    int64_t input_norm, post_norm;
+    MatrixPlan qkv, o, gate_up, down;
     int64_t qkv_bias = -1, q_norm = -1, k_norm = -1;
   };
-  std::vector<LayerOffsets> offsets(config.num_hidden_layers);
-  for (auto& o : offsets) {
+  std::vector<LayerPlan> plans(config.num_hidden_layers);
+  for (size_t i = 0; i < plans.size(); ++i) {
+    LayerPlan& o = plans[i];
+    // The components a packed layout is planned from: none without `packed_from`.
+    Components qkv, o_proj, gate_up, down;
+    if (packed_from != nullptr) {
+      const LayerWeights& w = packed_from->layers()[i];
+      qkv = {&w.q_proj, &w.k_proj, &w.v_proj};
+      o_proj = {&w.o_proj};
+      gate_up = {&w.gate_proj, &w.up_proj};
+      down = {&w.down_proj};
+    }
     o.input_norm = reserve(h);
-    o.qkv = reserve(qkv_rows * h);
-    o.o = reserve(h * config.q_size());
+    o.qkv = PlanMatrix(qkv_rows, h, qkv, reserve_bytes);
+    o.o = PlanMatrix(h, config.q_size(), o_proj, reserve_bytes);
     o.post_norm = reserve(h);
-    o.gate_up = reserve(2 * in * h);
-    o.down = reserve(h * in);
+    o.gate_up = PlanMatrix(2 * in, h, gate_up, reserve_bytes);
+    o.down = PlanMatrix(h, in, down, reserve_bytes);
     if (config.attention_bias) o.qkv_bias = reserve(qkv_rows);
     if (config.qk_norm) {
       o.q_norm = reserve(config.head_dim);
@@ -112,13 +234,13 @@ absl::Status DeviceModel::Allocate(const ModelConfig& config, kernels::HalfType 
   const auto* base = storage_.as<const std::byte>();
   embed_tokens_ = base + embed_at;
   final_norm_ = base + norm_at;
-  lm_head_ = base + head_at;
+  lm_head_ = Place(head, base);
   layers_.clear();
   auto at = [&](int64_t offset) -> const void* { return offset < 0 ? nullptr : base + offset; };
-  for (const auto& o : offsets) {
-    layers_.push_back({base + o.input_norm, base + o.qkv, base + o.o, base + o.post_norm,
-                       base + o.gate_up, base + o.down, at(o.qkv_bias), at(o.q_norm),
-                       at(o.k_norm)});
+  for (const LayerPlan& o : plans) {
+    layers_.push_back({base + o.input_norm, Place(o.qkv, base), Place(o.o, base),
+                       base + o.post_norm, Place(o.gate_up, base), Place(o.down, base),
+                       at(o.qkv_bias), at(o.q_norm), at(o.k_norm)});
   }
   const std::vector<float> inv_freq = RopeInverseFrequencies(config);
   ASSIGN_OR_RETURN(inv_freq_, DeviceBuffer::Allocate(inv_freq.size() * sizeof(float)));
@@ -128,30 +250,27 @@ absl::Status DeviceModel::Allocate(const ModelConfig& config, kernels::HalfType 
 }
 
 absl::StatusOr<std::unique_ptr<DeviceModel>> DeviceModel::Upload(const ModelWeights& weights,
-                                                                 kernels::HalfType dtype) {
+                                                                 kernels::HalfType dtype,
+                                                                 bool native) {
   const ModelConfig& c = weights.config();
   std::unique_ptr<DeviceModel> model(new DeviceModel());
-  RETURN_IF_ERROR(model->Allocate(c, dtype));
+  RETURN_IF_ERROR(model->Allocate(c, dtype, native ? &weights : nullptr));
   const int64_t h = c.hidden_size, in = c.intermediate_size;
   RETURN_IF_ERROR(
       UploadTensor(weights.embed_tokens(), dtype, model->embed_tokens_, 0, c.vocab_size * h));
   RETURN_IF_ERROR(UploadTensor(weights.norm(), dtype, model->final_norm_, 0, h));
-  if (!c.tie_word_embeddings) {
-    RETURN_IF_ERROR(UploadTensor(weights.lm_head(), dtype, model->lm_head_, 0, c.vocab_size * h));
+  if (!c.tie_word_embeddings || model->lm_head_.packed()) {
+    RETURN_IF_ERROR(UploadMatrix({&weights.lm_head()}, model->lm_head_, h, dtype));
   }
   for (size_t i = 0; i < weights.layers().size(); ++i) {
     const LayerWeights& w = weights.layers()[i];
     const DeviceLayer& d = model->layers_[i];
     RETURN_IF_ERROR(UploadTensor(w.input_layernorm, dtype, d.input_norm, 0, h));
-    RETURN_IF_ERROR(UploadTensor(w.q_proj, dtype, d.qkv, 0, c.q_size() * h));
-    RETURN_IF_ERROR(UploadTensor(w.k_proj, dtype, d.qkv, c.q_size() * h, c.kv_size() * h));
-    RETURN_IF_ERROR(
-        UploadTensor(w.v_proj, dtype, d.qkv, (c.q_size() + c.kv_size()) * h, c.kv_size() * h));
-    RETURN_IF_ERROR(UploadTensor(w.o_proj, dtype, d.o_proj, 0, h * c.q_size()));
+    RETURN_IF_ERROR(UploadMatrix({&w.q_proj, &w.k_proj, &w.v_proj}, d.qkv, h, dtype));
+    RETURN_IF_ERROR(UploadMatrix({&w.o_proj}, d.o_proj, c.q_size(), dtype));
     RETURN_IF_ERROR(UploadTensor(w.post_attention_layernorm, dtype, d.post_norm, 0, h));
-    RETURN_IF_ERROR(UploadTensor(w.gate_proj, dtype, d.gate_up, 0, in * h));
-    RETURN_IF_ERROR(UploadTensor(w.up_proj, dtype, d.gate_up, in * h, in * h));
-    RETURN_IF_ERROR(UploadTensor(w.down_proj, dtype, d.down_proj, 0, h * in));
+    RETURN_IF_ERROR(UploadMatrix({&w.gate_proj, &w.up_proj}, d.gate_up, h, dtype));
+    RETURN_IF_ERROR(UploadMatrix({&w.down_proj}, d.down_proj, in, dtype));
     if (d.qkv_bias != nullptr) {
       RETURN_IF_ERROR(UploadTensor(w.q_bias, dtype, d.qkv_bias, 0, c.q_size()));
       RETURN_IF_ERROR(UploadTensor(w.k_bias, dtype, d.qkv_bias, c.q_size(), c.kv_size()));
@@ -182,17 +301,17 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> DeviceModel::Random(const ModelConf
   RETURN_IF_ERROR(Fill(model->final_norm_, h, dtype, 0.1f, 1.0f, ++stream));
   if (!config.tie_word_embeddings) {
     RETURN_IF_ERROR(
-        Fill(model->lm_head_, config.vocab_size * h, dtype, amplitude(h), 0.0f, ++stream));
+        Fill(model->lm_head_.half, config.vocab_size * h, dtype, amplitude(h), 0.0f, ++stream));
   }
   for (const DeviceLayer& d : model->layers_) {
     const int64_t qkv_rows = config.q_size() + 2 * config.kv_size();
     RETURN_IF_ERROR(Fill(d.input_norm, h, dtype, 0.1f, 1.0f, ++stream));
-    RETURN_IF_ERROR(Fill(d.qkv, qkv_rows * h, dtype, amplitude(h), 0.0f, ++stream));
-    RETURN_IF_ERROR(
-        Fill(d.o_proj, h * config.q_size(), dtype, amplitude(config.q_size()), 0.0f, ++stream));
+    RETURN_IF_ERROR(Fill(d.qkv.half, qkv_rows * h, dtype, amplitude(h), 0.0f, ++stream));
+    RETURN_IF_ERROR(Fill(d.o_proj.half, h * config.q_size(), dtype, amplitude(config.q_size()),
+                         0.0f, ++stream));
     RETURN_IF_ERROR(Fill(d.post_norm, h, dtype, 0.1f, 1.0f, ++stream));
-    RETURN_IF_ERROR(Fill(d.gate_up, 2 * in * h, dtype, amplitude(h), 0.0f, ++stream));
-    RETURN_IF_ERROR(Fill(d.down_proj, h * in, dtype, amplitude(in), 0.0f, ++stream));
+    RETURN_IF_ERROR(Fill(d.gate_up.half, 2 * in * h, dtype, amplitude(h), 0.0f, ++stream));
+    RETURN_IF_ERROR(Fill(d.down_proj.half, h * in, dtype, amplitude(in), 0.0f, ++stream));
     if (d.qkv_bias != nullptr) {
       RETURN_IF_ERROR(Fill(d.qkv_bias, qkv_rows, dtype, 0.1f, 0.0f, ++stream));
     }

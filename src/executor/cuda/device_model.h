@@ -2,6 +2,13 @@
 // value projections are fused into one [q_size + 2 kv_size, hidden] matrix and the gate and up
 // projections into one [2 intermediate, hidden] matrix (gate rows first), so each is one product;
 // Qwen2's query, key and value biases likewise into one vector.
+//
+// With native weights, a projection (and the lm_head) whose tensors are all in GGUF blocks the
+// kernels run (kernels/gguf_blocks.cuh) keeps the file's blocks, byte for byte: a fused matrix is
+// then one part per run of components of the same type (a Q4_K_M file stores V in Q6_K beside a
+// Q4_K Q and K). The token embedding stays 16-bit (a lookup reads a few rows; a tied quantized
+// embedding is kept twice, 16-bit for lookups and in blocks for the lm_head), as do the norms and
+// biases, and any matrix with a component in another type.
 #ifndef CONVOY_EXECUTOR_CUDA_DEVICE_MODEL_H_
 #define CONVOY_EXECUTOR_CUDA_DEVICE_MODEL_H_
 
@@ -13,19 +20,34 @@
 
 #include "absl/status/statusor.h"
 #include "executor/cuda/device_buffer.h"
+#include "kernels/gguf_blocks.cuh"
 #include "kernels/half_type.cuh"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 
 namespace convoy::cuda {
 
+// A projection's weight, [rows, cols]: 16-bit at `half`, or (native weights) consecutive row ranges
+// of GGUF blocks, `parts`, each of one type, its rows back to back.
+struct DeviceMatrix {
+  struct Part {
+    const void* blocks = nullptr;
+    kernels::GgufBlockType type = kernels::GgufBlockType::kQ8_0;
+    int64_t rows = 0;
+  };
+  const void* half = nullptr;
+  std::vector<Part> parts;  // empty when `half` is set
+
+  bool packed() const { return half == nullptr; }
+};
+
 struct DeviceLayer {
   const void* input_norm = nullptr;  // [hidden]
-  const void* qkv = nullptr;         // [q_size + 2 kv_size, hidden]
-  const void* o_proj = nullptr;      // [hidden, q_size]
+  DeviceMatrix qkv;                  // [q_size + 2 kv_size, hidden]
+  DeviceMatrix o_proj;               // [hidden, q_size]
   const void* post_norm = nullptr;   // [hidden]
-  const void* gate_up = nullptr;     // [2 intermediate, hidden]
-  const void* down_proj = nullptr;   // [hidden, intermediate]
+  DeviceMatrix gate_up;              // [2 intermediate, hidden]
+  DeviceMatrix down_proj;            // [hidden, intermediate]
   // Only in a family with them (ModelConfig::attention_bias, qk_norm); null otherwise.
   const void* qkv_bias = nullptr;  // [q_size + 2 kv_size]: Qwen2's
   const void* q_norm = nullptr;    // [head_dim], every query head's RMS norm weight: Qwen3's
@@ -34,9 +56,11 @@ struct DeviceLayer {
 
 class DeviceModel {
  public:
-  // Converts and uploads `weights`; the host weights may be released afterwards.
+  // Converts and uploads `weights`; the host weights may be released afterwards. `native`: keep
+  // quantized projections in their blocks (above).
   static absl::StatusOr<std::unique_ptr<DeviceModel>> Upload(const ModelWeights& weights,
-                                                             kernels::HalfType dtype);
+                                                             kernels::HalfType dtype,
+                                                             bool native = false);
   // Random weights generated on the device (benchmarks: no file behind them). Projections are
   // uniform with standard deviation about 1 / sqrt(fan_in); norms are near 1.
   static absl::StatusOr<std::unique_ptr<DeviceModel>> Random(const ModelConfig& config,
@@ -47,15 +71,17 @@ class DeviceModel {
   kernels::HalfType dtype() const { return dtype_; }
   const void* embed_tokens() const { return embed_tokens_; }  // [vocab, hidden]
   const void* final_norm() const { return final_norm_; }
-  const void* lm_head() const { return lm_head_; }  // [vocab, hidden]
+  const DeviceMatrix& lm_head() const { return lm_head_; }  // [vocab, hidden]
   const std::vector<DeviceLayer>& layers() const { return layers_; }
   const float* inv_freq() const { return inv_freq_.as<float>(); }  // [head_dim / 2]
   int64_t weight_bytes() const { return static_cast<int64_t>(storage_.size()); }
 
  private:
   DeviceModel() = default;
-  // Lays out every tensor in one allocation and uploads the rope frequencies.
-  absl::Status Allocate(const ModelConfig& config, kernels::HalfType dtype);
+  // Lays out every tensor in one allocation and uploads the rope frequencies. With `packed_from`,
+  // the projections of those weights that the kernels run in their blocks are laid out packed.
+  absl::Status Allocate(const ModelConfig& config, kernels::HalfType dtype,
+                        const ModelWeights* packed_from = nullptr);
 
   ModelConfig config_;
   kernels::HalfType dtype_ = kernels::HalfType::kBF16;
@@ -63,7 +89,7 @@ class DeviceModel {
   DeviceBuffer inv_freq_;
   const void* embed_tokens_ = nullptr;
   const void* final_norm_ = nullptr;
-  const void* lm_head_ = nullptr;
+  DeviceMatrix lm_head_;
   std::vector<DeviceLayer> layers_;
 };
 
