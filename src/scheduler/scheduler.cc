@@ -287,13 +287,9 @@ void Scheduler::PublishComputedBlocks(Sequence* seq) {
   const int64_t full = seq->num_computed / options_.block_size;
   const size_t block_size = static_cast<size_t>(options_.block_size);
   for (; seq->num_published < full; ++seq->num_published) {
-    // Under a sliding window a block whose predecessor was given back has no chain to hang on.
-    if (blocks[seq->num_published] == kNoBlock ||
-        (seq->num_published > 0 && blocks[seq->num_published - 1] == kNoBlock)) {
-      break;
-    }
     // False when another sequence computed the same content first (or its parent block stayed
-    // private): this block then stays private and is freed, not cached, when released.
+    // private, or was given back under a sliding window: kNoBlock): this block then stays
+    // private and is freed, not cached, when released.
     const size_t i = static_cast<size_t>(seq->num_published);
     allocator_.Publish(blocks[i], seq->block_hashes[i],
                        absl::MakeConstSpan(seq->tokens).subspan(i * block_size, block_size),

@@ -1,8 +1,9 @@
 // A fake executor for scheduler tests. It keeps a fake KV cache of token ids, written and read only
 // through each row's block table, and "samples" a token that is a hash of every token at positions
-// [0, end) read back from that cache. So a request's tokens depend only on its own tokens, exactly
-// when the scheduler's block tables, positions and recomputation are right; a wrong block, a block
-// shared by two live sequences, or a lost token changes them.
+// [0, end) read back from that cache (under a sliding window, of the latest `window` only). So a
+// request's tokens depend only on its own tokens, exactly when the scheduler's block tables,
+// positions and recomputation are right; a wrong block, a block shared by two live sequences, or a
+// lost token changes them.
 #ifndef CONVOY_TESTS_SCHEDULER_FAKE_EXECUTOR_H_
 #define CONVOY_TESTS_SCHEDULER_FAKE_EXECUTOR_H_
 
@@ -14,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "executor/executor.h"
+#include "kv/block_table.h"
 
 namespace convoy::testing {
 
@@ -32,11 +34,15 @@ inline int32_t FakeNextToken(const std::vector<int32_t>& tokens) {
   return static_cast<int32_t>(h % kFakeVocab);
 }
 
-// The tokens a request generates when it runs alone (no stop tokens).
-inline std::vector<int32_t> FakeExpectedTokens(std::vector<int32_t> prompt, int n) {
+// The tokens a request generates when it runs alone (no stop tokens); under a sliding window of
+// `window` positions (0: none), each from the latest `window` tokens.
+inline std::vector<int32_t> FakeExpectedTokens(std::vector<int32_t> prompt, int n,
+                                               int64_t window = 0) {
   std::vector<int32_t> out;
   for (int i = 0; i < n; ++i) {
-    out.push_back(FakeNextToken(prompt));
+    const auto first = prompt.end() - std::min<int64_t>(window > 0 ? window : std::ssize(prompt),
+                                                        std::ssize(prompt));
+    out.push_back(FakeNextToken(std::vector<int32_t>(first, prompt.end())));
     prompt.push_back(out.back());
   }
   return out;
@@ -69,7 +75,10 @@ class FakeExecutor final : public Executor {
       if (row.token_ids.empty() || static_cast<int64_t>(row.block_table.size()) * bs < end) {
         return absl::InvalidArgumentError(absl::StrCat("row ", r, " is malformed"));
       }
-      for (BlockId b : row.block_table) {
+      const int64_t unread = BlocksBeforeWindow(row.start_pos, model_.KvWindow(), kv_.block_size);
+      for (size_t i = 0; i < row.block_table.size(); ++i) {
+        const BlockId b = row.block_table[i];
+        if (b == kNoBlock && static_cast<int64_t>(i) < unread) continue;
         if (b < 0 || b >= kv_.num_blocks) {
           return absl::InvalidArgumentError(absl::StrCat("row ", r, " has block ", b));
         }
@@ -88,7 +97,10 @@ class FakeExecutor final : public Executor {
       if (row.sample) {
         const int64_t end = row.start_pos + static_cast<int64_t>(row.token_ids.size());
         std::vector<int32_t> context;
-        for (int64_t pos = 0; pos < end; ++pos) context.push_back(cache_[Slot(row, pos)]);
+        const int64_t window = model_.KvWindow();
+        for (int64_t pos = window > 0 ? std::max<int64_t>(0, end - window) : 0; pos < end; ++pos) {
+          context.push_back(cache_[Slot(row, pos)]);
+        }
         out.token = FakeNextToken(context);
         out.logprob = -1.0f;
       }
@@ -99,6 +111,8 @@ class FakeExecutor final : public Executor {
     return result;
   }
   const ModelConfig& model_config() const override { return model_; }
+  // A model whose every layer attends through a sliding window of `window` positions (0: none).
+  void set_sliding_window(int64_t window) { model_.sliding_window = window; }
   const KvCacheSpec& kv_spec() const override { return kv_; }
   ExecutorLimits limits() const override { return limits_; }
   // The limits this fake states and enforces: a step beyond them fails (INTERNAL) and counts.

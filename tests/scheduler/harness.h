@@ -64,6 +64,7 @@ class Harness {
  public:
   explicit Harness(const SchedulerOptions& options, SchedulerObserver* observer = nullptr)
       : executor(options.num_blocks, options.block_size) {
+    executor.set_sliding_window(options.sliding_window);
     auto created = Scheduler::Create(options, observer);
     EXPECT_OK(created);
     scheduler = std::move(created).value();

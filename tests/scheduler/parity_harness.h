@@ -27,7 +27,7 @@ struct ParityRun {
   int64_t steps = 0;
   int64_t prefix_cache_hits = 0;  // tokens
   int64_t prefix_cache_evictions = 0;
-  int32_t most_blocks_in_use = 0;  // after any step
+  int32_t most_blocks_in_use = 0;  // while any step runs
   int64_t blocks_given_back = 0;   // KV blocks given back under a sliding window (table entries)
 };
 
@@ -73,12 +73,12 @@ inline ParityRun RunToCompletion(Executor& executor, SchedulerOptions options,
           std::max<int64_t>(run.blocks_given_back,
                             std::count(row.block_table.begin(), row.block_table.end(), kNoBlock));
     }
+    run.most_blocks_in_use = std::max(run.most_blocks_in_use, s.allocator().num_used());
     absl::StatusOr<StepResult> result = executor.Step(*decision.plan);
     EXPECT_OK(result);
     if (!result.ok()) return run;
     EXPECT_OK(s.OnStepResult(*result, now));
     EXPECT_OK(s.CheckInvariants());
-    run.most_blocks_in_use = std::max(run.most_blocks_in_use, s.allocator().num_used());
     for (const Event& event : s.TakeEvents()) {
       if (event.kind == Event::Kind::kToken) {
         run.tokens[event.request_id].push_back(event.token);

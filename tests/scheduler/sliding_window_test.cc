@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "executor/cpu/cpu_executor.h"
@@ -64,12 +65,16 @@ TEST(SlidingWindowSchedulerTest, ASequenceStopsGrowingAtTheWindow) {
   Harness h(WindowOptions());
   const Request request = MakeRequest(1, 5, 40);
   ASSERT_OK(h.Submit(request));
-  int32_t most = 0;
-  while (h.Step()) {  // the harness checks the scheduler's invariants after every step
-    most = std::max(most, h.scheduler->allocator().num_used());
+  h.RunUntilIdle();  // the harness checks the scheduler's invariants after every step
+  // What each step's row held (one sequence: every block in use).
+  int64_t most = 0;
+  for (const StepPlan& plan : h.plans()) {
+    const std::vector<BlockId>& table = plan.rows.front().block_table;
+    most = std::max<int64_t>(most,
+                             std::ssize(table) - std::count(table.begin(), table.end(), kNoBlock));
   }
   EXPECT_EQ(most, 3);
-  EXPECT_EQ(h.tokens[1], FakeExpectedTokens(request.prompt_tokens, 40));
+  EXPECT_EQ(h.tokens[1], FakeExpectedTokens(request.prompt_tokens, 40, 6));
   EXPECT_EQ(h.scheduler->allocator().num_free(), h.scheduler->allocator().num_blocks());
   // The rows' tables say which blocks are gone: the last row's first entries.
   const StepRow& last = h.last_plan().rows.back();
@@ -81,9 +86,11 @@ TEST(SlidingWindowSchedulerTest, ASequenceStopsGrowingAtTheWindow) {
 TEST(SlidingWindowSchedulerTest, WithoutAWindowEveryBlockStays) {
   Harness h(TestOptions());
   ASSERT_OK(h.Submit(MakeRequest(1, 5, 40)));
-  int32_t most = 0;
-  while (h.Step()) most = std::max(most, h.scheduler->allocator().num_used());
-  EXPECT_EQ(most, 11);  // 44 tokens (the last one never computed) over blocks of 4
+  h.RunUntilIdle();
+  EXPECT_EQ(h.last_plan().rows.front().block_table.size(), 11u);  // 44 tokens, blocks of 4
+  EXPECT_EQ(std::count(h.last_plan().rows.front().block_table.begin(),
+                       h.last_plan().rows.front().block_table.end(), kNoBlock),
+            0);
 }
 
 // Blocks are published as they fill, before they are given back, and stay in the prefix cache
@@ -123,23 +130,56 @@ TEST(SlidingWindowSchedulerTest, TheCachedChainStopsAtABlockGivenBackUnpublished
   // Blocks 0-2 were published with the prompt. Block 2 (positions 8-11) left the window once
   // position 14 was next (it reads 12-14); block 3 filled only with position 15.
   EXPECT_EQ(h.scheduler->stats().prefix_cache_hits, 12);
-  EXPECT_EQ(h.tokens[2], FakeExpectedTokens(follow_up.prompt_tokens, 8));
+  EXPECT_EQ(h.tokens[2], FakeExpectedTokens(follow_up.prompt_tokens, 8, 3));
 }
 
-// A preempted sequence gives back everything and resumes with its whole table again.
+// Two sequences of 22 tokens (6 blocks each, 3 under the window): in a cache of 6 blocks the
+// window lets them run side by side, where without it one is preempted.
+TEST(SlidingWindowSchedulerTest, TheWindowLetsSequencesShareACacheTheyWouldNotFitWhole) {
+  for (const int window : {6, 0}) {
+    SCOPED_TRACE(::testing::Message() << "window " << window);
+    SchedulerOptions options = TestOptions();
+    options.sliding_window = window;
+    options.num_blocks = 6;
+    options.enable_prefix_caching = false;
+    Harness h(options);
+    const Request a = MakeRequest(1, 10, 12);
+    const Request b = MakeRequest(2, 10, 12);
+    ASSERT_OK(h.Submit(a));
+    ASSERT_OK(h.Submit(b));
+    h.RunUntilIdle();
+    EXPECT_EQ(h.tokens[1], FakeExpectedTokens(a.prompt_tokens, 12, window));
+    EXPECT_EQ(h.tokens[2], FakeExpectedTokens(b.prompt_tokens, 12, window));
+    EXPECT_EQ(h.scheduler->allocator().num_free(), 6);
+    EXPECT_EQ(h.scheduler->stats().preemptions > 0, window == 0);
+  }
+}
+
+// A sequence preempted after giving blocks back (a smaller max_batch_size preempts the latest
+// admitted) returns its whole table, kNoBlock entries and all, and resumes from its start, giving
+// back again as it goes.
 TEST(SlidingWindowSchedulerTest, APreemptedSequenceResumesAndGivesBackAgain) {
   SchedulerOptions options = WindowOptions();
-  options.num_blocks = 6;
   options.enable_prefix_caching = false;
   Harness h(options);
-  const Request a = MakeRequest(1, 10, 12);  // 22 tokens: 6 blocks whole, 3 under the window
+  const Request a = MakeRequest(1, 10, 12);
   const Request b = MakeRequest(2, 10, 12);
   ASSERT_OK(h.Submit(a));
   ASSERT_OK(h.Submit(b));
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(h.Step());
+  ASSERT_EQ(std::count(h.last_plan().rows.back().block_table.begin(),
+                       h.last_plan().rows.back().block_table.end(), kNoBlock),
+            1);
+  SchedulerOptions one = options;
+  one.max_batch_size = 1;
+  ASSERT_OK(h.scheduler->Reconfigure(one));
+  EXPECT_EQ(h.scheduler->stats().preemptions, 1);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(h.Step());
+  ASSERT_OK(h.scheduler->Reconfigure(options));
   h.RunUntilIdle();
-  EXPECT_EQ(h.tokens[1], FakeExpectedTokens(a.prompt_tokens, 12));
-  EXPECT_EQ(h.tokens[2], FakeExpectedTokens(b.prompt_tokens, 12));
-  EXPECT_EQ(h.scheduler->allocator().num_free(), 6);
+  EXPECT_EQ(h.tokens[1], FakeExpectedTokens(a.prompt_tokens, 12, 6));
+  EXPECT_EQ(h.tokens[2], FakeExpectedTokens(b.prompt_tokens, 12, 6));
+  EXPECT_EQ(h.scheduler->allocator().num_free(), h.scheduler->allocator().num_blocks());
 }
 
 struct Reference {
