@@ -8,6 +8,8 @@ find_package(dnnl REQUIRED)
 # Regular expressions with Unicode properties and lookahead (tokenizer pre-splitting).
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+# Unicode normalization forms (a tokenizer.json's NFC, NFD, NFKC, NFKD normalizers).
+pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
 
 if(CONVOY_BUILD_TESTS)
   find_package(GTest REQUIRED)

@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git python3 python3-pip python3-venv xz-utils unzip
   libabsl-dev libspdlog-dev nlohmann-json3-dev libboost-dev
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
-  libdnnl-dev ocl-icd-opencl-dev prometheus-cpp-dev libpcre2-dev libssl-dev openssl
+  libdnnl-dev ocl-icd-opencl-dev prometheus-cpp-dev libpcre2-dev libutf8proc-dev libssl-dev openssl
   libgtest-dev libgmock-dev libbenchmark-dev ccache
 )
 

@@ -1,5 +1,6 @@
 # Tokenizers (byte-level and SentencePiece-style BPE, as Hugging Face tokenizers has them) and
-# streaming detokenization. PCRE2 runs the pre-tokenizers' Unicode regexes.
+# streaming detokenization. PCRE2 runs the pre-tokenizers' Unicode regexes; utf8proc the Unicode
+# normalization forms.
 add_library(convoy_tokenizer
   utf8.cc
   utf8.h
@@ -28,5 +29,5 @@ add_library(convoy_tokenizer
   tokenizer_hf_json.cc)
 target_link_libraries(convoy_tokenizer
   PUBLIC convoy_common absl::flat_hash_map absl::flat_hash_set absl::span absl::function_ref
-  PRIVATE absl::str_format PkgConfig::PCRE2 nlohmann_json::nlohmann_json)
+  PRIVATE absl::str_format PkgConfig::PCRE2 PkgConfig::UTF8PROC nlohmann_json::nlohmann_json)
 convoy_target_warnings(convoy_tokenizer)

@@ -37,11 +37,12 @@ class Tokenizer {
  public:
   // A Hugging Face tokenizer.json (its text). Supported: model BPE (byte-level or with
   // byte_fallback / unk_token, ignore_merges); added_tokens with their flags; normalizers
-  // Prepend, Replace (string pattern), Sequence; pre-tokenizers ByteLevel, Split, Digits,
-  // Metaspace, Sequence; post-processors TemplateProcessing, ByteLevel, RobertaProcessing,
-  // BertProcessing, Sequence (for single sequences); decoders ByteLevel, Replace, ByteFallback,
-  // Fuse, Strip, Metaspace, Sequence. Errors name the JSON field: INVALID_ARGUMENT for a malformed
-  // file, UNIMPLEMENTED for a component outside that list (e.g. the NFC normalizer, WordPiece).
+  // Prepend, Replace (string pattern), NFC, NFD, NFKC, NFKD, Sequence; pre-tokenizers ByteLevel,
+  // Split, Digits, Metaspace, Sequence; post-processors TemplateProcessing, ByteLevel,
+  // RobertaProcessing, BertProcessing, Sequence (for single sequences); decoders ByteLevel,
+  // Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence. Errors name the JSON field:
+  // INVALID_ARGUMENT for a malformed file, UNIMPLEMENTED for a component outside that list (e.g.
+  // the Lowercase normalizer, WordPiece).
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromHuggingFaceJson(
       std::string_view json, const HuggingFaceTokenizerExtras& extras = {});
   // The same, from a file; errors start with the path. NOT_FOUND when it does not exist.

@@ -27,6 +27,7 @@ using tokenizer_internal::ToAbsl;
 using tokenizer_internal::TokenDecoder;
 using tokenizer_internal::TokenizerParts;
 using tokenizer_internal::ToStd;
+using tokenizer_internal::UnicodeForm;
 
 absl::Status Malformed(std::string_view path, std::string_view what) {
   return absl::InvalidArgumentError(
@@ -234,6 +235,14 @@ absl::Status ParseNormalizer(const Json& object, const std::string& path, Normal
     ASSIGN_OR_RETURN(std::string content, GetString(object, "content", path));
     out->AddReplace(pattern.first, content);
     return absl::OkStatus();
+  }
+  for (const auto& [name, form] :
+       {std::pair{"NFC", UnicodeForm::kNfc}, std::pair{"NFD", UnicodeForm::kNfd},
+        std::pair{"NFKC", UnicodeForm::kNfkc}, std::pair{"NFKD", UnicodeForm::kNfkd}}) {
+    if (type == name) {
+      out->AddUnicodeForm(form);
+      return absl::OkStatus();
+    }
   }
   return Unsupported(path, absl::StrCat("normalizer \"", type, "\""));
 }

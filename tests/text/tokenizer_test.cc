@@ -227,8 +227,9 @@ TEST(TokenizerLoaderTest, HuggingFaceJsonErrorsNameTheField) {
     changed.replace(changed.find(from), from.size(), to);
     return Tokenizer::FromHuggingFaceJson(changed);
   };
-  EXPECT_THAT(with("\"normalizer\": null", "\"normalizer\": {\"type\": \"NFC\"}"),
-              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("normalizer")));
+  ASSERT_OK(with("\"normalizer\": null", "\"normalizer\": {\"type\": \"NFC\"}"));
+  EXPECT_THAT(with("\"normalizer\": null", "\"normalizer\": {\"type\": \"Lowercase\"}"),
+              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("normalizer \"Lowercase\"")));
   EXPECT_THAT(with("\"type\": \"BPE\"", "\"type\": \"WordPiece\""),
               StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("WordPiece")));
   EXPECT_THAT(with("\"a b\"", "\"a c\""),
