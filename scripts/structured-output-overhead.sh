@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Decode time per output token with and without a JSON-schema constraint (and with penalties and
-# a logit bias instead), at 1 and 16 concurrent requests, two interleaved rounds: convoyd on the
-# default model (build/ built, the model fetched by scripts/fetch-default-model.sh), `convoy
-# generate --json` per request, the decode time per token from each answer's timings ((total -
-# time to first token) / (tokens - 1)). Prints the median and mean over the requests of each run.
+# a logit bias instead), at 1 and 16 concurrent requests, ROUNDS (default 2) interleaved rounds:
+# convoyd on the default model (build/ built, the model fetched by scripts/fetch-default-model.sh),
+# `convoy generate --json` per request, the decode time per token from each answer's timings
+# ((total - time to first token) / (tokens - 1)). Prints the median and mean over the requests of
+# each run.
 # docs/perf/cpu.md section 14.
 set -u
 cd "$(dirname "$0")/.."
@@ -32,7 +33,7 @@ print(f"  {len(per)} requests, decode us/token: median {per[len(per)//2]:.0f}, m
 PY
 }
 for n in 1 16; do
-  for round in 1 2; do
+  for round in $(seq "${ROUNDS:-2}"); do
     echo "n=$n round $round free:"; run $n
     echo "n=$n round $round schema:"; run $n --json-schema $schema
     echo "n=$n round $round penalties and bias:"
