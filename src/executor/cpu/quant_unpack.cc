@@ -556,11 +556,83 @@ void DirectAvx2Any(const std::byte* w, int64_t row_bytes, int count, int64_t k,
   }
 }
 
+// ---- One activation row against a 256-value type, straight from the blocks: one block (8 groups)
+// a step. Per block the scales come as vectors (F::ScaleVectors, the unpacker's products), the 8
+// groups' products c = s * dx are made at once (the contract's fp32 products, lane for lane) and
+// each group's 8 lanes taken from them; the offsets' two fused multiply-adds of the block (t = 2i
+// and 2i + 1: k is a multiple of 256, so there is no padding) run into their own 8 lanes, added to
+// the accumulators at the end, as the contract says.
+
+// Group j's 8 lanes of c from the block's products, stored in `c`: Q4_K and Q5_K (kPerGroup) keep
+// c of group j at c[j], the others c of half-group h at c[h].
+template <bool kPerGroup>
+CONVOY_TARGET_AVX2 __m256 GroupScale(const float* c, int j) {
+  if (kPerGroup) return _mm256_broadcast_ss(c + j);
+  // [c[2j], c[2j + 1]] four times, then lanes 0-3 take the first and 4-7 the second.
+  const __m256 pairs =
+      _mm256_castpd_ps(_mm256_broadcast_sd(reinterpret_cast<const double*>(c + 2 * j)));
+  return _mm256_permutevar_ps(pairs, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+}
+
+template <typename F>
+CONVOY_TARGET_AVX2_FMA_F16C void DirectKAvx2(const std::byte* row, int64_t k,
+                                             const QuantizedRows& x, float* y, int64_t ldy) {
+  const int64_t blocks = k / 256;
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t r = 0; r < x.m(); ++r) {
+    const int8_t* xq = x.values(r);
+    const float* dx = x.scales(r);
+    const float* xsum = x.half_sums(r);
+    __m256 acc = _mm256_setzero_ps(), off = _mm256_setzero_ps();
+    for (int64_t i = 0; i < blocks; ++i) {
+      const std::byte* block = row + i * F::kBytes;
+      const KVectors v = F::ScaleVectors(block);
+      const __m256 dxv = _mm256_loadu_ps(dx + 8 * i);
+      alignas(32) float c[16];
+      __m256 offsets_low, offsets_high;
+      if (F::kPerGroup) {
+        _mm256_store_ps(c, _mm256_mul_ps(v.s[0], dxv));
+        offsets_low = _mm256_permutevar8x32_ps(v.mn[0], _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+        offsets_high = _mm256_permutevar8x32_ps(v.mn[0], _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7));
+      } else {
+        // Half-groups 2g and 2g + 1 take dx[g].
+        const __m256 dx_low =
+            _mm256_permutevar8x32_ps(dxv, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+        const __m256 dx_high =
+            _mm256_permutevar8x32_ps(dxv, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7));
+        _mm256_store_ps(c, _mm256_mul_ps(v.s[0], dx_low));
+        _mm256_store_ps(c + 8, _mm256_mul_ps(v.s[1], dx_high));
+        offsets_low = v.mn[0];
+        offsets_high = v.mn[1];
+      }
+      off = _mm256_fmadd_ps(offsets_low, _mm256_loadu_ps(xsum + 16 * i), off);
+      off = _mm256_fmadd_ps(offsets_high, _mm256_loadu_ps(xsum + 16 * i + 8), off);
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        const __m256i xv =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 256 * i + 32 * j));
+        const __m256i pairs = _mm256_maddubs_epi16(F::GroupAvx2(block, j), xv);
+        const __m256 sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
+        acc = _mm256_fmadd_ps(sums, GroupScale<F::kPerGroup>(c, j), acc);
+      }
+    }
+    y[r * ldy] = HorizontalSumAvx2(_mm256_add_ps(acc, off));
+  }
+}
+
+template <typename F>
+void DirectKAvx2Any(const std::byte* w, int64_t row_bytes, int count, int64_t k,
+                    const QuantizedRows& x, float* y, int64_t ldy) {
+  for (int i = 0; i < count; ++i) DirectKAvx2<F>(w + i * row_bytes, k, x, y + i, ldy);
+}
+
 template <typename F>
 constexpr Format MakeFormat(bool is_signed) {
   DirectFn direct = nullptr;
   if constexpr (F::kElements == 32) {
     direct = is_signed ? DirectAvx2Any<F, true> : DirectAvx2Any<F, false>;
+  } else {
+    direct = DirectKAvx2Any<F>;
   }
   return {F::kElements, F::kBytes, is_signed, !is_signed, UnpackPortable<F>, UnpackAvx2<F>, direct};
 }
