@@ -475,9 +475,13 @@ CONVOY_TARGET_AVX2 void UnpackAvx2(const std::byte* row, int64_t k,
     if constexpr (F::kElements == 32) {
       Store256(out.q + i * F::kElements, F::QuantVector(block));
     } else {
+      // Every group made before any is stored: the stores (bytes) could alias the block, and
+      // would make the groups sharing a load read it again.
+      __m256i q[8];
 #pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j)
-        Store256(out.q + i * F::kElements + 32 * j, F::GroupAvx2(block, j));
+      for (int j = 0; j < 8; ++j) q[j] = F::GroupAvx2(block, j);
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) Store256(out.q + i * F::kElements + 32 * j, q[j]);
     }
   }
   ZeroPadding(k, out);
