@@ -20,7 +20,10 @@ namespace {
 //   Scales(block, lanes, offsets): the 8-lane scale vectors of the block's groups and its
 //     per-16 offsets, in fp32 as quant_matmul.h's table says (shared by both paths, so the
 //     floats are the same);
-//   Quants(block, q) and QuantsAvx2(block, q): the block's quants, one byte each.
+//   Quants(block, q): the block's quants, one byte each; with AVX2, QuantVector(block) (the
+//     32-value types) or GroupAvx2(block, j) (the 256-value types, group j) gives them in a
+//     register. The 256-value types also give ScaleVectors(block): their scales and offsets in
+//     registers (KVectors), the same products as Scales.
 
 float Half(const std::byte* p) {
   uint16_t bits;
@@ -448,7 +451,7 @@ void UnpackPortable(const std::byte* row, int64_t k, const UnpackedRow& destinat
   ZeroPadding(k, out);
 }
 
-// The 256-value types have their own ScalesAvx2; for the others (one scale per block) the
+// The 256-value types have their own ScaleVectors; for the others (one scale per block) the
 // portable Scales is as good.
 template <typename F>
 CONVOY_TARGET_AVX2 void ScalesAvx2(const std::byte* block, float* lanes, float* offsets) {
