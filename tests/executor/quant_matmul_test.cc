@@ -139,8 +139,8 @@ class QuantMatmulTest : public ::testing::TestWithParam<TypeCase> {};
 // magnitudes, which the amplitude bounds: |s q| + |mn| <= amplitude, |x'| <= |x| + dx. The
 // dequantizer's own rounding of s q + mn (two roundings) fits in the same budget, doubled:
 //   |y - ref| <= sum |w_i| dx_i (1/2 + 2^-16) + 2 (k / 32 + 8) 2^-24 sum amplitude_i (|x_i| + dx_i)
-// m = 1 runs the one-row kernels (every type on the VNNI path, the 32-value types on the AVX2
-// path), m = 7 the tile kernels.
+// m = 1 runs the one-row kernels (every type, on the VNNI and the AVX2 paths), m = 7 the tile
+// kernels.
 void ExpectWithinTheBound(const TypeCase& t, QuantPath path) {
   const int64_t k = t.block_elements == 32 ? 32 * 37 : 256 * 5, n = 23;
   for (int64_t m : {1, 7}) {
@@ -179,6 +179,8 @@ void ExpectWithinTheBound(const TypeCase& t, QuantPath path) {
 
 TEST_P(QuantMatmulTest, MatchesTheDequantizedProductWithinTheBound) {
   ExpectWithinTheBound(GetParam(), QuantPath::kBest);
+  if (QuantPathAvailable(QuantPath::kAvx512Vnni))
+    ExpectWithinTheBound(GetParam(), QuantPath::kAvx2);
   ExpectWithinTheBound(GetParam(), QuantPath::kPortable);
 }
 
@@ -228,16 +230,10 @@ TEST_P(QuantMatmulTest, TheVnniPathGivesTheAvx2PathsBits) {
   }
 }
 
-// The type's one-row VNNI kernel called on its own, for 1 to 4 weight rows (a tile) and 1 to 3
+// A type's one-row kernel called on its own, for 1 to 4 weight rows (a tile) and 1 to 3
 // activation rows (it runs every row of x; QuantMatmul hands it one): the portable path's bits,
 // at the outputs it must write and nowhere else.
-TEST_P(QuantMatmulTest, TheOneRowVnniKernelGivesThePortablePathsBits) {
-  if (!QuantPathAvailable(QuantPath::kAvx512Vnni)) {
-    GTEST_SKIP() << "this CPU lacks AVX-512 VNNI (or AVX-512 F, BW or VL): avx512vnni";
-  }
-  const TypeCase& t = GetParam();
-  const quant::DirectFn direct = quant::FindDirectVnni(t.type);
-  ASSERT_NE(direct, nullptr) << "every type QuantMatmul runs has a one-row VNNI kernel";
+void ExpectTheOneRowKernelsBits(const TypeCase& t, quant::DirectFn direct) {
   for (int64_t k : {OddK(t), OddK(t) + t.block_elements}) {
     for (int count = 1; count <= 4; ++count) {
       const Weights w = RandomWeights(t, count, k, 31 + count, /*extremes=*/true);
@@ -260,6 +256,24 @@ TEST_P(QuantMatmulTest, TheOneRowVnniKernelGivesThePortablePathsBits) {
       }
     }
   }
+}
+
+TEST_P(QuantMatmulTest, TheOneRowVnniKernelGivesThePortablePathsBits) {
+  if (!QuantPathAvailable(QuantPath::kAvx512Vnni)) {
+    GTEST_SKIP() << "this CPU lacks AVX-512 VNNI (or AVX-512 F, BW or VL): avx512vnni";
+  }
+  const quant::DirectFn direct = quant::FindDirectVnni(GetParam().type);
+  ASSERT_NE(direct, nullptr) << "every type QuantMatmul runs has a one-row VNNI kernel";
+  ExpectTheOneRowKernelsBits(GetParam(), direct);
+}
+
+// The AVX2 path's one-row kernel (quant_unpack.h's direct_avx2), which QuantMatmul runs at m = 1
+// on a CPU with AVX2 but not AVX-512 VNNI (or with CONVOY_QUANT_PATH=avx2).
+TEST_P(QuantMatmulTest, TheOneRowAvx2KernelGivesThePortablePathsBits) {
+  if (!QuantPathAvailable(QuantPath::kAvx2)) GTEST_SKIP() << "this CPU lacks AVX2, FMA or F16C";
+  const quant::DirectFn direct = quant::FindFormat(GetParam().type)->direct_avx2;
+  ASSERT_NE(direct, nullptr) << "every type QuantMatmul runs has a one-row AVX2 kernel";
+  ExpectTheOneRowKernelsBits(GetParam(), direct);
 }
 
 TEST_P(QuantMatmulTest, ARowsOutputsDoNotDependOnTheOtherRowsNorOnTheThreads) {

@@ -20,7 +20,10 @@ namespace {
 //   Scales(block, lanes, offsets): the 8-lane scale vectors of the block's groups and its
 //     per-16 offsets, in fp32 as quant_matmul.h's table says (shared by both paths, so the
 //     floats are the same);
-//   Quants(block, q) and QuantsAvx2(block, q): the block's quants, one byte each.
+//   Quants(block, q): the block's quants, one byte each; with AVX2, QuantVector(block) (the
+//     32-value types) or GroupAvx2(block, j) (the 256-value types, group j) gives them in a
+//     register. The 256-value types also give ScaleVectors(block): their scales and offsets in
+//     registers (KVectors), the same products as Scales.
 
 float Half(const std::byte* p) {
   uint16_t bits;
@@ -223,14 +226,24 @@ void KScales(const std::byte* b, float* lanes, float* offsets) {
   }
 }
 
+// A 256-value block's scales and offsets in registers, as its ScaleVectors gives them: with
+// kPerGroup, s[0] and mn[0] hold group g's s and mn in lane g (both halves of a group share them);
+// otherwise s[0], s[1] hold the sixteen half-groups' s (0-7, then 8-15) and mn[0], mn[1] their mn.
+struct KVectors {
+  __m256 s[2];
+  __m256 mn[2];
+};
+
 // KScales with the scales and mins decoded 4 at a time from 32-bit words (KScaleBytes), and the
 // floats made 8 at a time (the same products).
-CONVOY_TARGET_AVX2 void KScalesAvx2(const std::byte* b, float* lanes, float* offsets) {
+CONVOY_TARGET_AVX2 KVectors KScaleVectors(const std::byte* b) {
   uint64_t scales, mins;
   KScaleBytes(b + 4, &scales, &mins);
-  const __m256 s = _mm256_mul_ps(_mm256_set1_ps(Half(b)), BytesToFloats(scales));
-  const __m256 o = Negate(_mm256_mul_ps(_mm256_set1_ps(Half(b + 2)), BytesToFloats(mins)));
-  SetEightAvx2(s, o, lanes, offsets);
+  KVectors v;
+  v.s[0] = _mm256_mul_ps(_mm256_set1_ps(Half(b)), BytesToFloats(scales));
+  v.mn[0] = Negate(_mm256_mul_ps(_mm256_set1_ps(Half(b + 2)), BytesToFloats(mins)));
+  v.s[1] = v.mn[1] = _mm256_setzero_ps();
+  return v;
 }
 
 // 128 bytes of nibbles: 32 bytes per pair of groups, the low nibbles the first group's.
@@ -243,55 +256,58 @@ void KNibbles(const std::byte* qs, uint8_t* q) {
   }
 }
 
+// Each 256-value type below gives ScaleVectors(block) (KVectors, the same products as its
+// Scales) and GroupAvx2(block, j): group j's 32 quants, one byte each.
+
+// Group j of Q4_K and Q5_K: the low (j even) or high nibbles of the 32 bytes at qs + 32 * (j / 2).
+CONVOY_TARGET_AVX2 __m256i KNibblesAvx2(const std::byte* qs, int j) {
+  return Field<4>(Load256(qs + 32 * (j / 2)), 4 * (j % 2), 0);
+}
+
 struct Q4_K {
   static constexpr int kElements = 256, kBytes = 144;
+  static constexpr bool kPerGroup = true;
   static void Scales(const std::byte* b, float* lanes, float* offsets) {
     KScales(b, lanes, offsets);
   }
-  static CONVOY_TARGET_AVX2 void ScalesAvx2(const std::byte* b, float* lanes, float* offsets) {
-    KScalesAvx2(b, lanes, offsets);
-  }
+  static CONVOY_TARGET_AVX2 KVectors ScaleVectors(const std::byte* b) { return KScaleVectors(b); }
   static void Quants(const std::byte* b, uint8_t* q) { KNibbles(b + 16, q); }
-  static CONVOY_TARGET_AVX2 void QuantsAvx2(const std::byte* b, uint8_t* q) {
-    for (int p = 0; p < 4; ++p) {
-      const __m256i bytes = Load256(b + 16 + 32 * p);
-      Store256(q + 64 * p, Field<4>(bytes, 0, 0));
-      Store256(q + 64 * p + 32, Field<4>(bytes, 4, 0));
-    }
+  static CONVOY_TARGET_AVX2 __m256i GroupAvx2(const std::byte* b, int j) {
+    return KNibblesAvx2(b + 16, j);
   }
 };
 
 // Q5_K's fifth bits: bit g of byte l is value l of group g's.
 struct Q5_K {
   static constexpr int kElements = 256, kBytes = 176;
+  static constexpr bool kPerGroup = true;
   static void Scales(const std::byte* b, float* lanes, float* offsets) {
     KScales(b, lanes, offsets);
   }
-  static CONVOY_TARGET_AVX2 void ScalesAvx2(const std::byte* b, float* lanes, float* offsets) {
-    KScalesAvx2(b, lanes, offsets);
-  }
+  static CONVOY_TARGET_AVX2 KVectors ScaleVectors(const std::byte* b) { return KScaleVectors(b); }
   static void Quants(const std::byte* b, uint8_t* q) {
     KNibbles(b + 48, q);
     for (int g = 0; g < 8; ++g) {
       for (int l = 0; l < 32; ++l) q[32 * g + l] |= ((Byte(b + 16, l) >> g) & 1) << 4;
     }
   }
-  static CONVOY_TARGET_AVX2 void QuantsAvx2(const std::byte* b, uint8_t* q) {
-    const __m256i high = Load256(b + 16);
-    for (int p = 0; p < 4; ++p) {
-      const __m256i bytes = Load256(b + 48 + 32 * p);
-      Store256(q + 64 * p, _mm256_or_si256(Field<4>(bytes, 0, 0), Field<1>(high, 2 * p, 4)));
-      Store256(q + 64 * p + 32,
-               _mm256_or_si256(Field<4>(bytes, 4, 0), Field<1>(high, 2 * p + 1, 4)));
-    }
+  static CONVOY_TARGET_AVX2 __m256i GroupAvx2(const std::byte* b, int j) {
+    return _mm256_or_si256(KNibblesAvx2(b + 48, j), Field<1>(Load256(b + 16), j, 4));
   }
 };
+
+// mn = factor * s for the sixteen half-groups (Q3_K's -4, Q6_K's -32): one product each.
+CONVOY_TARGET_AVX2 KVectors Proportional(KVectors v, float factor) {
+  for (int i = 0; i < 2; ++i) v.mn[i] = _mm256_mul_ps(_mm256_set1_ps(factor), v.s[i]);
+  return v;
+}
 
 // Q6_K: value 128 * h + 32 * j + l (group 4h + j) takes the low (j < 2) or high nibble of byte
 // 64 * h + 32 * (j % 2) + l of ql, and bits 2j, 2j + 1 of byte 32 * h + l of qh; one int8 scale
 // per 16 values.
 struct Q6_K {
   static constexpr int kElements = 256, kBytes = 210;
+  static constexpr bool kPerGroup = false;
   static void Scales(const std::byte* b, float* lanes, float* offsets) {
     const float d = Half(b + 208);
     float scale[16], offset[16];
@@ -301,14 +317,13 @@ struct Q6_K {
     }
     SetSixteen(scale, offset, lanes, offsets);
   }
-  static CONVOY_TARGET_AVX2 void ScalesAvx2(const std::byte* b, float* lanes, float* offsets) {
+  static CONVOY_TARGET_AVX2 KVectors ScaleVectors(const std::byte* b) {
     const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192));
     const __m256 d = _mm256_set1_ps(Half(b + 208));
-    const __m256 s0 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)));
-    const __m256 s1 =
-        _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(bytes, 8))));
-    const __m256 minus32 = _mm256_set1_ps(-32.0f);
-    SetSixteenAvx2(s0, s1, _mm256_mul_ps(minus32, s0), _mm256_mul_ps(minus32, s1), lanes, offsets);
+    KVectors v;
+    v.s[0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)));
+    v.s[1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(bytes, 8))));
+    return Proportional(v, -32.0f);
   }
   static void Quants(const std::byte* b, uint8_t* q) {
     for (int h = 0; h < 2; ++h) {
@@ -322,14 +337,12 @@ struct Q6_K {
       }
     }
   }
-  static CONVOY_TARGET_AVX2 void QuantsAvx2(const std::byte* b, uint8_t* q) {
-    for (int h = 0; h < 2; ++h) {
-      const __m256i high = Load256(b + 128 + 32 * h);
-      for (int j = 0; j < 4; ++j) {
-        const __m256i low = Field<4>(Load256(b + 64 * h + 32 * (j % 2)), j < 2 ? 0 : 4, 0);
-        Store256(q + 128 * h + 32 * j, _mm256_or_si256(low, Field<2>(high, 2 * j, 4)));
-      }
-    }
+  // Group j = 4h + i: the low (i < 2) or high nibbles of bytes 64h + 32 (i % 2) .. + 31, and bits
+  // 2i, 2i + 1 of bytes 128 + 32h .. + 31 as bits 4 and 5.
+  static CONVOY_TARGET_AVX2 __m256i GroupAvx2(const std::byte* b, int j) {
+    const int h = j / 4, i = j % 4;
+    const __m256i low = Field<4>(Load256(b + 64 * h + 32 * (i % 2)), i < 2 ? 0 : 4, 0);
+    return _mm256_or_si256(low, Field<2>(Load256(b + 128 + 32 * h), 2 * i, 4));
   }
 };
 
@@ -343,8 +356,14 @@ void TwoBits(const std::byte* qs, uint8_t* q) {
   }
 }
 
+// TwoBits' group j = 4h + i.
+CONVOY_TARGET_AVX2 __m256i TwoBitsAvx2(const std::byte* qs, int j) {
+  return Field<2>(Load256(qs + 32 * (j / 4)), 2 * (j % 4), 0);
+}
+
 struct Q2_K {
   static constexpr int kElements = 256, kBytes = 84;
+  static constexpr bool kPerGroup = false;
   static void Scales(const std::byte* b, float* lanes, float* offsets) {
     const float d = Half(b + 80), dmin = Half(b + 82);
     float scale[16], offset[16];
@@ -354,22 +373,21 @@ struct Q2_K {
     }
     SetSixteen(scale, offset, lanes, offsets);
   }
-  static CONVOY_TARGET_AVX2 void ScalesAvx2(const std::byte* b, float* lanes, float* offsets) {
+  static CONVOY_TARGET_AVX2 KVectors ScaleVectors(const std::byte* b) {
     uint64_t w[2];
     std::memcpy(w, b, 16);
     const uint64_t low4 = 0x0F0F0F0F0F0F0F0Full;
     const __m256 d = _mm256_set1_ps(Half(b + 80)), dmin = _mm256_set1_ps(Half(b + 82));
-    SetSixteenAvx2(_mm256_mul_ps(d, BytesToFloats(w[0] & low4)),
-                   _mm256_mul_ps(d, BytesToFloats(w[1] & low4)),
-                   Negate(_mm256_mul_ps(dmin, BytesToFloats((w[0] >> 4) & low4))),
-                   Negate(_mm256_mul_ps(dmin, BytesToFloats((w[1] >> 4) & low4))), lanes, offsets);
+    KVectors v;
+    for (int i = 0; i < 2; ++i) {
+      v.s[i] = _mm256_mul_ps(d, BytesToFloats(w[i] & low4));
+      v.mn[i] = Negate(_mm256_mul_ps(dmin, BytesToFloats((w[i] >> 4) & low4)));
+    }
+    return v;
   }
   static void Quants(const std::byte* b, uint8_t* q) { TwoBits(b + 16, q); }
-  static CONVOY_TARGET_AVX2 void QuantsAvx2(const std::byte* b, uint8_t* q) {
-    for (int h = 0; h < 2; ++h) {
-      const __m256i bytes = Load256(b + 16 + 32 * h);
-      for (int j = 0; j < 4; ++j) Store256(q + 128 * h + 32 * j, Field<2>(bytes, 2 * j, 0));
-    }
+  static CONVOY_TARGET_AVX2 __m256i GroupAvx2(const std::byte* b, int j) {
+    return TwoBitsAvx2(b + 16, j);
   }
 };
 
@@ -378,6 +396,7 @@ struct Q2_K {
 // top 2 bits at bit 2 * (i / 4) of byte 8 + i % 4.
 struct Q3_K {
   static constexpr int kElements = 256, kBytes = 110;
+  static constexpr bool kPerGroup = false;
   static void Scales(const std::byte* b, float* lanes, float* offsets) {
     const std::byte* packed = b + 96;
     const float d = Half(b + 108);
@@ -390,7 +409,7 @@ struct Q3_K {
     }
     SetSixteen(scale, offset, lanes, offsets);
   }
-  static CONVOY_TARGET_AVX2 void ScalesAvx2(const std::byte* b, float* lanes, float* offsets) {
+  static CONVOY_TARGET_AVX2 KVectors ScaleVectors(const std::byte* b) {
     uint32_t w[3];
     std::memcpy(w, b + 96, 12);
     const uint32_t low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
@@ -401,10 +420,10 @@ struct Q3_K {
                                   ((w[1] >> 4) & low4) | (((w[2] >> 6) & low2) << 4));
     const __m256 d = _mm256_set1_ps(Half(b + 108)), bias = _mm256_set1_ps(32.0f);
     // (scale - 32) is exact in floats as in integers.
-    const __m256 s0 = _mm256_mul_ps(d, _mm256_sub_ps(BytesToFloats(first), bias));
-    const __m256 s1 = _mm256_mul_ps(d, _mm256_sub_ps(BytesToFloats(second), bias));
-    const __m256 minus4 = _mm256_set1_ps(-4.0f);
-    SetSixteenAvx2(s0, s1, _mm256_mul_ps(minus4, s0), _mm256_mul_ps(minus4, s1), lanes, offsets);
+    KVectors v;
+    v.s[0] = _mm256_mul_ps(d, _mm256_sub_ps(BytesToFloats(first), bias));
+    v.s[1] = _mm256_mul_ps(d, _mm256_sub_ps(BytesToFloats(second), bias));
+    return Proportional(v, -4.0f);
   }
   static void Quants(const std::byte* b, uint8_t* q) {
     TwoBits(b + 32, q);
@@ -412,15 +431,8 @@ struct Q3_K {
       for (int l = 0; l < 32; ++l) q[32 * g + l] |= ((Byte(b, l) >> g) & 1) << 2;
     }
   }
-  static CONVOY_TARGET_AVX2 void QuantsAvx2(const std::byte* b, uint8_t* q) {
-    const __m256i hmask = Load256(b);
-    for (int h = 0; h < 2; ++h) {
-      const __m256i bytes = Load256(b + 32 + 32 * h);
-      for (int j = 0; j < 4; ++j) {
-        Store256(q + 128 * h + 32 * j,
-                 _mm256_or_si256(Field<2>(bytes, 2 * j, 0), Field<1>(hmask, 4 * h + j, 2)));
-      }
-    }
+  static CONVOY_TARGET_AVX2 __m256i GroupAvx2(const std::byte* b, int j) {
+    return _mm256_or_si256(TwoBitsAvx2(b + 32, j), Field<1>(Load256(b), j, 2));
   }
 };
 
@@ -439,12 +451,17 @@ void UnpackPortable(const std::byte* row, int64_t k, const UnpackedRow& destinat
   ZeroPadding(k, out);
 }
 
-// The 256-value types have their own ScalesAvx2; for the others (one scale per block) the
+// The 256-value types have their own ScaleVectors; for the others (one scale per block) the
 // portable Scales is as good.
 template <typename F>
 CONVOY_TARGET_AVX2 void ScalesAvx2(const std::byte* block, float* lanes, float* offsets) {
   if constexpr (F::kElements == 256) {
-    F::ScalesAvx2(block, lanes, offsets);
+    const KVectors v = F::ScaleVectors(block);
+    if (F::kPerGroup) {
+      SetEightAvx2(v.s[0], v.mn[0], lanes, offsets);
+    } else {
+      SetSixteenAvx2(v.s[0], v.s[1], v.mn[0], v.mn[1], lanes, offsets);
+    }
   } else {
     F::Scales(block, lanes, offsets);
   }
@@ -461,7 +478,13 @@ CONVOY_TARGET_AVX2 void UnpackAvx2(const std::byte* row, int64_t k,
     if constexpr (F::kElements == 32) {
       Store256(out.q + i * F::kElements, F::QuantVector(block));
     } else {
-      F::QuantsAvx2(block, out.q + i * F::kElements);
+      // Every group made before any is stored: the stores (bytes) could alias the block, and
+      // would make the groups sharing a load read it again.
+      __m256i q[8];
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) q[j] = F::GroupAvx2(block, j);
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) Store256(out.q + i * F::kElements + 32 * j, q[j]);
     }
   }
   ZeroPadding(k, out);
@@ -540,11 +563,83 @@ void DirectAvx2Any(const std::byte* w, int64_t row_bytes, int count, int64_t k,
   }
 }
 
+// ---- One activation row against a 256-value type, straight from the blocks: one block (8 groups)
+// a step. Per block the scales come as vectors (F::ScaleVectors, the unpacker's products), the 8
+// groups' products c = s * dx are made at once (the contract's fp32 products, lane for lane) and
+// each group's 8 lanes taken from them; the offsets' two fused multiply-adds of the block (t = 2i
+// and 2i + 1: k is a multiple of 256, so there is no padding) run into their own 8 lanes, added to
+// the accumulators at the end, as the contract says.
+
+// Group j's 8 lanes of c from the block's products, stored in `c`: Q4_K and Q5_K (kPerGroup) keep
+// c of group j at c[j], the others c of half-group h at c[h].
+template <bool kPerGroup>
+CONVOY_TARGET_AVX2 __m256 GroupScale(const float* c, int j) {
+  if (kPerGroup) return _mm256_broadcast_ss(c + j);
+  // [c[2j], c[2j + 1]] four times, then lanes 0-3 take the first and 4-7 the second.
+  const __m256 pairs =
+      _mm256_castpd_ps(_mm256_broadcast_sd(reinterpret_cast<const double*>(c + 2 * j)));
+  return _mm256_permutevar_ps(pairs, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+}
+
+template <typename F>
+CONVOY_TARGET_AVX2_FMA_F16C void DirectKAvx2(const std::byte* row, int64_t k,
+                                             const QuantizedRows& x, float* y, int64_t ldy) {
+  const int64_t blocks = k / 256;
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t r = 0; r < x.m(); ++r) {
+    const int8_t* xq = x.values(r);
+    const float* dx = x.scales(r);
+    const float* xsum = x.half_sums(r);
+    __m256 acc = _mm256_setzero_ps(), off = _mm256_setzero_ps();
+    for (int64_t i = 0; i < blocks; ++i) {
+      const std::byte* block = row + i * F::kBytes;
+      const KVectors v = F::ScaleVectors(block);
+      const __m256 dxv = _mm256_loadu_ps(dx + 8 * i);
+      alignas(32) float c[16];
+      __m256 offsets_low, offsets_high;
+      if (F::kPerGroup) {
+        _mm256_store_ps(c, _mm256_mul_ps(v.s[0], dxv));
+        offsets_low = _mm256_permutevar8x32_ps(v.mn[0], _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+        offsets_high = _mm256_permutevar8x32_ps(v.mn[0], _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7));
+      } else {
+        // Half-groups 2g and 2g + 1 take dx[g].
+        const __m256 dx_low =
+            _mm256_permutevar8x32_ps(dxv, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+        const __m256 dx_high =
+            _mm256_permutevar8x32_ps(dxv, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7));
+        _mm256_store_ps(c, _mm256_mul_ps(v.s[0], dx_low));
+        _mm256_store_ps(c + 8, _mm256_mul_ps(v.s[1], dx_high));
+        offsets_low = v.mn[0];
+        offsets_high = v.mn[1];
+      }
+      off = _mm256_fmadd_ps(offsets_low, _mm256_loadu_ps(xsum + 16 * i), off);
+      off = _mm256_fmadd_ps(offsets_high, _mm256_loadu_ps(xsum + 16 * i + 8), off);
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        const __m256i xv =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 256 * i + 32 * j));
+        const __m256i pairs = _mm256_maddubs_epi16(F::GroupAvx2(block, j), xv);
+        const __m256 sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
+        acc = _mm256_fmadd_ps(sums, GroupScale<F::kPerGroup>(c, j), acc);
+      }
+    }
+    y[r * ldy] = HorizontalSumAvx2(_mm256_add_ps(acc, off));
+  }
+}
+
+template <typename F>
+void DirectKAvx2Any(const std::byte* w, int64_t row_bytes, int count, int64_t k,
+                    const QuantizedRows& x, float* y, int64_t ldy) {
+  for (int i = 0; i < count; ++i) DirectKAvx2<F>(w + i * row_bytes, k, x, y + i, ldy);
+}
+
 template <typename F>
 constexpr Format MakeFormat(bool is_signed) {
   DirectFn direct = nullptr;
   if constexpr (F::kElements == 32) {
     direct = is_signed ? DirectAvx2Any<F, true> : DirectAvx2Any<F, false>;
+  } else {
+    direct = DirectKAvx2Any<F>;
   }
   return {F::kElements, F::kBytes, is_signed, !is_signed, UnpackPortable<F>, UnpackAvx2<F>, direct};
 }

@@ -48,7 +48,7 @@ struct Format {
   bool has_offsets;  // false for Q8_0
   UnpackFn unpack_portable;
   UnpackFn unpack_avx2;  // REQUIRES: the CPU has AVX2. Writes the same bytes as unpack_portable.
-  DirectFn direct_avx2;  // the 32-value types; nullptr for the others
+  DirectFn direct_avx2;  // every type (REQUIRES: AVX2, FMA and F16C)
 };
 
 // ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)): the contract's last sum (quant_matmul.h).

@@ -402,7 +402,7 @@ CONVOY_TARGET_VNNI __m512i TwoBits(const std::byte* qs_a, const std::byte* qs_b,
 
 // Q2_K: 16 bytes of scales at the start (half-group t's sc in the low nibble of byte t, its mi in
 // the high one), the quants at byte 16, d at 80 and dmin at 82; s = d * sc, mn = -(dmin * mi), as
-// quant_unpack.cc's ScalesAvx2.
+// quant_unpack.cc's ScaleVectors.
 struct Q2_K : KSixteen {
   static constexpr int kBytes = 84;
   static CONVOY_TARGET_VNNI KPairScales Scales(const std::byte* a, const std::byte* b,
@@ -441,7 +441,7 @@ CONVOY_TARGET_VNNI __attribute__((always_inline)) inline KPairScales Proportiona
 
 // Q3_K: the third bits at the start (bit j of byte l: value l of group j's), the low two at byte
 // 32, the 6-bit scales at 96 and d at 108; s = d * (sc - 32), mn = -4 * s, as
-// quant_unpack.cc's ScalesAvx2.
+// quant_unpack.cc's ScaleVectors.
 struct Q3_K : KSixteen {
   static constexpr int kBytes = 110, kDAt = 108;
   static constexpr float kMnPerS = -4.0f;
