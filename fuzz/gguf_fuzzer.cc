@@ -3,7 +3,8 @@
 // tensor that has a dequantizer, the Llama config and tensors, the tokenizer and the chat template;
 // and for the Llama tensors kept in their blocks, what the CPU executor runs on them: rows read
 // back (tensor_rows.h, the embedding lookup) and the quantized product (quant_matmul.h), whose
-// AVX2 and portable paths must give the same bits whatever the blocks hold.
+// best path (VNNI where the CPU has it), AVX2 and portable paths must give the same bits whatever
+// the blocks hold, at one activation row (the one-row kernels) and at several (the tile kernels).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>

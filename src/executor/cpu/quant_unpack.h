@@ -33,7 +33,8 @@ constexpr int64_t OffsetStride(int64_t k) { return (k / 16 + 7) / 8 * 8; }
 
 using UnpackFn = void (*)(const std::byte* row, int64_t k, const UnpackedRow& out);
 // y[r * ldy + j] for every row r of x and the `count` (1 to 4) weight rows at w, w + row_bytes,
-// ..., read straight from their blocks, with the tile kernel's bits. REQUIRES: AVX2 and FMA.
+// ..., read straight from their blocks, with the tile kernel's bits. REQUIRES: AVX2, FMA and
+// F16C (Avx2Available()).
 using DirectFn = void (*)(const std::byte* w, int64_t row_bytes, int count, int64_t k,
                           const QuantizedRows& x, float* y, int64_t ldy);
 
