@@ -26,6 +26,29 @@ struct CpuSample {
   std::vector<int> order;        // most likely first, lowest id on ties
 };
 
+// Launches the sampling kernel once over `logits` (rows of `vocab`) and `rows`, and downloads its
+// outputs into `out`; with `again`, launches it a second time over the same buffers into `again`.
+void Sample(const std::vector<float>& logits, int vocab,
+            const std::vector<kernels::SampleRow>& rows, std::vector<kernels::SampleOutput>* out,
+            std::vector<kernels::SampleOutput>* again = nullptr) {
+  DeviceArray<float> d_logits(logits);
+  DeviceArray<kernels::SampleRow> d_rows(rows);
+  DeviceArray<kernels::SampleOutput> d_out(rows.size());
+  kernels::SamplingKernelParams p;
+  p.logits = d_logits.get();
+  p.vocab = vocab;
+  p.rows = d_rows.get();
+  p.out = d_out.get();
+  p.num_rows = static_cast<int64_t>(rows.size());
+  CUDA_ASSERT_OK(kernels::LaunchSampling(p, nullptr));
+  CUDA_ASSERT_OK(cudaDeviceSynchronize());
+  *out = d_out.Download();
+  if (again == nullptr) return;
+  CUDA_ASSERT_OK(kernels::LaunchSampling(p, nullptr));
+  CUDA_ASSERT_OK(cudaDeviceSynchronize());
+  *again = d_out.Download();
+}
+
 CpuSample Reference(const float* logits, int vocab) {
   CpuSample s;
   double max_logit = -INFINITY;
@@ -53,18 +76,8 @@ TEST(SamplingKernel, GreedyLogprobsAndTopLogprobs) {
     sample_rows[r].top_k = r == 4 ? 1 : 0;
     sample_rows[r].temperature = r == 4 ? 0.7f : 0.0f;
   }
-  DeviceArray<float> d_logits(logits);
-  DeviceArray<kernels::SampleRow> d_rows(sample_rows);
-  DeviceArray<kernels::SampleOutput> d_out(rows);
-  kernels::SamplingKernelParams p;
-  p.logits = d_logits.get();
-  p.vocab = vocab;
-  p.rows = d_rows.get();
-  p.out = d_out.get();
-  p.num_rows = rows;
-  CUDA_ASSERT_OK(kernels::LaunchSampling(p, nullptr));
-  CUDA_ASSERT_OK(cudaDeviceSynchronize());
-  const std::vector<kernels::SampleOutput> out = d_out.Download();
+  std::vector<kernels::SampleOutput> out;
+  ASSERT_NO_FATAL_FAILURE(Sample(logits, vocab, sample_rows, &out));
   double max_err = 0.0;
   for (int r = 0; r < rows; ++r) {
     const CpuSample ref =
@@ -95,21 +108,8 @@ TEST(SamplingKernel, SeededDrawsStayInsideTopKAndTopPAndRepeat) {
     sample_rows[r].seed = 1234;
     sample_rows[r].sample_index = r / 2;
   }
-  DeviceArray<float> d_logits(logits);
-  DeviceArray<kernels::SampleRow> d_rows(sample_rows);
-  DeviceArray<kernels::SampleOutput> d_out(rows);
-  kernels::SamplingKernelParams p;
-  p.logits = d_logits.get();
-  p.vocab = vocab;
-  p.rows = d_rows.get();
-  p.out = d_out.get();
-  p.num_rows = rows;
-  CUDA_ASSERT_OK(kernels::LaunchSampling(p, nullptr));
-  CUDA_ASSERT_OK(cudaDeviceSynchronize());
-  const std::vector<kernels::SampleOutput> first = d_out.Download();
-  CUDA_ASSERT_OK(kernels::LaunchSampling(p, nullptr));
-  CUDA_ASSERT_OK(cudaDeviceSynchronize());
-  const std::vector<kernels::SampleOutput> second = d_out.Download();
+  std::vector<kernels::SampleOutput> first, second;
+  ASSERT_NO_FATAL_FAILURE(Sample(logits, vocab, sample_rows, &first, &second));
 
   const CpuSample ref = Reference(one_row.data(), vocab);
   std::vector<int> rank(vocab);
@@ -145,18 +145,8 @@ TEST(SamplingKernel, RepeatedLaunchesPickTheArgmaxEachTime) {
         RandomFloats(static_cast<size_t>(vocab) * rows, 100 + launch, 3.0f);
     std::vector<kernels::SampleRow> sample_rows(rows);
     for (int r = 0; r < rows; ++r) sample_rows[r].logits_row = r;
-    DeviceArray<float> d_logits(logits);
-    DeviceArray<kernels::SampleRow> d_rows(sample_rows);
-    DeviceArray<kernels::SampleOutput> d_out(rows);
-    kernels::SamplingKernelParams p;
-    p.logits = d_logits.get();
-    p.vocab = vocab;
-    p.rows = d_rows.get();
-    p.out = d_out.get();
-    p.num_rows = rows;
-    CUDA_ASSERT_OK(kernels::LaunchSampling(p, nullptr));
-    CUDA_ASSERT_OK(cudaDeviceSynchronize());
-    const std::vector<kernels::SampleOutput> out = d_out.Download();
+    std::vector<kernels::SampleOutput> out;
+    ASSERT_NO_FATAL_FAILURE(Sample(logits, vocab, sample_rows, &out));
     for (int r = 0; r < rows; ++r) {
       const float* row = logits.data() + static_cast<size_t>(r) * vocab;
       EXPECT_EQ(out[r].token, std::max_element(row, row + vocab) - row) << "row " << r;
@@ -185,18 +175,8 @@ TEST(SamplingKernel, DrawsTheCpuSamplersTokens) {
     sample_rows[r].seed = params[r].seed;
     sample_rows[r].sample_index = r * 3;
   }
-  DeviceArray<float> d_logits(logits);
-  DeviceArray<kernels::SampleRow> d_rows(sample_rows);
-  DeviceArray<kernels::SampleOutput> d_out(rows);
-  kernels::SamplingKernelParams p;
-  p.logits = d_logits.get();
-  p.vocab = vocab;
-  p.rows = d_rows.get();
-  p.out = d_out.get();
-  p.num_rows = rows;
-  CUDA_ASSERT_OK(kernels::LaunchSampling(p, nullptr));
-  CUDA_ASSERT_OK(cudaDeviceSynchronize());
-  const std::vector<kernels::SampleOutput> out = d_out.Download();
+  std::vector<kernels::SampleOutput> out;
+  ASSERT_NO_FATAL_FAILURE(Sample(logits, vocab, sample_rows, &out));
   std::vector<std::pair<float, int32_t>> scratch;
   int agree = 0;
   for (int r = 0; r < rows; ++r) {
@@ -278,18 +258,8 @@ TEST(SamplingKernel, AllowedTokensAdjustmentsAndMinPFollowTheCpuSampler) {
     if (mask_at[r] != SIZE_MAX) sample_rows[r].allowed = d_masks.get() + mask_at[r];
     if (entries_at[r] != SIZE_MAX) sample_rows[r].adjustments = d_entries.get() + entries_at[r];
   }
-  DeviceArray<float> d_logits(logits);
-  DeviceArray<kernels::SampleRow> d_rows(sample_rows);
-  DeviceArray<kernels::SampleOutput> d_out(rows);
-  kernels::SamplingKernelParams p;
-  p.logits = d_logits.get();
-  p.vocab = vocab;
-  p.rows = d_rows.get();
-  p.out = d_out.get();
-  p.num_rows = rows;
-  CUDA_ASSERT_OK(kernels::LaunchSampling(p, nullptr));
-  CUDA_ASSERT_OK(cudaDeviceSynchronize());
-  const std::vector<kernels::SampleOutput> out = d_out.Download();
+  std::vector<kernels::SampleOutput> out;
+  ASSERT_NO_FATAL_FAILURE(Sample(logits, vocab, sample_rows, &out));
   std::vector<std::pair<float, int32_t>> scratch;
   int agree = 0, greedy_rows = 0;
   double worst = 0.0;
