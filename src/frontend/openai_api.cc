@@ -69,10 +69,13 @@ class FieldReader {
     if (!x) return std::nullopt;
     return static_cast<int64_t>(*x);
   }
-  // The same for an unsigned 64-bit field (all of 0..2^64-1).
-  std::optional<uint64_t> Uint64(const char* name) {
-    std::optional<long double> x = Integer(name, 0, std::numeric_limits<uint64_t>::max());
+  // A 64-bit seed: any signed (OpenAI's API declares the field int64) or unsigned 64-bit
+  // integer, a negative one taken as its two's complement (-1 is 2^64 - 1).
+  std::optional<uint64_t> Seed(const char* name) {
+    std::optional<long double> x =
+        Integer(name, std::numeric_limits<int64_t>::min(), std::numeric_limits<uint64_t>::max());
     if (!x) return std::nullopt;
+    if (*x < 0) return static_cast<uint64_t>(static_cast<int64_t>(*x));
     return static_cast<uint64_t>(*x);
   }
   std::optional<double> Number(const char* name) {
@@ -587,7 +590,7 @@ ParsedOpenAiRequest ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view
   if (std::optional<int64_t> k = fields.Int("top_k", -1, kMaxInt32)) {
     sampling->set_top_k(*k < 0 ? 0 : static_cast<int32_t>(*k));
   }
-  if (std::optional<uint64_t> seed = fields.Uint64("seed")) sampling->set_seed(*seed);
+  if (std::optional<uint64_t> seed = fields.Seed("seed")) sampling->set_seed(*seed);
   // Their ranges are checked where every protocol's are (PrepareRequest), naming the field.
   if (std::optional<double> p = fields.Number("presence_penalty")) {
     sampling->set_presence_penalty(static_cast<float>(*p));

@@ -199,9 +199,10 @@ TEST(OpenAiApiTest, IntegerFieldsNameTheirRangeOrTheFraction) {
     const char* fault;
   };
   const Case cases[] = {
-      {R"("seed": -1)", "seed", "out of range: must be in [0, 18446744073709551615], got -1"},
+      {R"("seed": -1e19)", "seed",
+       "out of range: must be in [-9223372036854775808, 18446744073709551615], got -1e+19"},
       {R"("seed": 18446744073709551616)", "seed",
-       "out of range: must be in [0, 18446744073709551615]"},
+       "out of range: must be in [-9223372036854775808, 18446744073709551615]"},
       {R"("seed": 1e300)", "seed", "out of range"},
       {R"("max_tokens": 1e308)", "max_tokens",
        "out of range: must be in [1, 2147483647], got 1e+308"},
@@ -225,6 +226,13 @@ TEST(OpenAiApiTest, IntegerFieldsNameTheirRangeOrTheFraction) {
   EXPECT_EQ(r.request.sampling().seed(), 18446744073709551615u);
   EXPECT_EQ(r.request.sampling().max_tokens(), 1000);
   EXPECT_EQ(r.request.sampling().top_k(), 5);
+  // OpenAI declares the seed a signed 64-bit integer: a negative one is its two's complement.
+  EXPECT_EQ(Parse(kCompletions, R"({"prompt": "a", "seed": -1})").request.sampling().seed(),
+            18446744073709551615u);
+  EXPECT_EQ(Parse(kCompletions, R"({"prompt": "a", "seed": -9223372036854775808})")
+                .request.sampling()
+                .seed(),
+            9223372036854775808u);
 }
 
 // RESOURCE_EXHAUSTED has three causes, each with its own code: a full queue, the client's own
