@@ -48,52 +48,101 @@ CONVOY_TARGET_VNNI __m512 Join(const float* a, const float* b) {
   return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(low), high, 1));
 }
 
+// The 8 floats at p in both halves.
+CONVOY_TARGET_VNNI __m512 Twice(const float* p) {
+  return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(p))));
+}
+
 CONVOY_TARGET_VNNI __m256 Half(__m512 v, int i) {
   if (i == 0) return _mm512_castps512_ps256(v);
   return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
 }
 
-// Output i of every activation row from the accumulators of kPairs row pairs: the contract's
-// offsets added (row i's at offsets[i]), then its last sum. Outputs at and past `count` are
-// dropped (their rows repeat the last real one).
-template <bool kOffsets, int kPairs>
-CONVOY_TARGET_VNNI __attribute__((always_inline)) inline void Finish(const __m512* acc, int count,
-                                                                     const float* const* offsets,
-                                                                     const float* xsum,
-                                                                     int64_t stride, float* y) {
-  for (int i = 0; i < count; ++i) {
-    __m256 v = Half(acc[i / 2], i % 2);
-    if (kOffsets) v = _mm256_add_ps(v, OffsetSumAvx2(offsets[i], xsum, stride));
-    y[i] = HorizontalSumAvx2(v);
+// Outputs [r0, r0 + kRows) x [0, count) from the accumulators acc[i][p] of activation row r0 + i
+// and weight rows 2p, 2p + 1 (a vector each): with kOffsets, the contract's offset terms added
+// first (weight row w's offsets at offsets[w], OffsetStride(k) floats), then each output's last
+// sum. The offset terms of all the pairs run side by side: each is a chain of fused multiply-adds,
+// and one chain alone would wait on each one's latency. Outputs at and past `count` are dropped
+// (their weight rows repeat the last real one).
+template <bool kOffsets, int kRows, int kPairs>
+CONVOY_TARGET_VNNI __attribute__((always_inline)) inline void Store(
+    __m512 (&acc)[kRows][kPairs], int count, int64_t k, const float* const* offsets,
+    const QuantizedRows& x, int64_t r0, float* y, int64_t ldy) {
+  if (kOffsets) {
+    __m512 off[kRows][kPairs];
+    for (int i = 0; i < kRows; ++i) {
+      for (int p = 0; p < kPairs; ++p) off[i][p] = _mm512_setzero_ps();
+    }
+    const int64_t stride = OffsetStride(k);
+    for (int64_t t = 0; t < stride; t += 8) {
+      __m512 mn[kPairs];
+      for (int p = 0; p < kPairs; ++p) mn[p] = Join(offsets[2 * p] + t, offsets[2 * p + 1] + t);
+      for (int i = 0; i < kRows; ++i) {
+        const __m512 xsum = Twice(x.half_sums(r0 + i) + t);
+        for (int p = 0; p < kPairs; ++p) off[i][p] = _mm512_fmadd_ps(mn[p], xsum, off[i][p]);
+      }
+    }
+    for (int i = 0; i < kRows; ++i) {
+      for (int p = 0; p < kPairs; ++p) acc[i][p] = _mm512_add_ps(acc[i][p], off[i][p]);
+    }
+  }
+  for (int i = 0; i < kRows; ++i) {
+    for (int o = 0; o < count; ++o) {
+      y[(r0 + i) * ldy + o] = HorizontalSumAvx2(Half(acc[i][o / 2], o % 2));
+    }
   }
 }
 
-// ---- The tile kernel: quant_matmul.cc's TileAvx2 on the same unpacked rows, two rows a vector.
-// rows: 2 * kPairs (the last real one repeated to fill).
+// ---- The tile kernel: quant_matmul.cc's TileAvx2 on the same unpacked rows, two rows a vector,
+// kRows activation rows at a time: a group's weights and scales are loaded once for all of them,
+// and each (activation row, weight row) pair keeps its own accumulator, so every output sees the
+// contract's operations in its order whatever kRows is. rows: 2 * kPairs (the last real one
+// repeated to fill); the activation rows r0 .. r0 + kRows - 1.
+template <bool kSigned, bool kOffsets, int kPairs, int kRows>
+CONVOY_TARGET_VNNI void TileVnniRows(const UnpackedRow* rows, int count, int64_t k,
+                                     const QuantizedRows& x, int64_t r0, float* y, int64_t ldy) {
+  const int64_t groups = k / 32;
+  const int8_t* xq[kRows];
+  const float* dx[kRows];
+  __m512 acc[kRows][kPairs];
+  for (int i = 0; i < kRows; ++i) {
+    xq[i] = x.values(r0 + i);
+    dx[i] = x.scales(r0 + i);
+    for (int p = 0; p < kPairs; ++p) acc[i][p] = _mm512_setzero_ps();
+  }
+  for (int64_t g = 0; g < groups; ++g) {
+    __m512i q[kPairs];
+    __m512 s[kPairs];
+    for (int p = 0; p < kPairs; ++p) {
+      const UnpackedRow& a = rows[2 * p];
+      const UnpackedRow& b = rows[2 * p + 1];
+      q[p] = Join(a.q + 32 * g, b.q + 32 * g);
+      s[p] = Join(a.scales + 8 * g, b.scales + 8 * g);
+    }
+    for (int i = 0; i < kRows; ++i) {
+      const __m512i xv = Activations(xq[i] + 32 * g);
+      const __m512 dxv = _mm512_set1_ps(dx[i][g]);
+      for (int p = 0; p < kPairs; ++p) {
+        const __m512 sums = _mm512_cvtepi32_ps(Dot<kSigned>(q[p], xv));
+        acc[i][p] = _mm512_fmadd_ps(sums, _mm512_mul_ps(s[p], dxv), acc[i][p]);
+      }
+    }
+  }
+  const float* offsets[2 * kPairs];
+  for (int w = 0; w < 2 * kPairs; ++w) offsets[w] = rows[w].offsets;
+  Store<kOffsets>(acc, count, k, offsets, x, r0, y, ldy);
+}
+
+// Every activation row: four at a time, then the rest one at a time.
 template <bool kSigned, bool kOffsets, int kPairs>
 CONVOY_TARGET_VNNI void TileVnni(const UnpackedRow* rows, int count, int64_t k,
                                  const QuantizedRows& x, float* y, int64_t ldy) {
-  const int64_t groups = k / 32;
-  const float* offsets[2 * kPairs];
-  for (int i = 0; i < 2 * kPairs; ++i) offsets[i] = rows[i].offsets;
-  for (int64_t r = 0; r < x.m(); ++r) {
-    const int8_t* xq = x.values(r);
-    const float* dx = x.scales(r);
-    __m512 acc[kPairs];
-    for (int p = 0; p < kPairs; ++p) acc[p] = _mm512_setzero_ps();
-    for (int64_t g = 0; g < groups; ++g) {
-      const __m512i xv = Activations(xq + 32 * g);
-      const __m512 dxv = _mm512_set1_ps(dx[g]);
-      for (int p = 0; p < kPairs; ++p) {
-        const UnpackedRow& a = rows[2 * p];
-        const UnpackedRow& b = rows[2 * p + 1];
-        const __m512 sums = _mm512_cvtepi32_ps(Dot<kSigned>(Join(a.q + 32 * g, b.q + 32 * g), xv));
-        const __m512 c = _mm512_mul_ps(Join(a.scales + 8 * g, b.scales + 8 * g), dxv);
-        acc[p] = _mm512_fmadd_ps(sums, c, acc[p]);
-      }
-    }
-    Finish<kOffsets, kPairs>(acc, count, offsets, x.half_sums(r), OffsetStride(k), y + r * ldy);
+  constexpr int kRowsAtOnce = 4;
+  int64_t r = 0;
+  for (; r + kRowsAtOnce <= x.m(); r += kRowsAtOnce) {
+    TileVnniRows<kSigned, kOffsets, kPairs, kRowsAtOnce>(rows, count, k, x, r, y, ldy);
   }
+  for (; r < x.m(); ++r) TileVnniRows<kSigned, kOffsets, kPairs, 1>(rows, count, k, x, r, y, ldy);
 }
 
 template <bool kSigned, bool kOffsets>
@@ -223,8 +272,8 @@ CONVOY_TARGET_VNNI void DirectVnni(const std::byte* const* rows, int count, int6
   for (int64_t r = 0; r < x.m(); ++r) {
     const int8_t* xq = x.values(r);
     const float* dx = x.scales(r);
-    __m512 acc[kPairs];
-    for (int p = 0; p < kPairs; ++p) acc[p] = _mm512_setzero_ps();
+    __m512 acc[1][kPairs];
+    for (int p = 0; p < kPairs; ++p) acc[0][p] = _mm512_setzero_ps();
     for (int64_t g = 0; g < groups; ++g) {
       const __m512i xv = Activations(xq + 32 * g);
       const __m128 dxv = _mm_set1_ps(dx[g]);
@@ -238,10 +287,10 @@ CONVOY_TARGET_VNNI void DirectVnni(const std::byte* const* rows, int count, int6
         const __m128 d = PairScales<F>(a, b, offsets[2 * p] + 2 * g, offsets[2 * p + 1] + 2 * g);
         // c = d * dx, the AVX2 kernel's product.
         const __m512 c = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_mul_ps(d, dxv)));
-        acc[p] = _mm512_fmadd_ps(sums, c, acc[p]);
+        acc[0][p] = _mm512_fmadd_ps(sums, c, acc[0][p]);
       }
     }
-    Finish<!F::kSigned, kPairs>(acc, count, offsets, x.half_sums(r), stride, y + r * ldy);
+    Store<!F::kSigned>(acc, count, k, offsets, x, r, y, ldy);
   }
 }
 
@@ -275,10 +324,6 @@ struct KPairScales {
 };
 
 // Eight dx, twice: [dx 0-7, dx 0-7].
-CONVOY_TARGET_VNNI __m512 Twice(const float* p) {
-  return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(p))));
-}
-
 CONVOY_TARGET_VNNI __m512 Negate(__m512 v) {  // the sign flipped, as quant_unpack.cc's Negate
   return _mm512_castsi512_ps(
       _mm512_xor_si512(_mm512_castps_si512(v), _mm512_set1_epi32(static_cast<int>(0x80000000u))));
