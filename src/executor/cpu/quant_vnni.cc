@@ -329,9 +329,8 @@ CONVOY_TARGET_VNNI __m512 Negate(__m512 v) {  // the sign flipped, as quant_unpa
       _mm512_xor_si512(_mm512_castps_si512(v), _mm512_set1_epi32(static_cast<int>(0x80000000u))));
 }
 
-// Bytes [low, high] (8 each, unsigned) as 16 floats.
-CONVOY_TARGET_VNNI __m512 ByteFloats(uint64_t low, uint64_t high) {
-  const __m128i bytes = _mm_set_epi64x(static_cast<int64_t>(high), static_cast<int64_t>(low));
+// 16 unsigned bytes as 16 floats.
+CONVOY_TARGET_VNNI __m512 ByteFloats(__m128i bytes) {
   return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes));
 }
 
@@ -346,6 +345,38 @@ CONVOY_TARGET_VNNI __m512i AddBitPlane(__m512i q, const std::byte* a, const std:
   return _mm512_mask_add_epi8(q, set, q, _mm512_set1_epi8(static_cast<char>(value)));
 }
 
+// KScaleBytes (quant_unpack.h) of blocks a and b at once, in vectors: the 12 bytes at byte 4 of
+// each give [a's 8 scales, b's 8 scales] (bytes, sub-block order) in the low 128 bits and [a's 8
+// mins, b's 8 mins] in the high 128.
+CONVOY_TARGET_VNNI __m256i KScaleBytesPair(const std::byte* a, const std::byte* b) {
+  const __m256i p = _mm256_inserti128_si256(
+      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 4))),
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 4)), 1);
+  // Per 128-bit lane, output byte i < 8 is sub-block i's scale, byte 8 + i its min. Their low
+  // bits: scale i < 4 in the low 6 bits of byte i, scale i >= 4 in the low nibble of byte i + 4;
+  // min i < 4 in the low 6 bits of byte i + 4, min i >= 4 in the high nibble of byte i + 4.
+  const __m256i low =
+      _mm256_shuffle_epi8(p, _mm256_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11, 0,
+                                              1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+  // Their top 2 bits (i >= 4): the top bits of byte i - 4 (scales) and of byte i (mins); -1: none.
+  const __m256i top = _mm256_shuffle_epi8(
+      p, _mm256_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 0,
+                          1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+  const __m256i low_mask =
+      _mm256_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0, 63, 63, 63, 63,
+                       15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0);
+  const __m256i high_nibble_mask =
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15, 0, 0, 0, 0, 0, 0, 0, 0,
+                       0, 0, 0, 0, 15, 15, 15, 15);
+  // 16-bit shifts: what comes in from the neighbouring byte is masked off.
+  const __m256i bits = _mm256_or_si256(
+      _mm256_or_si256(_mm256_and_si256(low, low_mask),
+                      _mm256_and_si256(_mm256_srli_epi16(low, 4), high_nibble_mask)),
+      _mm256_and_si256(_mm256_srli_epi16(top, 2), _mm256_set1_epi8(0x30)));
+  // [a's scales, a's mins, b's scales, b's mins] -> [a's scales, b's, a's mins, b's]
+  return _mm256_permute4x64_epi64(bits, _MM_SHUFFLE(3, 1, 2, 0));
+}
+
 // Q4_K and Q5_K: d, dmin and the 6-bit scales and mins at the start of the block; s = d * sc for
 // both halves of a group, mn = -(dmin * mi) for both. c[0] is [a's c of groups 0-7, b's].
 template <int kBytesPerBlock, int kQuantsAt, bool kFifthBits>
@@ -353,9 +384,7 @@ struct KFourBit {
   static constexpr int kBytes = kBytesPerBlock;
   static CONVOY_TARGET_VNNI KPairScales Scales(const std::byte* a, const std::byte* b,
                                                const float* dx) {
-    uint64_t scales_a, mins_a, scales_b, mins_b;
-    KScaleBytes(a + 4, &scales_a, &mins_a);
-    KScaleBytes(b + 4, &scales_b, &mins_b);
+    const __m256i scale_bytes = KScaleBytesPair(a, b);
     uint32_t head_a, head_b;
     std::memcpy(&head_a, a, 4);
     std::memcpy(&head_b, b, 4);
@@ -367,8 +396,9 @@ struct KFourBit {
         _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), halves);
     const __m512 dmin = _mm512_permutexvar_ps(
         _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3), halves);
-    const __m512 s = _mm512_mul_ps(d, ByteFloats(scales_a, scales_b));
-    const __m512 mn = Negate(_mm512_mul_ps(dmin, ByteFloats(mins_a, mins_b)));
+    const __m512 s = _mm512_mul_ps(d, ByteFloats(_mm256_castsi256_si128(scale_bytes)));
+    const __m512 mn =
+        Negate(_mm512_mul_ps(dmin, ByteFloats(_mm256_extracti128_si256(scale_bytes, 1))));
     KPairScales out;
     out.c[0] = _mm512_mul_ps(s, Twice(dx));
     out.offsets_low = _mm512_permutexvar_ps(
