@@ -348,6 +348,8 @@ for f in files:
         users = machine["users"]
         print(f"| {users} users: goodput, requests/s within the SLOs | {cell('convoy', 'goodput_rps')} | "
               f"{cell('llama', 'goodput_rps')} | {sratio('goodput_rps')} |")
+        print(f"| {users} users: output tokens/s | {cell('convoy', 'output_tokens_per_s', digits=1)} | "
+              f"{cell('llama', 'output_tokens_per_s', digits=1)} | {sratio('output_tokens_per_s')} |")
         for key, name in (("ttft_s", "TTFT"), ("itl_s", "inter-token latency")):
             for q in ("p50", "p99"):
                 a, b = serve.get("convoy"), serve.get("llama")
