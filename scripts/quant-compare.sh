@@ -12,8 +12,8 @@
 # and Q8_0), made once into LLAMACPP_DIR/models. Per file:
 #   1. memory and load time: convoyd (its default config, the KV cache's budget set to the bytes
 #      of llama-server's f16 cache for CTX tokens, and 16-bit) and llama-server (-c CTX, one
-#      slot), each started ROUNDS times in turn with the file in the page cache; resident memory
-#      (VmRSS) once it serves, the model load time from its log, process start to serving;
+#      slot), each started ROUNDS times in turn with the file in the page cache: resident memory
+#      (VmRSS) once it serves, and the time from process start to serving;
 #   2. single stream, ROUNDS rounds, convoy (cpu_forward_bench) then llama.cpp (llama-bench), THREADS
 #      threads on CPUS: decode at batch 1 after a 128-token prompt, prefill of 128 tokens, and the
 #      streaming read bandwidth cpu_forward_bench measures beside its decode (the ratio
@@ -34,7 +34,7 @@ cd "$(dirname "$0")/.."
 repo=$(pwd)
 source scripts/lib/llamacpp.sh
 source scripts/lib/serving.sh  # need_executables, stop_process
-build=$(cd "${BUILD_DIR:-build}" && pwd)
+build=${BUILD_DIR:-build}
 files=${FILES:-q4_1 q4_k_m q8_0}
 rounds=${ROUNDS:-3}
 cpus=${CPUS:-0}
