@@ -50,7 +50,7 @@ cd "$(dirname "$0")/.."
 repo=$(pwd)
 
 source scripts/lib/llamacpp.sh  # llamacpp_version, llamacpp_dir (LLAMACPP_DIR), the sdist
-source scripts/lib/serving.sh   # stop_process
+source scripts/lib/serving.sh   # stop_process, wait_ready
 model=${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
 cpus=${CPUS:-0-1}
 threads=${THREADS:-2}
@@ -320,19 +320,7 @@ EOF
     --listen-address 127.0.0.1 --port 0 --port-file "$dir/port" --http-listen-address 127.0.0.1 --http-port 0 \
     --http-port-file "$dir/http-port" --metrics-port 0 >"$dir/convoyd.log" 2>&1 &
   pid[convoy]=$!
-  for _ in $(seq 600); do
-    if [ -s "$dir/port" ] && [ -s "$dir/http-port" ]; then break; fi
-    if ! kill -0 "${pid[convoy]}" 2>/dev/null; then
-      echo "llamacpp-compare: convoyd exited; the end of $dir/convoyd.log:" >&2
-      tail -n 20 "$dir/convoyd.log" >&2
-      exit 1
-    fi
-    sleep 0.5
-  done
-  if ! [ -s "$dir/port" ] || ! [ -s "$dir/http-port" ]; then
-    echo "llamacpp-compare: convoyd wrote no port files in 300 s ($dir/convoyd.log)" >&2
-    exit 1
-  fi
+  wait_ready "${pid[convoy]}" convoyd "$dir/convoyd.log" test -s "$dir/port" -a -s "$dir/http-port"
   convoy_grpc=127.0.0.1:$(cat "$dir/port")
   http[convoy]=127.0.0.1:$(cat "$dir/http-port")
 }
@@ -347,17 +335,7 @@ start_llama() {
     -c $((slots * ctx_per_slot)) --ignore-eos --no-ui >"$log" 2>&1 &
   pid[$name]=$!
   http[$name]=127.0.0.1:$port
-  for _ in $(seq 600); do
-    if curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then return 0; fi
-    if ! kill -0 "${pid[$name]}" 2>/dev/null; then
-      echo "llamacpp-compare: llama-server exited; the end of $log:" >&2
-      tail -n 20 "$log" >&2
-      exit 1
-    fi
-    sleep 0.5
-  done
-  echo "llamacpp-compare: llama-server not healthy after 300 s ($log)" >&2
-  exit 1
+  wait_ready "${pid[$name]}" llama-server "$log" curl -sf -o /dev/null "http://127.0.0.1:$port/health"
 }
 
 engines=(convoy)

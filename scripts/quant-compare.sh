@@ -33,7 +33,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 source scripts/lib/llamacpp.sh
-source scripts/lib/serving.sh  # need_executables, stop_process
+source scripts/lib/serving.sh  # need_executables, stop_process, wait_ready
 build=${BUILD_DIR:-build}
 files=${FILES:-q4_1 q4_k_m q8_0}
 rounds=${ROUNDS:-3}
@@ -136,23 +136,6 @@ stop_server() {
 }
 trap stop_server EXIT
 now_ms() { date +%s%3N; }
-# wait_ready NAME LOG COMMAND...: waits until COMMAND succeeds (checked every 50 ms, 300 s at
-# most) while server_pid lives; exits 1 with the end of LOG otherwise.
-wait_ready() {
-  local name=$1 log=$2
-  shift 2
-  for _ in $(seq 6000); do
-    "$@" && return 0
-    if ! kill -0 "$server_pid" 2>/dev/null; then
-      echo "quant-compare: $name exited; the end of $log:" >&2
-      tail -n 20 "$log" >&2
-      exit 1
-    fi
-    sleep 0.05
-  done
-  echo "quant-compare: $name not ready after 300 s ($log)" >&2
-  exit 1
-}
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 
 # start_convoyd FILE SLOTS DIR: convoyd on FILE with configs/default.pbtxt's scheduler but SLOTS
@@ -172,7 +155,7 @@ start_convoyd() {
     --listen-address 127.0.0.1 --port 0 --port-file "$dir/port" --http-listen-address 127.0.0.1 \
     --http-port 0 --http-port-file "$dir/http-port" --metrics-port 0 >"$dir/convoyd.log" 2>&1 &
   server_pid=$!
-  wait_ready convoyd "$dir/convoyd.log" grep -q "SERVING model" "$dir/convoyd.log"
+  wait_ready "$server_pid" convoyd "$dir/convoyd.log" grep -q "SERVING model" "$dir/convoyd.log"
   start_s=$(awk -v a="$t0" -v b="$(now_ms)" 'BEGIN { printf "%.2f", (b - a) / 1000 }')
   grpc_addr=127.0.0.1:$(cat "$dir/port")
   http_addr=127.0.0.1:$(cat "$dir/http-port")
@@ -189,7 +172,7 @@ start_llama() {
     -t "$serve_threads" -tb "$serve_threads" --parallel "$slots" --cont-batching \
     -c $((slots * ctx)) --ignore-eos --no-ui >"$dir/llama-server.log" 2>&1 &
   server_pid=$!
-  wait_ready llama-server "$dir/llama-server.log" curl -sf -o /dev/null "http://127.0.0.1:$port/health"
+  wait_ready "$server_pid" llama-server "$dir/llama-server.log" curl -sf -o /dev/null "http://127.0.0.1:$port/health"
   start_s=$(awk -v a="$t0" -v b="$(now_ms)" 'BEGIN { printf "%.2f", (b - a) / 1000 }')
   http_addr=127.0.0.1:$port
 }

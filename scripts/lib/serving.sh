@@ -19,7 +19,7 @@ need_executables() {
 # HTTP; the metrics port off), its log in OUT_DIR/convoyd.log, and waits until it listens; on the
 # CPUs in $SERVER_CPUS only (taskset) when that is set. Sets
 # convoyd_pid, convoyd_addr (gRPC HOST:PORT) and convoyd_http (HTTP HOST:PORT); exits 1 if the
-# server exits or writes no port files in 300 s.
+# server exits or writes no port files in 300 s (wait_ready).
 start_convoyd() {
   local exe=$1 out=$2 config=$3 model=$4
   local pin=()
@@ -29,19 +29,7 @@ start_convoyd() {
     --port-file "$out/port" --http-listen-address 127.0.0.1 --http-port 0 \
     --http-port-file "$out/http-port" --metrics-port 0 >"$out/convoyd.log" 2>&1 &
   convoyd_pid=$!
-  for _ in $(seq 600); do
-    [ -s "$out/port" ] && [ -s "$out/http-port" ] && break
-    if ! kill -0 "$convoyd_pid" 2>/dev/null; then
-      echo "$0: convoyd exited; the end of $out/convoyd.log:" >&2
-      tail -n 20 "$out/convoyd.log" >&2
-      exit 1
-    fi
-    sleep 0.5
-  done
-  if ! [ -s "$out/port" ] || ! [ -s "$out/http-port" ]; then
-    echo "$0: convoyd wrote no port files in 300 s (log: $out/convoyd.log)" >&2
-    exit 1
-  fi
+  wait_ready "$convoyd_pid" convoyd "$out/convoyd.log" test -s "$out/port" -a -s "$out/http-port"
   convoyd_addr=127.0.0.1:$(cat "$out/port")
   convoyd_http=127.0.0.1:$(cat "$out/http-port")
 }
@@ -66,4 +54,24 @@ stop_process() {
   done
   kill -KILL "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
+}
+
+# wait_ready PID NAME LOG COMMAND...: waits until COMMAND succeeds (tried every 50 ms, for 300 s
+# at most) while process PID (the server NAME, writing LOG) runs; exits 1 saying why and with the
+# end of LOG when it exits first or the time runs out.
+wait_ready() {
+  local pid=$1 name=$2 log=$3
+  shift 3
+  for _ in $(seq 6000); do
+    "$@" && return 0
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "$0: $name exited; the end of $log:" >&2
+      tail -n 20 "$log" >&2
+      exit 1
+    fi
+    sleep 0.05
+  done
+  echo "$0: $name not ready after 300 s; the end of $log:" >&2
+  tail -n 20 "$log" >&2
+  exit 1
 }
