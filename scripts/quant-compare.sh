@@ -299,7 +299,6 @@ for f in files:
           f"{ratio(rss['convoy'], rss['llama'])} |")
     print(f"| process start to serving, s | {fmt(start['convoy'], 2)} | {fmt(start['llama'], 2)} | "
           f"{ratio(start['convoy'], start['llama'])} |")
-    conv = [json.load(open(p)) for p in rounds(f"{f}-convoy-r*.json")]
     decode = [convoy_bench(p, "BM_Decode/native/1/") for p in rounds(f"{f}-convoy-r*.json")]
     prefill = [convoy_bench(p, "BM_Prefill/native/128/") for p in rounds(f"{f}-convoy-r*.json")]
     c_dec = [d["tokens/s"] if d else None for d in decode]
@@ -340,9 +339,9 @@ for f in files:
                 cb = f"{b[key][q] * 1e3:.0f}" if b else "failed"
                 r = f"{a[key][q] / b[key][q]:.2f}x" if a and b and b[key][q] else "–"
                 print(f"| {users} users: {name} {q}, ms | {ca} | {cb} | {r} |")
-        a, b = serve.get("convoy"), serve.get("llama")
-        print(f"| {users} users: completed / sent | {a['completed']}/{a['sent'] if a else ''} | "
-              f"{b['completed']}/{b['sent'] if b else ''} | |" if a and b else "")
+        print(f"| {users} users: completed / sent | "
+              + " | ".join(f"{serve[e]['completed']}/{serve[e]['sent']}" if serve.get(e) else "failed"
+                           for e in ("convoy", "llama")) + " | |")
     print()
 print(f"SLOs: TTFT {machine['slo_ttft_ms']} ms, inter-token {machine['slo_itl_ms']} ms; "
       f"serving runs {machine['duration']} s each. Raw results: {out}")

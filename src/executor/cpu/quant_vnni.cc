@@ -323,7 +323,6 @@ struct KPairScales {
   __m512 offsets_low, offsets_high;
 };
 
-// Eight dx, twice: [dx 0-7, dx 0-7].
 CONVOY_TARGET_VNNI __m512 Negate(__m512 v) {  // the sign flipped, as quant_unpack.cc's Negate
   return _mm512_castsi512_ps(
       _mm512_xor_si512(_mm512_castps_si512(v), _mm512_set1_epi32(static_cast<int>(0x80000000u))));
