@@ -24,9 +24,9 @@ struct TypeCase {
 };
 
 const TypeCase kTypes[] = {
-    {GgmlType::kQ4_0, 32, 18, 0, -1}, {GgmlType::kQ4_1, 32, 20, 0, 2},
-    {GgmlType::kQ8_0, 32, 34, 0, -1}, {GgmlType::kQ4_K, 256, 144, 0, 2},
-    {GgmlType::kQ5_K, 256, 176, 0, 2}, {GgmlType::kQ6_K, 256, 210, 208, -1},
+    {GgmlType::kQ4_0, 32, 18, 0, -1},     {GgmlType::kQ4_1, 32, 20, 0, 2},
+    {GgmlType::kQ8_0, 32, 34, 0, -1},     {GgmlType::kQ4_K, 256, 144, 0, 2},
+    {GgmlType::kQ5_K, 256, 176, 0, 2},    {GgmlType::kQ6_K, 256, 210, 208, -1},
     {GgmlType::kQ3_K, 256, 110, 108, -1}, {GgmlType::kQ2_K, 256, 84, 80, 82},
 };
 
@@ -73,17 +73,18 @@ void BM_QuantMatmul(benchmark::State& state) {
   const std::vector<std::byte> one = RandomMatrix(t);
   const int64_t matrix_bytes = static_cast<int64_t>(one.size());
   const int64_t copies = ring ? kRingBytes / matrix_bytes + 1 : 1;
-  std::vector<std::byte> weights(copies * matrix_bytes);
-  for (int64_t c = 0; c < copies; ++c) std::memcpy(&weights[c * matrix_bytes], one.data(), one.size());
+  std::vector<QuantWeights> weights;
+  for (int64_t c = 0; c < copies; ++c) weights.emplace_back(t.type, one.data(), kN, kK);
 
   std::vector<float> x(m * kK);
-  for (int64_t i = 0; i < m * kK; ++i) x[i] = static_cast<float>((i * 7919) % 2001) / 1000.0f - 1.0f;
+  for (int64_t i = 0; i < m * kK; ++i)
+    x[i] = static_cast<float>((i * 7919) % 2001) / 1000.0f - 1.0f;
   QuantizedRows rows;
   std::vector<float> y(m * kN);
   int64_t next = 0;
   for (auto _ : state) {
     rows.Quantize(x.data(), m, kK);
-    QuantMatmul(t.type, weights.data() + next * matrix_bytes, kN, kK, rows, y.data(), kN);
+    QuantMatmul(weights[next], rows, y.data(), kN);
     benchmark::DoNotOptimize(y.data());
     next = (next + 1) % copies;
   }
@@ -93,8 +94,8 @@ void BM_QuantMatmul(benchmark::State& state) {
   state.counters["stream_fraction"] =
       benchmark::Counter(bytes / bandwidth, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["stream_GB/s"] = bandwidth / 1e9;
-  state.counters["GOP/s"] = benchmark::Counter(2.0 * m * kN * kK / 1e9,
-                                               benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GOP/s"] =
+      benchmark::Counter(2.0 * m * kN * kK / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void Args(benchmark::internal::Benchmark* b) {

@@ -131,7 +131,8 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
 
 class QuantMatmulTest : public ::testing::TestWithParam<TypeCase> {};
 
-// The bound. x is rounded to x' = dx * xq with |x' - x| <= dx / 2 (dx its group's scale), plus
+// The bound. x is rounded to x' = dx * xq with |x' - x| <= dx / 2 (dx its group's or its
+// superblock's scale, as the type's contract quantizes it), plus
 // 2^-16 dx for the rounding of x * (127 / amax) before it is rounded to an integer; the product
 // then computes sum of (s q + mn) x' with fp32 arithmetic. Each output lane is a chain of k / 32
 // (and k / 128) fused multiply-adds, then 4 additions; with c = s * dx and the half-sums each
@@ -160,7 +161,8 @@ void ExpectWithinTheBound(const TypeCase& t, QuantPath path) {
           double ref = 0.0, rounding = 0.0, slack = 0.0;
           for (int64_t i = 0; i < k; ++i) {
             const double xi = x[r * k + i], wi = dequantized[i];
-            const double dx = rows.scales(r)[i / 32];
+            const double dx = QuantUsesSuperblocks(t.type) ? rows.superblock_scales(r)[i / 256]
+                                                           : rows.scales(r)[i / 32];
             ref += wi * xi;
             rounding += std::abs(wi) * dx * (0.5 + 0x1p-16);
             slack += w.amplitude[j * k + i] * (std::abs(xi) + dx);
@@ -262,8 +264,9 @@ TEST_P(QuantMatmulTest, TheOneRowVnniKernelGivesThePortablePathsBits) {
   if (!QuantPathAvailable(QuantPath::kAvx512Vnni)) {
     GTEST_SKIP() << "this CPU lacks AVX-512 VNNI (or AVX-512 F, BW or VL): avx512vnni";
   }
+  if (QuantUsesSuperblocks(GetParam().type)) GTEST_SKIP() << "no one-row kernel: one for all m";
   const quant::DirectFn direct = quant::FindDirectVnni(GetParam().type);
-  ASSERT_NE(direct, nullptr) << "every type QuantMatmul runs has a one-row VNNI kernel";
+  ASSERT_NE(direct, nullptr) << "every group-contract type has a one-row VNNI kernel";
   ExpectTheOneRowKernelsBits(GetParam(), direct);
 }
 
@@ -271,8 +274,9 @@ TEST_P(QuantMatmulTest, TheOneRowVnniKernelGivesThePortablePathsBits) {
 // on a CPU with AVX2 but not AVX-512 VNNI (or with CONVOY_QUANT_PATH=avx2).
 TEST_P(QuantMatmulTest, TheOneRowAvx2KernelGivesThePortablePathsBits) {
   if (!QuantPathAvailable(QuantPath::kAvx2)) GTEST_SKIP() << "this CPU lacks AVX2, FMA or F16C";
+  if (QuantUsesSuperblocks(GetParam().type)) GTEST_SKIP() << "no one-row kernel: one for all m";
   const quant::DirectFn direct = quant::FindFormat(GetParam().type)->direct_avx2;
-  ASSERT_NE(direct, nullptr) << "every type QuantMatmul runs has a one-row AVX2 kernel";
+  ASSERT_NE(direct, nullptr) << "every group-contract type has a one-row AVX2 kernel";
   ExpectTheOneRowKernelsBits(GetParam(), direct);
 }
 
@@ -494,6 +498,162 @@ TEST(QuantizedRowsTest, QuantizesEachGroupToItsLargestMagnitude) {
   rows.Quantize(x.data() + k, 1, k);
   EXPECT_EQ(rows.m(), 1);
   EXPECT_EQ(rows.values(0)[5], -127);
+}
+
+// ---- The superblock contract (Q4_K and Q6_K), written out from the header's words on the file's
+// blocks: q, sc, mn, d and dm decoded here as model/gguf_dequantize.cc's comments lay the blocks
+// out, the integer sums in int64, the fp32 steps in the header's order. Every path gives its bits.
+
+struct SuperblockTerms {
+  int q[256];
+  int sc[16], mn[16];
+  float d, dm;
+};
+
+SuperblockTerms DecodeSuperblock(GgmlType type, const std::byte* b) {
+  const auto u8 = [b](int i) { return static_cast<int>(static_cast<uint8_t>(b[i])); };
+  SuperblockTerms t;
+  if (type == GgmlType::kQ4_K) {
+    t.d = FP16ToFloat(HalfBits(b));
+    t.dm = -FP16ToFloat(HalfBits(b + 2));
+    for (int s = 0; s < 8; ++s) {
+      const int scale = s < 4 ? u8(4 + s) & 63 : (u8(4 + s + 4) & 15) | ((u8(4 + s - 4) >> 6) << 4);
+      const int min = s < 4 ? u8(4 + s + 4) & 63 : (u8(4 + s + 4) >> 4) | ((u8(4 + s) >> 6) << 4);
+      t.sc[2 * s] = t.sc[2 * s + 1] = scale;
+      t.mn[2 * s] = t.mn[2 * s + 1] = min;
+      for (int l = 0; l < 32; ++l) {
+        const int byte = u8(16 + 32 * (s / 2) + l);
+        t.q[32 * s + l] = s % 2 == 0 ? byte & 15 : byte >> 4;
+      }
+    }
+  } else {  // Q6_K
+    t.d = FP16ToFloat(HalfBits(b + 208));
+    t.dm = -32.0f * t.d;
+    for (int j = 0; j < 16; ++j) t.sc[j] = t.mn[j] = static_cast<int8_t>(b[192 + j]);
+    for (int v = 0; v < 256; ++v) {
+      const int h = v / 128, j = (v % 128) / 32, l = v % 32;
+      const int low_byte = u8(64 * h + 32 * (j % 2) + l);
+      const int low = j < 2 ? low_byte & 15 : low_byte >> 4;
+      t.q[v] = low | (((u8(128 + 32 * h + l) >> (2 * j)) & 3) << 4);
+    }
+  }
+  return t;
+}
+
+float SuperblockReference(GgmlType type, const std::byte* row, int64_t k, const QuantizedRows& x,
+                          int64_t r) {
+  const int64_t block_bytes = type == GgmlType::kQ4_K ? 144 : 210;
+  float acc = 0.0f;
+  for (int64_t b = 0; b < k / 256; ++b) {
+    const SuperblockTerms t = DecodeSuperblock(type, row + b * block_bytes);
+    const int8_t* xq = x.superblock_values(r) + 256 * b;
+    const int16_t* sums = x.superblock_sums(r) + 16 * b;
+    int64_t total = 0, m = 0;
+    for (int j = 0; j < 16; ++j) {
+      int64_t p = 0;
+      for (int i = 16 * j; i < 16 * j + 16; ++i) p += t.q[i] * xq[i];
+      total += t.sc[j] * p;
+      m += t.mn[j] * sums[j];
+    }
+    EXPECT_LT(std::abs(total), int64_t{1} << 31);
+    const float dxs = x.superblock_scales(r)[b];
+    acc = std::fma(static_cast<float>(total), t.d * dxs, acc);
+    acc = std::fma(static_cast<float>(m), t.dm * dxs, acc);
+  }
+  return acc;
+}
+
+TEST(SuperblockContractTest, EveryPathGivesTheContractWrittenOut) {
+  for (const TypeCase& t : kTypes) {
+    if (!QuantUsesSuperblocks(t.type)) continue;
+    const int64_t k = 256 * 3;
+    for (int64_t n : {1, 16, 21}) {
+      const Weights w = RandomWeights(t, n, k, 41 + n, /*extremes=*/true);
+      const int64_t m = 6;
+      const std::vector<float> x = RandomActivations(m, k, 43, /*specials=*/true);
+      QuantizedRows rows;
+      rows.Quantize(x.data(), m, k);
+      ASSERT_TRUE(rows.has_superblocks());
+      std::vector<float> expected(m * n);
+      for (int64_t r = 0; r < m; ++r) {
+        for (int64_t j = 0; j < n; ++j) {
+          expected[r * n + j] = SuperblockReference(t.type, w.data() + j * w.row_bytes, k, rows, r);
+        }
+      }
+      for (QuantPath path : {QuantPath::kAvx512Vnni, QuantPath::kAvx2, QuantPath::kPortable}) {
+        if (!QuantPathAvailable(path)) continue;
+        EXPECT_TRUE(SameBits(Product(t, w, n, k, x, m, path), expected))
+            << t.name << " n " << n << " path " << static_cast<int>(path);
+      }
+    }
+  }
+}
+
+// Every superblock of 256 against the group reference's rule over 256 values.
+TEST(QuantizedRowsTest, GivesTheSuperblockFormsBits) {
+  const int64_t k = 256 * 6;
+  std::vector<float> x = RandomActivations(2, k, 51, false);
+  for (int i = 0; i < 256; ++i) x[256 + i] = static_cast<float>(i % 255 - 127) / 2.0f;  // ties
+  x[2 * 256 + 17] = std::numeric_limits<float>::infinity();
+  x[3 * 256 + 200] = std::nanf("");
+  for (int i = 0; i < 256; ++i) x[4 * 256 + i] *= 0x1p-101f;  // below the smallest scale
+  QuantizedRows rows;
+  rows.Quantize(x.data(), 2, k);
+  ASSERT_TRUE(rows.has_superblocks());
+  for (int64_t r = 0; r < 2; ++r) {
+    for (int64_t b = 0; b < k / 256; ++b) {
+      const float* values = x.data() + r * k + 256 * b;
+      float amax = 0.0f;
+      bool nan = false;
+      for (int i = 0; i < 256; ++i) {
+        nan = nan || std::isnan(values[i]);
+        amax = std::max(amax, std::abs(values[i]));
+      }
+      const float dxs = rows.superblock_scales(r)[b];
+      if (nan) {
+        EXPECT_TRUE(std::isnan(dxs)) << "row " << r << " superblock " << b;
+        continue;
+      }
+      const bool zero = amax < 0x1p-100f;
+      EXPECT_EQ(dxs, zero ? 0.0f : amax / 127.0f) << "row " << r << " superblock " << b;
+      for (int j = 0; j < 16; ++j) {
+        int sum = 0;
+        for (int i = 16 * j; i < 16 * j + 16; ++i) {
+          const float v = zero ? 0.0f : values[i] * (127.0f / amax);
+          const int expected =
+              std::isnan(v) ? -127
+                            : static_cast<int>(std::nearbyint(std::clamp(v, -127.0f, 127.0f)));
+          EXPECT_EQ(rows.superblock_values(r)[256 * b + i], expected) << "value " << i;
+          sum += expected;
+        }
+        EXPECT_EQ(rows.superblock_sums(r)[16 * b + j], sum) << "sub-block " << j;
+      }
+    }
+  }
+  rows.Quantize(x.data(), 2, k, /*superblocks=*/false);
+  EXPECT_FALSE(rows.has_superblocks());
+  rows.Quantize(x.data(), 1, 32 * 9);  // not a multiple of 256
+  EXPECT_FALSE(rows.has_superblocks());
+}
+
+// The held matrix gives back the file's rows, whatever n is against the 16 rows of a packed group.
+TEST(QuantWeightsTest, GivesBackEveryRowAsTheFileStoresIt) {
+  for (const TypeCase& t : kTypes) {
+    const int64_t k = t.block_elements == 32 ? 32 * 5 : 256 * 2;
+    for (int64_t n : {1, 15, 16, 17, 40}) {
+      const Weights w = RandomWeights(t, n, k, 61, /*extremes=*/true);
+      const QuantWeights held(t.type, w.data(), n, k);
+      EXPECT_EQ(held.row_bytes(), w.row_bytes);
+      const int64_t padded = QuantUsesSuperblocks(t.type) ? (n + 15) / 16 * 16 : n;
+      EXPECT_EQ(held.bytes(), padded * w.row_bytes) << t.name << " n " << n;
+      std::vector<std::byte> row(w.row_bytes);
+      for (int64_t j = 0; j < n; ++j) {
+        held.CopyRow(j, row.data());
+        EXPECT_EQ(std::memcmp(row.data(), w.data() + j * w.row_bytes, w.row_bytes), 0)
+            << t.name << " n " << n << " row " << j;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -68,10 +68,11 @@ struct CpuExecutor::Impl {
   ModelConfig config;
   KvCacheSpec kv_spec;
   std::unique_ptr<PagedKvCache> cache;
-  // [vocab, hidden] in the file's storage (embed_bytes, or the tied lm_head's blocks); a token's
-  // row is converted on lookup.
+  // [vocab, hidden] in the file's storage (embed_bytes), or with embed_from_lm_head in the tied
+  // lm_head's blocks; a token's row is converted on lookup.
   std::vector<std::byte> embed_bytes;
   TensorView embed;
+  bool embed_from_lm_head = false;
   std::vector<float> final_norm;
   std::unique_ptr<Linear> lm_head;
   std::vector<Layer> layers;
@@ -250,10 +251,9 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
                                                  options.few_row_kernel, options.batch_invariant));
   // The embedding table in its own storage. Tied to an lm_head kept in the same blocks, it reads
   // the lm_head's copy (one copy of the table, not two).
-  if (c.tie_word_embeddings && impl->lm_head->quantized_rows() != nullptr &&
-      embed.dtype == DType::kQuantized) {
-    impl->embed.data = impl->lm_head->quantized_rows();
-  } else {
+  impl->embed_from_lm_head = c.tie_word_embeddings && impl->lm_head->has_quantized_rows() &&
+                             embed.dtype == DType::kQuantized;
+  if (!impl->embed_from_lm_head) {
     impl->embed_bytes.assign(embed.data, embed.data + ViewRows(embed) * ViewRowBytes(embed));
     impl->embed.data = impl->embed_bytes.data();
   }
@@ -367,7 +367,11 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan, absl::Ti
     const int32_t t = slot_pos[i];
     const bool real = t < static_cast<int32_t>(row.token_ids.size());
     const int64_t token = real ? row.token_ids[t] : 0;
-    ViewRowsToFloat(embed, token, 1, xs + i * hidden);
+    if (embed_from_lm_head) {
+      lm_head->QuantizedRowToFloat(token, xs + i * hidden);
+    } else {
+      ViewRowsToFloat(embed, token, 1, xs + i * hidden);
+    }
     if (embedding_scale != 1.0f) {
       for (int64_t d = 0; d < hidden; ++d) xs[i * hidden + d] *= embedding_scale;
     }

@@ -12,6 +12,7 @@
 #include "executor/cpu/gemm_f32.h"
 #include "executor/cpu/gemv_bf16.h"
 #include "executor/cpu/quant_matmul.h"
+#include "model/gguf_dequantize.h"
 #include "model/gguf_file.h"
 #include "model/tensor_rows.h"
 
@@ -34,24 +35,19 @@ class PackedF32Linear final : public Linear {
   PackedF32Matrix matrix_;
 };
 
-// Weights kept in their GGUF blocks (a copy of the file's bytes, 64-byte aligned), one part per
-// tensor of the fused layer since each may have its own type (a Q4_K_M file mixes Q4_K and Q6_K).
-// The input is quantized to 8 bits once per product, for every part (quant_matmul.h).
-// Batch-invariant: QuantMatmul computes each output from its own row in one fixed order.
+// Weights kept in their GGUF blocks (QuantWeights: a copy of the file's bytes, the superblock
+// types' repacked), one part per tensor of the fused layer since each may have its own type (a
+// Q4_K_M file mixes Q4_K and Q6_K). The input is quantized to 8 bits once per product, for every
+// part (quant_matmul.h). Batch-invariant: QuantMatmul computes each output from its own row in
+// one fixed order.
 class QuantLinear final : public Linear {
  public:
   QuantLinear(int64_t in, const std::vector<const TensorView*>& parts) : Linear(in, 0) {
     for (const TensorView* view : parts) {
-      Part part;
-      part.type = view->quant_type;
-      part.rows = ViewRows(*view);
-      part.first_output = out_;
-      const size_t bytes = static_cast<size_t>(part.rows * ViewRowBytes(*view));
-      part.data.reset(static_cast<std::byte*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
-      if (part.data == nullptr) throw std::bad_alloc();
-      std::memcpy(part.data.get(), view->data, bytes);
-      weight_bytes_ += static_cast<int64_t>(bytes);
-      out_ += part.rows;
+      Part part{out_, QuantWeights(view->quant_type, view->data, ViewRows(*view), in)};
+      weight_bytes_ += part.weights.bytes();
+      superblocks_ = superblocks_ || QuantUsesSuperblocks(view->quant_type);
+      out_ += part.weights.n();
       parts_.push_back(std::move(part));
     }
   }
@@ -68,32 +64,32 @@ class QuantLinear final : public Linear {
   bool few_row_kernel() const override { return false; }
   bool batch_invariant() const override { return true; }
   int64_t weight_bytes() const override { return weight_bytes_; }
-  const std::byte* quantized_rows() const override {
-    return parts_.size() == 1 ? parts_[0].data.get() : nullptr;
+  bool has_quantized_rows() const override { return parts_.size() == 1; }
+  void QuantizedRowToFloat(int64_t row, float* out) const override {
+    const QuantWeights& w = parts_[0].weights;
+    thread_local std::vector<std::byte> blocks;
+    blocks.resize(w.row_bytes());
+    w.CopyRow(row, blocks.data());
+    DequantizeValues(w.type(), blocks.data(), in_, out);
   }
   void Forward(const float* x, int64_t m, float* y) override {
     // One quantized copy of the input per engine thread, shared by every layer: it is as large
     // as the step's widest input and is overwritten by the next product.
     thread_local QuantizedRows quantized;
-    quantized.Quantize(x, m, in_);
+    quantized.Quantize(x, m, in_, superblocks_);
     for (const Part& part : parts_) {
-      QuantMatmul(part.type, part.data.get(), part.rows, in_, quantized, y + part.first_output,
-                  out_);
+      QuantMatmul(part.weights, quantized, y + part.first_output, out_);
     }
   }
 
  private:
-  struct Free {
-    void operator()(std::byte* p) const { std::free(p); }
-  };
   struct Part {
-    GgmlType type{};
-    int64_t rows = 0;
     int64_t first_output = 0;  // this part's outputs are y's columns from here
-    std::unique_ptr<std::byte[], Free> data;
+    QuantWeights weights;
   };
   std::vector<Part> parts_;
   int64_t weight_bytes_ = 0;
+  bool superblocks_ = false;  // whether a part needs the input's superblock form
 };
 
 // oneDNN keeps its weights in a blocked layout chosen once; the same layout serves every M on

@@ -49,9 +49,12 @@ class Linear {
   virtual bool batch_invariant() const = 0;
   // Bytes of weights one product reads.
   virtual int64_t weight_bytes() const = 0;
-  // When the layer is one quantized tensor kept in its blocks (kNative): its rows, as the view
-  // it was made from laid them out; nullptr otherwise. A tied embedding looks its rows up here.
-  virtual const std::byte* quantized_rows() const { return nullptr; }
+  // Whether the layer is one quantized tensor kept in its blocks (kNative); then
+  // QuantizedRowToFloat gives W's rows (the dequantizer's values). A tied embedding looks its rows
+  // up there rather than keeping a second copy of the table.
+  virtual bool has_quantized_rows() const { return false; }
+  // Row `row` of W, in_features() floats at `out`. REQUIRES: has_quantized_rows().
+  virtual void QuantizedRowToFloat(int64_t /*row*/, float* /*out*/) const {}
   // y[m, out] = x[m, in] W^T; x and y are row-major with leading dimensions in and out.
   virtual void Forward(const float* x, int64_t m, float* y) = 0;
 

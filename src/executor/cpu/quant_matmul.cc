@@ -9,7 +9,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <new>
 
+#include "executor/cpu/quant_superblock.h"
 #include "executor/cpu/quant_unpack.h"
 #include "executor/cpu/quant_vnni.h"
 
@@ -72,33 +75,49 @@ float RoundHalfEven(float v) {
   return (v + kShift) - kShift;
 }
 
-// One group of 32 activations, as the contract in the header says.
-void QuantizeGroup(const float* x, int8_t* xq, float* dx, float* half_sums) {
+// `count` activations quantized as the header's contracts say (a group of 32 or a superblock of
+// 256): xq, and the scale returned (0 for values that quantize to zeros).
+float QuantizeValues(const float* x, int count, int8_t* xq) {
   float amax = 0.0f;
-  for (int i = 0; i < 32; ++i) {
+  bool nan = false;
+  for (int i = 0; i < count; ++i) {
     const float a = std::fabs(x[i]);
-    if (a > amax || a != a) amax = a;  // a NaN stays
+    amax = a > amax ? a : amax;
+    nan = nan || a != a;
   }
+  if (nan) amax = std::numeric_limits<float>::quiet_NaN();  // a NaN stays
   if (amax < kMinGroupMax) {
-    std::memset(xq, 0, 32);
-    *dx = 0.0f;
-    half_sums[0] = half_sums[1] = 0.0f;
-    return;
+    std::memset(xq, 0, count);
+    return 0.0f;
   }
-  const float scale = amax / 127.0f;
   const float inverse = 127.0f / amax;
-  for (int h = 0; h < 2; ++h) {
-    int sum = 0;
-    for (int i = 16 * h; i < 16 * h + 16; ++i) {
-      float v = x[i] * inverse;
-      v = v > -127.0f ? v : -127.0f;  // NaN clamps to -127
-      v = v < 127.0f ? v : 127.0f;
-      xq[i] = static_cast<int8_t>(RoundHalfEven(v));
-      sum += xq[i];
-    }
-    half_sums[h] = scale * static_cast<float>(sum);
+  for (int i = 0; i < count; ++i) {
+    float v = x[i] * inverse;
+    v = v > -127.0f ? v : -127.0f;  // NaN clamps to -127
+    v = v < 127.0f ? v : 127.0f;
+    xq[i] = static_cast<int8_t>(RoundHalfEven(v));
   }
+  return amax / 127.0f;
+}
+
+int IntegerSum(const int8_t* xq, int count) {
+  int sum = 0;
+  for (int i = 0; i < count; ++i) sum += xq[i];
+  return sum;
+}
+
+// One group of 32 activations, as the group contract says.
+void QuantizeGroup(const float* x, int8_t* xq, float* dx, float* half_sums) {
+  const float scale = QuantizeValues(x, 32, xq);
+  for (int h = 0; h < 2; ++h)
+    half_sums[h] = scale * static_cast<float>(IntegerSum(xq + 16 * h, 16));
   *dx = scale;
+}
+
+// One superblock of 256 activations, as the superblock contract says.
+void QuantizeSuperblock(const float* x, int8_t* xq, float* dxs, int16_t* sums) {
+  *dxs = QuantizeValues(x, 256, xq);
+  for (int j = 0; j < 16; ++j) sums[j] = static_cast<int16_t>(IntegerSum(xq + 16 * j, 16));
 }
 
 // QuantizeGroup's bits with AVX2, for a group without NaN (false, and nothing written, for one
@@ -282,7 +301,9 @@ TileFn FindTile(bool is_signed, bool avx2) {
 
 }  // namespace
 
-bool QuantMatmulSupports(GgmlType type) { return quant::FindFormat(type) != nullptr; }
+bool QuantMatmulSupports(GgmlType type) {
+  return quant::FindFormat(type) != nullptr || quant::IsSuperblockType(type);
+}
 
 bool QuantPathAvailable(QuantPath path) {
   switch (path) {
@@ -295,7 +316,9 @@ bool QuantPathAvailable(QuantPath path) {
   }
 }
 
-void QuantizedRows::Quantize(const float* x, int64_t m, int64_t k) {
+bool QuantUsesSuperblocks(GgmlType type) { return quant::IsSuperblockType(type); }
+
+void QuantizedRows::Quantize(const float* x, int64_t m, int64_t k, bool superblocks) {
   m_ = m;
   k_ = k;
   half_sum_stride_ = quant::OffsetStride(k);
@@ -316,14 +339,52 @@ void QuantizedRows::Quantize(const float* x, int64_t m, int64_t k) {
     }
     std::fill(sums + 2 * groups, sums + half_sum_stride_, 0.0f);
   }
+  has_superblocks_ = superblocks && k % kSuperblock == 0;
+  if (!has_superblocks_) return;
+  const int64_t blocks = k / kSuperblock;
+  sb_values_.resize(m * k);
+  sb_scales_.resize(m * blocks);
+  sb_sums_.resize(m * (k / 16));
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      QuantizeSuperblock(x + r * k + b * kSuperblock, sb_values_.data() + r * k + b * kSuperblock,
+                         sb_scales_.data() + r * blocks + b,
+                         sb_sums_.data() + r * (k / 16) + 16 * b);
+    }
+  }
 }
 
-void QuantMatmul(GgmlType type, const std::byte* w, int64_t n, int64_t k, const QuantizedRows& x,
-                 float* y, int64_t ldy, QuantPath path) {
+void QuantWeights::Free::operator()(std::byte* p) const { std::free(p); }
+
+QuantWeights::QuantWeights(GgmlType type, const std::byte* rows, int64_t n, int64_t k)
+    : type_(type), n_(n), k_(k), packed_(quant::IsSuperblockType(type)) {
+  const GgmlTypeInfo& info = *FindGgmlType(static_cast<uint32_t>(type));
+  row_bytes_ = k / info.block_elements * info.block_bytes;
+  bytes_ = packed_ ? quant::PackedBytes(type, n, k) : n * row_bytes_;
+  data_.reset(static_cast<std::byte*>(std::aligned_alloc(64, (bytes_ + 63) / 64 * 64)));
+  if (data_ == nullptr) throw std::bad_alloc();
+  if (packed_) {
+    quant::PackRows(type, rows, n, k, data_.get());
+  } else {
+    std::memcpy(data_.get(), rows, bytes_);
+  }
+}
+
+void QuantWeights::CopyRow(int64_t j, std::byte* out) const {
+  if (packed_) {
+    quant::CopyPackedRow(type_, data_.get(), k_, j, out);
+  } else {
+    std::memcpy(out, data_.get() + j * row_bytes_, row_bytes_);
+  }
+}
+
+namespace {
+
+// The group contract's product on the file's rows.
+void GroupMatmul(GgmlType type, const std::byte* w, int64_t n, int64_t k, const QuantizedRows& x,
+                 float* y, int64_t ldy, QuantPath run) {
   const int64_t m = x.m();
-  if (m <= 0 || n <= 0) return;
   const quant::Format& format = *quant::FindFormat(type);
-  const QuantPath run = Resolve(path);
   const bool vnni = run == QuantPath::kAvx512Vnni;
   const bool avx2 = run != QuantPath::kPortable;  // the VNNI path unpacks with AVX2 too
   const quant::UnpackFn unpack = avx2 ? format.unpack_avx2 : format.unpack_portable;
@@ -352,6 +413,39 @@ void QuantMatmul(GgmlType type, const std::byte* w, int64_t n, int64_t k, const 
     for (int i = 0; i < count; ++i) unpack(w + (first + i) * row_bytes, k, scratch.rows[i]);
     tile(scratch.rows, count, k, x, y + first, ldy);
   }
+}
+
+}  // namespace
+
+void QuantMatmul(const QuantWeights& w, const QuantizedRows& x, float* y, int64_t ldy,
+                 QuantPath path) {
+  const int64_t m = x.m(), n = w.n(), k = w.k();
+  if (m <= 0 || n <= 0) return;
+  const QuantPath run = Resolve(path);
+  if (!quant::IsSuperblockType(w.type())) {
+    GroupMatmul(w.type(), w.data(), n, k, x, y, ldy, run);
+    return;
+  }
+  const int64_t groups = (n + quant::kPackedRows - 1) / quant::kPackedRows;
+#pragma omp parallel if ((m + 4) * n * k >= kMinParallelWork)
+  {
+    // Each thread takes a contiguous run of groups, as schedule(static) would.
+    const int64_t threads = omp_get_num_threads(), thread = omp_get_thread_num();
+    const int64_t first = groups * thread / threads, end = groups * (thread + 1) / threads;
+    if (first < end) {
+      quant::SuperblockMatmul(w.type(), w.data(), n, k, x, y, ldy, run, first, end);
+    }
+  }
+}
+
+void QuantMatmul(GgmlType type, const std::byte* w, int64_t n, int64_t k, const QuantizedRows& x,
+                 float* y, int64_t ldy, QuantPath path) {
+  if (x.m() <= 0 || n <= 0) return;
+  if (quant::IsSuperblockType(type)) {
+    QuantMatmul(QuantWeights(type, w, n, k), x, y, ldy, path);
+    return;
+  }
+  GroupMatmul(type, w, n, k, x, y, ldy, Resolve(path));
 }
 
 }  // namespace convoy

@@ -1,5 +1,9 @@
-// y = x W^T with W kept in its GGUF blocks and x quantized to 8 bits per group of 32 values: the
-// CPU's product for quantized weights. Batch-invariant, as gemm_f32.h.
+// y = x W^T with W kept in its GGUF blocks and x quantized to 8 bits: the CPU's product for
+// quantized weights. Batch-invariant, as gemm_f32.h. Each type is computed under one of two
+// contracts: the group contract (the 32-value types, Q2_K, Q3_K and Q5_K) or the superblock
+// contract (Q4_K and Q6_K); each names every rounding, so every path gives the same bits.
+//
+// ---- The group contract.
 //
 // Weights. Each group of 32 consecutive values of a weight row is unpacked exactly into 32 small
 // integers q and, for each half of 16 values h, a scale s[h] and an offset mn[h] (fp32), so that
@@ -10,36 +14,63 @@
 //   Q5_0: q 0..31, s = d, mn = -16 * d          Q5_1: q 0..31, s = d, mn = m
 //   Q8_0: q -128..127 (signed), s = d, no mn
 //   Q2_K: q 0..3,  s = d * sc, mn = -(dmin * mi)   Q3_K: q 0..7, s = d * (sc - 32), mn = -4 * s
-//   Q4_K: q 0..15, s = d * sc, mn = -(dmin * mi)   Q5_K: q 0..31, as Q4_K
-//   Q6_K: q 0..63, s = d * sc, mn = -32 * s
+//   Q5_K: q 0..31, s = d * sc, mn = -(dmin * mi)
 //
-// Activations (QuantizedRows). For a group of 32 values x of a row: amax = max |x| (NaN if any x
-// is NaN); a group with amax < 2^-100 is all zeros (scale 0); otherwise dx = amax / 127 and
-// xq[i] = clamp(round_half_even(x[i] * (127 / amax)), -127, 127), a NaN product clamping to -127;
-// and for each half of 16, xsum[h] = dx * (the integer sum of its xq).
+// Activations (QuantizedRows, the group form). For a group of 32 values x of a row: amax = max |x|
+// (NaN if any x is NaN); a group with amax < 2^-100 is all zeros (scale 0); otherwise dx = amax /
+// 127 and xq[i] = clamp(round_half_even(x[i] * (127 / amax)), -127, 127), a NaN product clamping to
+// -127; and for each half of 16, xsum[h] = dx * (the integer sum of its xq).
 //
-// Contract: output y[r][j], with G = k / 32 groups, the row's offsets mn[0 .. k/16) and xsum[0 ..
-// k/16) zero-padded to T * 8 entries (T = ceil(k / 128)), in 8 lanes:
+// Output y[r][j], with G = k / 32 groups, the row's offsets mn[0 .. k/16) and xsum[0 .. k/16)
+// zero-padded to T * 8 entries (T = ceil(k / 128)), in 8 lanes:
 //   acc[l] = 0;  for g = 0 .. G-1, l = 0 .. 7:
 //     P = sum of q[32g + 4l + t] * xq[32g + 4l + t] over t = 0..3    (exact, an integer)
 //     c = s[2g + l / 4] * dx[g];   acc[l] = fma(float(P), c, acc[l])
 //   off[l] = 0;  for t = 0 .. T-1, l = 0 .. 7:  off[l] = fma(mn[8t + l], xsum[8t + l], off[l])
 //   v[l] = acc[l] + off[l]       (Q8_0: v[l] = acc[l], no offsets)
 //   y = ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7))
-// every operation rounded to fp32. So y[r][j] depends on row r of x and row j of W only: not on m,
-// on the other rows, on the number of threads, nor on which path runs (the AVX2 one is
-// _mm256_maddubs_epi16 + _mm256_madd_epi16 + _mm256_fmadd_ps; the AVX-512 VNNI one
-// _mm512_dpbusd_epi32 + _mm256_fmadd_ps; the portable one std::fma); the bits are the same.
-// Non-finite scales in a block (a corrupt file) make the outputs that read it NaN or infinite, and
-// nothing else.
+// every operation rounded to fp32 (the AVX2 path is _mm256_maddubs_epi16 + _mm256_madd_epi16 +
+// _mm256_fmadd_ps; the AVX-512 VNNI one _mm512_dpbusd_epi32 + _mm256_fmadd_ps; the portable one
+// std::fma).
 //
-// Work: threads split the weight rows in tiles of a few rows; a tile is unpacked once into a
-// thread-local buffer and every activation row runs against it.
+// ---- The superblock contract: the block's sub-block scales applied in integers, one fp32 step per
+// 256 values, where the group contract takes one per 32 (llama.cpp's K-type products do the same).
+//
+// Weights. Each block of 256 values is unpacked exactly into 256 integers q, and for each
+// sub-block of 16 values j an integer scale sc[j] and an integer factor mn[j], and two fp32
+// factors d and dm, so that every value of sub-block j is w = d * sc[j] * q + dm * mn[j] in real
+// arithmetic:
+//   Q4_K: q 0..15; sc[j], mn[j] = the 6-bit scale and min of the sub-block of 32 holding it
+//         (j / 2); d = d, dm = -dmin
+//   Q6_K: q 0..63; sc[j] = mn[j] = its int8 scale; d = d, dm = -32 * d (exact)
+//
+// Activations (QuantizedRows, the superblock form): each superblock of 256 values of a row is
+// quantized as a group is above, with amax and the scale dxs over its 256 values; S[j] = the
+// integer sum of the xq of its sub-block j of 16.
+//
+// Output y[r][j], with B = k / 256 superblocks:
+//   acc = 0;  for b = 0 .. B-1:
+//     I = sum over j of sc[j] * (sum of q * xq over sub-block j's 16 values)   (exact in int32)
+//     M = sum over j of mn[j] * S[j]                                           (exact in int32)
+//     acc = fma(float(I), d * dxs[b], acc);   acc = fma(float(M), dm * dxs[b], acc)
+//   y = acc
+// every operation rounded to fp32 (float(I) rounds when |I| > 2^24). The kernels compute 16
+// weight rows at once, one per lane (quant_superblock.h): _mm512_dpbusd_epi32 and
+// _mm512_mullo_epi32 for I, _mm512_dpwssd_epi32 for M (AVX2: maddubs, madd and mullo).
+//
+// ---- Both contracts: y[r][j] depends on row r of x and row j of W only: not on m, on the other
+// rows, on the number of threads, nor on which path runs; the bits are the same. Non-finite
+// scales in a block (a corrupt file) make the outputs that read it NaN or infinite, and nothing
+// else.
+//
+// Work: threads split the weight rows in tiles of a few rows (16 for the superblock types); a
+// tile is unpacked once into a thread-local buffer and every activation row runs against it.
 #ifndef CONVOY_EXECUTOR_CPU_QUANT_MATMUL_H_
 #define CONVOY_EXECUTOR_CPU_QUANT_MATMUL_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "model/gguf_file.h"
@@ -50,15 +81,19 @@ namespace convoy {
 // Q4_K, Q5_K and Q6_K.
 bool QuantMatmulSupports(GgmlType type);
 
-// Activations quantized for QuantMatmul, as the contract above says: m rows of k values, each
-// group of 32 as int8 with one fp32 scale, plus the fp32 sum of each half-group of 16.
+// Activations quantized for QuantMatmul, as the contracts above say: m rows of k values, each
+// group of 32 as int8 with one fp32 scale, plus the fp32 sum of each half-group of 16 (the group
+// form); and where k is a multiple of 256 and it is asked for, each superblock of 256 as int8
+// with one fp32 scale, plus the integer sum of each sub-block of 16 (the superblock form).
 class QuantizedRows {
  public:
   static constexpr int64_t kGroup = 32;
+  static constexpr int64_t kSuperblock = 256;
 
-  // `x`: m rows of k floats, row-major (leading dimension k). REQUIRES: m >= 0, k > 0, k % 32 == 0.
-  // Reuses its buffers: no allocation once they are large enough.
-  void Quantize(const float* x, int64_t m, int64_t k);
+  // `x`: m rows of k floats, row-major (leading dimension k). With `superblocks` and k % 256 == 0
+  // the superblock form is made too. REQUIRES: m >= 0, k > 0, k % 32 == 0. Reuses its buffers:
+  // no allocation once they are large enough.
+  void Quantize(const float* x, int64_t m, int64_t k, bool superblocks = true);
 
   int64_t m() const { return m_; }
   int64_t k() const { return k_; }
@@ -69,13 +104,26 @@ class QuantizedRows {
   const float* half_sums(int64_t r) const { return half_sums_.data() + r * half_sum_stride_; }
   int64_t half_sum_stride() const { return half_sum_stride_; }
 
+  // Whether the superblock form was made; then row r has k int8 values, k / 256 scales (dxs)
+  // and k / 16 sub-block sums (S).
+  bool has_superblocks() const { return has_superblocks_; }
+  const int8_t* superblock_values(int64_t r) const { return sb_values_.data() + r * k_; }
+  const float* superblock_scales(int64_t r) const {
+    return sb_scales_.data() + r * (k_ / kSuperblock);
+  }
+  const int16_t* superblock_sums(int64_t r) const { return sb_sums_.data() + r * (k_ / 16); }
+
  private:
   int64_t m_ = 0;
   int64_t k_ = 0;
   int64_t half_sum_stride_ = 0;  // k / 16 rounded up to a multiple of 8
+  bool has_superblocks_ = false;
   std::vector<int8_t> values_;
   std::vector<float> scales_;
   std::vector<float> half_sums_;
+  std::vector<int8_t> sb_values_;
+  std::vector<float> sb_scales_;
+  std::vector<int16_t> sb_sums_;
 };
 
 // Which code computes the product; the results are the same bits either way (but for the payload
@@ -93,10 +141,50 @@ enum class QuantPath {
 // Whether the CPU has what `path` needs (kBest and kPortable: always).
 bool QuantPathAvailable(QuantPath path);
 
-// y[r * ldy + j] = sum over i of x[r][i] * W[j][i] for r < x.m(), j < n, as the contract says.
-// `w` points at row 0 of W: n rows of k values in `type`'s blocks, row j at w + j * row_bytes
-// (row_bytes = k / block_elements * block_bytes); any alignment. Parallel over the OpenMP threads,
-// splitting the n outputs, when the product is large enough to pay for waking them.
+// Whether `type` is computed under the superblock contract (Q4_K and Q6_K): its products need
+// the activations' superblock form.
+bool QuantUsesSuperblocks(GgmlType type);
+
+// A weight matrix held for QuantMatmul: n rows of k values in `type`'s blocks, copied from the
+// file's rows (64-byte aligned), the superblock types' repacked 16 rows at a time
+// (quant_superblock.h), in the same number of bytes give or take the last group's padding.
+class QuantWeights {
+ public:
+  // Row j at rows + j * row_bytes (row_bytes = k / block_elements * block_bytes); any alignment.
+  // REQUIRES: QuantMatmulSupports(type); k a positive multiple of the type's block; n >= 1.
+  QuantWeights(GgmlType type, const std::byte* rows, int64_t n, int64_t k);
+
+  GgmlType type() const { return type_; }
+  int64_t n() const { return n_; }
+  int64_t k() const { return k_; }
+  int64_t row_bytes() const { return row_bytes_; }
+  // Bytes held.
+  int64_t bytes() const { return bytes_; }
+  // Row j as the file stores it: row_bytes() bytes at `out`.
+  void CopyRow(int64_t j, std::byte* out) const;
+  // The bytes held (the rows as the file stores them, or the superblock types' packed form).
+  const std::byte* data() const { return data_.get(); }
+
+ private:
+  struct Free {
+    void operator()(std::byte* p) const;
+  };
+  GgmlType type_;
+  int64_t n_, k_, row_bytes_, bytes_;
+  bool packed_;
+  std::unique_ptr<std::byte[], Free> data_;
+};
+
+// y[r * ldy + j] = sum over i of x[r][i] * W[j][i] for r < x.m(), j < w.n(), as the type's
+// contract says. Parallel over the OpenMP threads, splitting the outputs, when the product is
+// large enough to pay for waking them. REQUIRES: x.k() == w.k(); ldy >= w.n(); x has its
+// superblock form if QuantUsesSuperblocks(w.type()).
+void QuantMatmul(const QuantWeights& w, const QuantizedRows& x, float* y, int64_t ldy,
+                 QuantPath path = QuantPath::kBest);
+
+// The same on the file's rows as they are: `w` points at row 0 of W, n rows of k values in
+// `type`'s blocks, row j at w + j * row_bytes; any alignment. The superblock types are copied into
+// a QuantWeights first (for tests and fuzzers: a server holds its QuantWeights).
 // REQUIRES: QuantMatmulSupports(type); x.k() == k; k a multiple of the type's block; ldy >= n.
 void QuantMatmul(GgmlType type, const std::byte* w, int64_t n, int64_t k, const QuantizedRows& x,
                  float* y, int64_t ldy, QuantPath path = QuantPath::kBest);

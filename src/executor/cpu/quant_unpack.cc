@@ -203,7 +203,7 @@ struct Q8_0 {
 // ---- The 256-value types: eight groups per block. Value 32 * g + l of the block is value l of
 // group g.
 
-// Q4_K and Q5_K: eight 6-bit scales and mins in 12 bytes. Sub-block s < 4 keeps its scale in the
+// Q5_K (and Q4_K): eight 6-bit scales and mins in 12 bytes. Sub-block s < 4 keeps its scale in the
 // low 6 bits of byte s and its min in those of byte s + 4; sub-block s >= 4 keeps the low 4 bits
 // of its scale in the low nibble of byte s + 4, of its min in the high nibble, and the top 2 bits
 // of each in the top bits of bytes s - 4 and s.
@@ -259,23 +259,10 @@ void KNibbles(const std::byte* qs, uint8_t* q) {
 // Each 256-value type below gives ScaleVectors(block) (KVectors, the same products as its
 // Scales) and GroupAvx2(block, j): group j's 32 quants, one byte each.
 
-// Group j of Q4_K and Q5_K: the low (j even) or high nibbles of the 32 bytes at qs + 32 * (j / 2).
+// Group j of Q5_K: the low (j even) or high nibbles of the 32 bytes at qs + 32 * (j / 2).
 CONVOY_TARGET_AVX2 __m256i KNibblesAvx2(const std::byte* qs, int j) {
   return Field<4>(Load256(qs + 32 * (j / 2)), 4 * (j % 2), 0);
 }
-
-struct Q4_K {
-  static constexpr int kElements = 256, kBytes = 144;
-  static constexpr bool kPerGroup = true;
-  static void Scales(const std::byte* b, float* lanes, float* offsets) {
-    KScales(b, lanes, offsets);
-  }
-  static CONVOY_TARGET_AVX2 KVectors ScaleVectors(const std::byte* b) { return KScaleVectors(b); }
-  static void Quants(const std::byte* b, uint8_t* q) { KNibbles(b + 16, q); }
-  static CONVOY_TARGET_AVX2 __m256i GroupAvx2(const std::byte* b, int j) {
-    return KNibblesAvx2(b + 16, j);
-  }
-};
 
 // Q5_K's fifth bits: bit g of byte l is value l of group g's.
 struct Q5_K {
@@ -296,55 +283,11 @@ struct Q5_K {
   }
 };
 
-// mn = factor * s for the sixteen half-groups (Q3_K's -4, Q6_K's -32): one product each.
+// mn = factor * s for the sixteen half-groups (Q3_K's -4): one product each.
 CONVOY_TARGET_AVX2 KVectors Proportional(KVectors v, float factor) {
   for (int i = 0; i < 2; ++i) v.mn[i] = _mm256_mul_ps(_mm256_set1_ps(factor), v.s[i]);
   return v;
 }
-
-// Q6_K: value 128 * h + 32 * j + l (group 4h + j) takes the low (j < 2) or high nibble of byte
-// 64 * h + 32 * (j % 2) + l of ql, and bits 2j, 2j + 1 of byte 32 * h + l of qh; one int8 scale
-// per 16 values.
-struct Q6_K {
-  static constexpr int kElements = 256, kBytes = 210;
-  static constexpr bool kPerGroup = false;
-  static void Scales(const std::byte* b, float* lanes, float* offsets) {
-    const float d = Half(b + 208);
-    float scale[16], offset[16];
-    for (int i = 0; i < 16; ++i) {
-      scale[i] = d * static_cast<float>(static_cast<int8_t>(Byte(b + 192, i)));
-      offset[i] = -32.0f * scale[i];
-    }
-    SetSixteen(scale, offset, lanes, offsets);
-  }
-  static CONVOY_TARGET_AVX2 KVectors ScaleVectors(const std::byte* b) {
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192));
-    const __m256 d = _mm256_set1_ps(Half(b + 208));
-    KVectors v;
-    v.s[0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)));
-    v.s[1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(bytes, 8))));
-    return Proportional(v, -32.0f);
-  }
-  static void Quants(const std::byte* b, uint8_t* q) {
-    for (int h = 0; h < 2; ++h) {
-      for (int j = 0; j < 4; ++j) {
-        for (int l = 0; l < 32; ++l) {
-          const uint8_t low_byte = Byte(b, 64 * h + 32 * (j % 2) + l);
-          const int low = j < 2 ? (low_byte & 0x0F) : (low_byte >> 4);
-          const int high = (Byte(b + 128, 32 * h + l) >> (2 * j)) & 3;
-          q[128 * h + 32 * j + l] = static_cast<uint8_t>(low | (high << 4));
-        }
-      }
-    }
-  }
-  // Group j = 4h + i: the low (i < 2) or high nibbles of bytes 64h + 32 (i % 2) .. + 31, and bits
-  // 2i, 2i + 1 of bytes 128 + 32h .. + 31 as bits 4 and 5.
-  static CONVOY_TARGET_AVX2 __m256i GroupAvx2(const std::byte* b, int j) {
-    const int h = j / 4, i = j % 4;
-    const __m256i low = Field<4>(Load256(b + 64 * h + 32 * (i % 2)), i < 2 ? 0 : 4, 0);
-    return _mm256_or_si256(low, Field<2>(Load256(b + 128 + 32 * h), 2 * i, 4));
-  }
-};
 
 // Q2_K and Q3_K: value 128 * h + 32 * j + l (group 4h + j) takes bits 2j, 2j + 1 of byte
 // 32 * h + l of the 64 bytes at qs.
@@ -570,7 +513,7 @@ void DirectAvx2Any(const std::byte* w, int64_t row_bytes, int count, int64_t k,
 // and 2i + 1: k is a multiple of 256, so there is no padding) run into their own 8 lanes, added to
 // the accumulators at the end, as the contract says.
 
-// Group j's 8 lanes of c from the block's products, stored in `c`: Q4_K and Q5_K (kPerGroup) keep
+// Group j's 8 lanes of c from the block's products, stored in `c`: Q5_K (kPerGroup) keep
 // c of group j at c[j], the others c of half-group h at c[h].
 template <bool kPerGroup>
 CONVOY_TARGET_AVX2 __m256 GroupScale(const float* c, int j) {
@@ -651,9 +594,7 @@ constexpr Format kQ5_1 = MakeFormat<Q5_1>(false);
 constexpr Format kQ8_0 = MakeFormat<Q8_0>(true);
 constexpr Format kQ2_K = MakeFormat<Q2_K>(false);
 constexpr Format kQ3_K = MakeFormat<Q3_K>(false);
-constexpr Format kQ4_K = MakeFormat<Q4_K>(false);
 constexpr Format kQ5_K = MakeFormat<Q5_K>(false);
-constexpr Format kQ6_K = MakeFormat<Q6_K>(false);
 
 }  // namespace
 
@@ -673,12 +614,8 @@ const Format* FindFormat(GgmlType type) {
       return &kQ2_K;
     case GgmlType::kQ3_K:
       return &kQ3_K;
-    case GgmlType::kQ4_K:
-      return &kQ4_K;
     case GgmlType::kQ5_K:
       return &kQ5_K;
-    case GgmlType::kQ6_K:
-      return &kQ6_K;
     default:
       return nullptr;
   }

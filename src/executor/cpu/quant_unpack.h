@@ -85,7 +85,7 @@ inline void KScaleBytes(const std::byte* packed, uint64_t* scales, uint64_t* min
   *mins = (w[1] & low6) | (static_cast<uint64_t>(high_mins) << 32);
 }
 
-// nullptr for a type QuantMatmul does not run.
+// The group contract's types' formats; nullptr for the others (the superblock types included).
 const Format* FindFormat(GgmlType type);
 
 }  // namespace convoy::quant

@@ -310,13 +310,13 @@ void DirectVnniAny(const std::byte* w, int64_t row_bytes, int count, int64_t k,
   DirectVnni<F, 1>(rows, count, k, x, y, ldy, offsets, w + kPrefetchBytes);
 }
 
-// ---- The one-row kernel for the K types (Q2_K to Q6_K): as DirectVnni, two weight rows a vector
-// and group after group, one block of 256 values (8 groups) of both rows at a time. Each type gives
-// the quants of group j of blocks a and b as 64 bytes (a's 32, then b's), and the block pair's
-// scales: the products c = s * dx of its groups (the contract's fp32 products, 8 at a time) and
-// the offsets of its 16 half-groups, [a's 8, b's 8] for the first 8 half-groups of the block (the
-// contract's t = 2i) and for the last 8 (t = 2i + 1). k is a multiple of 256: every t is a real
-// one, so the offsets' fused multiply-adds run block after block, in the contract's order.
+// ---- The one-row kernel for the K types (Q2_K, Q3_K and Q5_K): as DirectVnni, two weight rows a
+// vector and group after group, one block of 256 values (8 groups) of both rows at a time. Each
+// type gives the quants of group j of blocks a and b as 64 bytes (a's 32, then b's), and the block
+// pair's scales: the products c = s * dx of its groups (the contract's fp32 products, 8 at a time)
+// and the offsets of its 16 half-groups, [a's 8, b's 8] for the first 8 half-groups of the block
+// (the contract's t = 2i) and for the last 8 (t = 2i + 1). k is a multiple of 256: every t is a
+// real one, so the offsets' fused multiply-adds run block after block, in the contract's order.
 
 struct KPairScales {
   __m512 c[2];  // the type's layout; GroupScale spreads group j's over its 16 lanes
@@ -376,7 +376,7 @@ CONVOY_TARGET_VNNI __m256i KScaleBytesPair(const std::byte* a, const std::byte* 
   return _mm256_permute4x64_epi64(bits, _MM_SHUFFLE(3, 1, 2, 0));
 }
 
-// Q4_K and Q5_K: d, dmin and the 6-bit scales and mins at the start of the block; s = d * sc for
+// Q5_K: d, dmin and the 6-bit scales and mins at the start of the block; s = d * sc for
 // both halves of a group, mn = -(dmin * mi) for both. c[0] is [a's c of groups 0-7, b's].
 template <int kBytesPerBlock, int kQuantsAt, bool kFifthBits>
 struct KFourBit {
@@ -425,7 +425,6 @@ struct KFourBit {
   }
 };
 
-using Q4_K = KFourBit<144, 16, false>;
 using Q5_K = KFourBit<176, 48, true>;
 
 // The fp16 field at byte `at` of blocks a and b as 16 floats each (exact, as Half): [0] a's, [1]
@@ -443,7 +442,7 @@ CONVOY_TARGET_VNNI FieldPair Fields(const std::byte* a, const std::byte* b, int 
   return {{_mm512_broadcastss_ps(both), _mm512_broadcastss_ps(_mm_movehdup_ps(both))}};
 }
 
-// Q2_K, Q3_K and Q6_K: a scale s and an offset mn per half-group of 16 values. From each row's 16
+// Q2_K and Q3_K: a scale s and an offset mn per half-group of 16 values. From each row's 16
 // (s[0] and mn[0] a's, [1] b's): c[0] holds a's 16 products (half-group h's with dx[h / 2]), c[1]
 // b's.
 struct KSixteen {
@@ -497,10 +496,10 @@ struct Q2_K : KSixteen {
   }
 };
 
-// Q3_K and Q6_K: s = d * F::Sc(block) (the block's 16 integer factors as floats) with d the fp16
+// Q3_K: s = d * F::Sc(block) (the block's 16 integer factors as floats) with d the fp16
 // field at byte F::kDAt, and mn = F::kMnPerS * s. Inlined: GCC kept it a call, which returned the
-// scales through memory (Q6_K's one-row kernel on cached weights: 18-21 GB/s against 21-25 GB/s
-// inlined, in a noisy shared machine).
+// scales through memory (Q6_K's former one-row kernel on cached weights: 18-21 GB/s against 21-25
+// GB/s inlined, in a noisy shared machine).
 template <typename F>
 CONVOY_TARGET_VNNI __attribute__((always_inline)) inline KPairScales ProportionalScales(
     const std::byte* a, const std::byte* b, const float* dx) {
@@ -549,37 +548,6 @@ struct Q3_K : KSixteen {
   }
   static CONVOY_TARGET_VNNI __m512i Quants(const std::byte* a, const std::byte* b, int j) {
     return AddBitPlane(TwoBits(a + 32, b + 32, j), a, b, j, 0x04);
-  }
-};
-
-// Q6_K: 16 int8 scales at byte 192 and d at 208; s = d * sc per half-group, mn = -32 * s.
-struct Q6_K : KSixteen {
-  static constexpr int kBytes = 210, kDAt = 208;
-  static constexpr float kMnPerS = -32.0f;
-  static CONVOY_TARGET_VNNI __m512 Sc(const std::byte* block) {
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 192));
-    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes));
-  }
-  static CONVOY_TARGET_VNNI KPairScales Scales(const std::byte* a, const std::byte* b,
-                                               const float* dx) {
-    return ProportionalScales<Q6_K>(a, b, dx);
-  }
-  // Group j = 4h + i: the low (i < 2) or high nibbles of bytes 64h + 32 (i % 2) .. + 31, and bits
-  // 2i, 2i + 1 of bytes 128 + 32h .. + 31 as bits 4 and 5.
-  static CONVOY_TARGET_VNNI __m512i Quants(const std::byte* a, const std::byte* b, int j) {
-    const int h = j / 4, i = j % 4;
-    const int at = 64 * h + 32 * (i % 2);
-    __m512i low =
-        Join(reinterpret_cast<const uint8_t*>(a + at), reinterpret_cast<const uint8_t*>(b + at));
-    if (i >= 2) low = _mm512_srli_epi16(low, 4);
-    __m512i high = Join(reinterpret_cast<const uint8_t*>(a + 128 + 32 * h),
-                        reinterpret_cast<const uint8_t*>(b + 128 + 32 * h));
-    // The two bits moved to bits 4 and 5 of their own byte.
-    if (i == 0) high = _mm512_slli_epi16(high, 4);
-    if (i == 1) high = _mm512_slli_epi16(high, 2);
-    if (i == 3) high = _mm512_srli_epi16(high, 2);
-    return _mm512_or_si512(_mm512_and_si512(low, _mm512_set1_epi8(0x0F)),
-                           _mm512_and_si512(high, _mm512_set1_epi8(0x30)));
   }
 };
 
@@ -665,12 +633,8 @@ DirectFn FindDirectVnni(GgmlType type) {
       return DirectKVnniAny<Q2_K>;
     case GgmlType::kQ3_K:
       return DirectKVnniAny<Q3_K>;
-    case GgmlType::kQ4_K:
-      return DirectKVnniAny<Q4_K>;
     case GgmlType::kQ5_K:
       return DirectKVnniAny<Q5_K>;
-    case GgmlType::kQ6_K:
-      return DirectKVnniAny<Q6_K>;
     default:
       return nullptr;
   }

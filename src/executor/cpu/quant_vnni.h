@@ -21,9 +21,9 @@ namespace convoy::quant {
 // VL and VNNI, and AVX2, FMA and F16C. Checked once.
 bool Avx512VnniAvailable();
 
-// The one-row kernel of `type` (quant_unpack.h's DirectFn) for every type QuantMatmul runs (the
-// 32-value types and Q2_K to Q6_K); nullptr for the others. REQUIRES: Avx512VnniAvailable() before
-// calling what it returns.
+// The one-row kernel of `type` (quant_unpack.h's DirectFn) for every type under the group contract
+// (the 32-value types, Q2_K, Q3_K and Q5_K); nullptr for the others. REQUIRES:
+// Avx512VnniAvailable() before calling what it returns.
 DirectFn FindDirectVnni(GgmlType type);
 
 // The tile kernel on unpacked rows (q int8 when is_signed). REQUIRES: Avx512VnniAvailable() before

@@ -1,0 +1,415 @@
+#include "executor/cpu/quant_superblock.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "common/half.h"
+#include "common/x86_intrinsics.h"
+#include "executor/cpu/quant_unpack.h"
+
+// Compiled for these whatever the build's -march; called only after the caller checked the CPU.
+#define CONVOY_TARGET_AVX2_FMA __attribute__((target("avx2,fma")))
+#define CONVOY_TARGET_VNNI \
+  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+#define CONVOY_INLINE inline __attribute__((always_inline))
+
+namespace convoy::quant {
+namespace {
+
+constexpr int64_t kSuperblock = 256;
+
+// Where a block's bytes go in a tile: `count` units of `unit` bytes at byte raw_at of the block
+// become unit i of row w at packed_at + (16 i + w) * unit.
+struct Field {
+  int raw_at, unit, count, packed_at;
+};
+constexpr Field kQ4KFields[] = {{0, 2, 1, 0}, {2, 2, 1, 32}, {4, 4, 3, 64}, {16, 4, 32, 256}};
+constexpr Field kQ6KFields[] = {
+    {208, 2, 1, 0}, {192, 1, 16, 32}, {0, 4, 32, 288}, {128, 4, 16, 2336}};
+
+struct Layout {
+  int64_t block_bytes;
+  const Field* fields;
+  int field_count;
+};
+
+const Layout& LayoutOf(GgmlType type) {
+  static constexpr Layout kQ4K{144, kQ4KFields, 4};
+  static constexpr Layout kQ6K{210, kQ6KFields, 4};
+  return type == GgmlType::kQ4_K ? kQ4K : kQ6K;
+}
+
+int64_t TileBytes(GgmlType type) { return kPackedRows * LayoutOf(type).block_bytes; }
+
+// A tile unpacked for the kernels, the same form for every type: the contract's q (unsigned), the
+// scale of each sub-block of 16 values, the factors of the M term as int16 pairs, d and dm in fp32.
+struct alignas(64) Tile {
+  uint8_t q[64][kPackedRows][4];  // chunk c: values 4c .. 4c + 3 of each row
+  int32_t sc[16][kPackedRows];    // sub-block j (values 16j .. 16j + 15) of each row
+  // The M factors of sub-blocks 2p (low 16 bits, int16) and 2p + 1 (high 16 bits) of each row.
+  uint32_t mn[8][kPackedRows];
+  float d[kPackedRows];
+  float dm[kPackedRows];
+};
+
+// Two int16 in one 32-bit word: `low` in the low half.
+constexpr uint32_t Pair(int32_t low, int32_t high) {
+  return (static_cast<uint32_t>(low) & 0xFFFF) | (static_cast<uint32_t>(high) << 16);
+}
+
+uint16_t HalfAt(const std::byte* p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  return bits;
+}
+
+// ---- Unpacking a tile. The bodies are plain loops, inlined into a function compiled for each
+// path so that the compiler vectorizes them with that path's instructions.
+
+// Q4_K: s = d * sc, mn = -(dmin * mi) for both halves of a sub-block of 32 (quant_matmul.h), so
+// sc and mi repeat for sub-blocks 2s and 2s + 1 of 16; dm = -dmin.
+CONVOY_INLINE void UnpackQ4KScales(const std::byte* tile, Tile* t) {
+  // KScaleBytes (quant_unpack.h) on the three words of the 16 rows side by side: byte s of
+  // scales_low is sub-block s's scale (s < 4), of scales_high sub-block s + 4's; the mins alike.
+  uint32_t words[3][kPackedRows];
+  std::memcpy(words, tile + 64, sizeof(words));
+  for (int w = 0; w < kPackedRows; ++w) {
+    const uint32_t w0 = words[0][w], w1 = words[1][w], w2 = words[2][w];
+    const uint32_t low6 = 0x3F3F3F3Fu, low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
+    const uint32_t scales_low = w0 & low6, mins_low = w1 & low6;
+    const uint32_t scales_high = (w2 & low4) | (((w0 >> 6) & low2) << 4);
+    const uint32_t mins_high = ((w2 >> 4) & low4) | (((w1 >> 6) & low2) << 4);
+    for (int s = 0; s < 4; ++s) {
+      const int32_t sc_low = static_cast<int32_t>((scales_low >> (8 * s)) & 0xFF);
+      const int32_t sc_high = static_cast<int32_t>((scales_high >> (8 * s)) & 0xFF);
+      const int32_t mi_low = static_cast<int32_t>((mins_low >> (8 * s)) & 0xFF);
+      const int32_t mi_high = static_cast<int32_t>((mins_high >> (8 * s)) & 0xFF);
+      t->sc[2 * s][w] = t->sc[2 * s + 1][w] = sc_low;
+      t->sc[2 * s + 8][w] = t->sc[2 * s + 9][w] = sc_high;
+      t->mn[s][w] = Pair(mi_low, mi_low);
+      t->mn[s + 4][w] = Pair(mi_high, mi_high);
+    }
+  }
+}
+
+CONVOY_INLINE void UnpackQ4K(const std::byte* tile, Tile* t) {
+  for (int w = 0; w < kPackedRows; ++w) {
+    t->d[w] = FP16ToFloat(HalfAt(tile + 2 * w));
+    t->dm[w] = -FP16ToFloat(HalfAt(tile + 32 + 2 * w));
+  }
+  UnpackQ4KScales(tile, t);
+  // Nibble dword i = 8 p + c holds values 64 p + 4 c .. + 3 (low nibbles) and 32 more (high).
+  for (int i = 0; i < 32; ++i) {
+    const uint8_t* src = reinterpret_cast<const uint8_t*>(tile + 256 + 64 * i);
+    uint8_t* low = &t->q[16 * (i / 8) + i % 8][0][0];
+    uint8_t* high = &t->q[16 * (i / 8) + 8 + i % 8][0][0];
+    for (int b = 0; b < 64; ++b) {
+      low[b] = src[b] & 0x0F;
+      high[b] = src[b] >> 4;
+    }
+  }
+}
+
+// Q6_K: s = d * sc, mn = -32 * s per sub-block of 16: the M term's factor is sc itself and
+// dm = -32 * d (exact).
+CONVOY_INLINE void UnpackQ6KScales(const std::byte* tile, Tile* t) {
+  const int8_t* scales = reinterpret_cast<const int8_t*>(tile + 32);
+  for (int j = 0; j < 16; ++j) {
+    for (int w = 0; w < kPackedRows; ++w) t->sc[j][w] = scales[16 * j + w];
+  }
+  for (int p = 0; p < 8; ++p) {
+    for (int w = 0; w < kPackedRows; ++w) {
+      t->mn[p][w] = Pair(scales[32 * p + w], scales[32 * p + 16 + w]);
+    }
+  }
+}
+
+CONVOY_INLINE void UnpackQ6K(const std::byte* tile, Tile* t) {
+  for (int w = 0; w < kPackedRows; ++w) {
+    t->d[w] = FP16ToFloat(HalfAt(tile + 2 * w));
+    t->dm[w] = -32.0f * t->d[w];
+  }
+  UnpackQ6KScales(tile, t);
+  // Chunk 32 h + r takes the low (r < 16) or high nibble of low-nibble dword 16 h + r % 16 and
+  // bits 2 (r / 8), + 1 of high-bit dword 8 h + r % 8 (model/gguf_dequantize.cc's Q6_K order).
+  const uint8_t* low_bytes = reinterpret_cast<const uint8_t*>(tile + 288);
+  const uint8_t* high_bytes = reinterpret_cast<const uint8_t*>(tile + 2336);
+  for (int h = 0; h < 2; ++h) {
+    for (int r = 0; r < 32; ++r) {
+      const uint8_t* low = low_bytes + 64 * (16 * h + r % 16);
+      const uint8_t* high = high_bytes + 64 * (8 * h + r % 8);
+      const int shift = 2 * (r / 8);
+      uint8_t* q = &t->q[32 * h + r][0][0];
+      if (r < 16) {
+        for (int b = 0; b < 64; ++b) q[b] = (low[b] & 0x0F) | (((high[b] >> shift) & 3) << 4);
+      } else {
+        for (int b = 0; b < 64; ++b) q[b] = (low[b] >> 4) | (((high[b] >> shift) & 3) << 4);
+      }
+    }
+  }
+}
+
+CONVOY_INLINE void UnpackBody(GgmlType type, const std::byte* tile, Tile* t) {
+  if (type == GgmlType::kQ4_K) {
+    UnpackQ4K(tile, t);
+  } else {
+    UnpackQ6K(tile, t);
+  }
+}
+
+void UnpackPortable(GgmlType type, const std::byte* tile, Tile* t) { UnpackBody(type, tile, t); }
+CONVOY_TARGET_AVX2_FMA void UnpackAvx2(GgmlType type, const std::byte* tile, Tile* t) {
+  UnpackBody(type, tile, t);
+}
+
+// The same bytes as UnpackBody, the quants and d a vector at a time. The scales' loops over the
+// 16 rows vectorize as they are.
+CONVOY_TARGET_VNNI void UnpackVnni(GgmlType type, const std::byte* tile, Tile* t) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
+  const auto load = [tile](int at) { return _mm512_loadu_si512(tile + at); };
+  const auto store = [t](int chunk, __m512i v) { _mm512_store_si512(&t->q[chunk][0][0], v); };
+  const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile)));
+  _mm512_store_ps(t->d, d);
+  if (type == GgmlType::kQ4_K) {
+    const __m512 dmin =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 32)));
+    _mm512_store_ps(t->dm, _mm512_sub_ps(_mm512_setzero_ps(), dmin));
+    for (int i = 0; i < 32; ++i) {
+      const __m512i v = load(256 + 64 * i);
+      store(16 * (i / 8) + i % 8, _mm512_and_si512(v, low4));
+      store(16 * (i / 8) + 8 + i % 8, _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
+    }
+    UnpackQ4KScales(tile, t);
+    return;
+  }
+  _mm512_store_ps(t->dm, _mm512_mul_ps(d, _mm512_set1_ps(-32.0f)));
+  UnpackQ6KScales(tile, t);
+  // Chunks c8, c8 + 8, c8 + 16 and c8 + 24 of half h share high-bit dword 8h + c8 (bits 0-1, 2-3,
+  // 4-5, 6-7) and take the low nibbles of low dwords 16h + c8, 16h + 8 + c8, then their high ones.
+  for (int h = 0; h < 2; ++h) {
+    for (int c8 = 0; c8 < 8; ++c8) {
+      const __m512i a = load(288 + 64 * (16 * h + c8)), b = load(288 + 64 * (16 * h + 8 + c8));
+      const __m512i hq = load(2336 + 64 * (8 * h + c8));
+      const __m512i h0 = _mm512_and_si512(_mm512_slli_epi16(hq, 4), bits45);
+      const __m512i h1 = _mm512_and_si512(_mm512_slli_epi16(hq, 2), bits45);
+      const __m512i h2 = _mm512_and_si512(hq, bits45);
+      const __m512i h3 = _mm512_and_si512(_mm512_srli_epi16(hq, 2), bits45);
+      const __m512i a_high = _mm512_and_si512(_mm512_srli_epi16(a, 4), low4);
+      const __m512i b_high = _mm512_and_si512(_mm512_srli_epi16(b, 4), low4);
+      store(32 * h + c8, _mm512_or_si512(_mm512_and_si512(a, low4), h0));
+      store(32 * h + 8 + c8, _mm512_or_si512(_mm512_and_si512(b, low4), h1));
+      store(32 * h + 16 + c8, _mm512_or_si512(a_high, h2));
+      store(32 * h + 24 + c8, _mm512_or_si512(b_high, h3));
+    }
+  }
+}
+
+// ---- One activation row against a tile: acc[w] += the superblock's terms for weight row w, as
+// the contract says: I = sum over sub-blocks j of sc[j] * P[j] and M = sum of mn[j] * S[j], exact
+// in int32, then acc = fma(float(I), d * dx, acc) and acc = fma(float(M), dm * dx, acc).
+
+int32_t Dword(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+void RowPortable(const Tile& t, const int8_t* xq, const int16_t* sums, float dx, float* acc) {
+  for (int w = 0; w < kPackedRows; ++w) {
+    int32_t total = 0;
+    for (int j = 0; j < 16; ++j) {
+      int32_t p = 0;
+      for (int c = 4 * j; c < 4 * j + 4; ++c) {
+        for (int e = 0; e < 4; ++e) p += t.q[c][w][e] * xq[4 * c + e];
+      }
+      total += p * t.sc[j][w];
+    }
+    int32_t m = 0;
+    for (int pair = 0; pair < 8; ++pair) {
+      const uint32_t mn = t.mn[pair][w];
+      m += static_cast<int16_t>(mn & 0xFFFF) * sums[2 * pair] +
+           static_cast<int16_t>(mn >> 16) * sums[2 * pair + 1];
+    }
+    acc[w] = std::fma(static_cast<float>(total), t.d[w] * dx, acc[w]);
+    acc[w] = std::fma(static_cast<float>(m), t.dm[w] * dx, acc[w]);
+  }
+}
+
+// Rows 8h .. 8h + 7 in 8 lanes. vpmaddubsw's pairs are exact (q <= 63: 2 * 63 * 127 < 32767).
+CONVOY_TARGET_AVX2_FMA void RowAvx2(const Tile& t, const int8_t* xq, const int16_t* sums, float dx,
+                                    float* acc) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256 dxv = _mm256_set1_ps(dx);
+  for (int h = 0; h < 2; ++h) {
+    __m256i total = _mm256_setzero_si256();
+    for (int j = 0; j < 16; ++j) {
+      __m256i p = _mm256_setzero_si256();
+      for (int c = 4 * j; c < 4 * j + 4; ++c) {
+        const __m256i q = _mm256_load_si256(reinterpret_cast<const __m256i*>(&t.q[c][8 * h][0]));
+        const __m256i x = _mm256_set1_epi32(Dword(xq + 4 * c));
+        p = _mm256_add_epi32(p, _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), ones));
+      }
+      const __m256i sc = _mm256_load_si256(reinterpret_cast<const __m256i*>(&t.sc[j][8 * h]));
+      total = _mm256_add_epi32(total, _mm256_mullo_epi32(p, sc));
+    }
+    __m256i m = _mm256_setzero_si256();
+    for (int pair = 0; pair < 8; ++pair) {
+      const __m256i mn = _mm256_load_si256(reinterpret_cast<const __m256i*>(&t.mn[pair][8 * h]));
+      m = _mm256_add_epi32(m, _mm256_madd_epi16(mn, _mm256_set1_epi32(Dword(sums + 2 * pair))));
+    }
+    __m256 a = _mm256_loadu_ps(acc + 8 * h);
+    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(_mm256_load_ps(t.d + 8 * h), dxv),
+                        a);
+    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(_mm256_load_ps(t.dm + 8 * h), dxv), a);
+    _mm256_storeu_ps(acc + 8 * h, a);
+  }
+}
+
+// kRows activation rows at once: the tile's vectors are loaded once for all of them, and each
+// row keeps its own sums, so every output sees the same operations whatever kRows is.
+template <int kRows>
+CONVOY_TARGET_VNNI void RowsVnni(const Tile& t, const int8_t* const* xq, const int16_t* const* sums,
+                                 const float* dx, float* const* acc) {
+  __m512i total[kRows];
+  for (int r = 0; r < kRows; ++r) total[r] = _mm512_setzero_si512();
+  for (int j = 0; j < 16; ++j) {
+    __m512i p[kRows];
+    for (int r = 0; r < kRows; ++r) p[r] = _mm512_setzero_si512();
+    for (int c = 4 * j; c < 4 * j + 4; ++c) {
+      const __m512i q = _mm512_load_si512(&t.q[c][0][0]);
+      for (int r = 0; r < kRows; ++r) {
+        p[r] = _mm512_dpbusd_epi32(p[r], q, _mm512_set1_epi32(Dword(xq[r] + 4 * c)));
+      }
+    }
+    const __m512i sc = _mm512_load_si512(&t.sc[j][0]);
+    for (int r = 0; r < kRows; ++r)
+      total[r] = _mm512_add_epi32(total[r], _mm512_mullo_epi32(p[r], sc));
+  }
+  __m512i m[kRows];
+  for (int r = 0; r < kRows; ++r) m[r] = _mm512_setzero_si512();
+  for (int pair = 0; pair < 8; ++pair) {
+    const __m512i mn = _mm512_load_si512(&t.mn[pair][0]);
+    for (int r = 0; r < kRows; ++r) {
+      m[r] = _mm512_dpwssd_epi32(m[r], mn, _mm512_set1_epi32(Dword(sums[r] + 2 * pair)));
+    }
+  }
+  const __m512 d = _mm512_load_ps(t.d), dm = _mm512_load_ps(t.dm);
+  for (int r = 0; r < kRows; ++r) {
+    const __m512 dxv = _mm512_set1_ps(dx[r]);
+    __m512 a = _mm512_loadu_ps(acc[r]);
+    a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total[r]), _mm512_mul_ps(d, dxv), a);
+    a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m[r]), _mm512_mul_ps(dm, dxv), a);
+    _mm512_storeu_ps(acc[r], a);
+  }
+}
+
+CONVOY_TARGET_VNNI void RowVnni(const Tile& t, const int8_t* xq, const int16_t* sums, float dx,
+                                float* acc) {
+  RowsVnni<1>(t, &xq, &sums, &dx, &acc);
+}
+
+using TileUnpackFn = void (*)(GgmlType, const std::byte*, Tile*);
+using RowFn = void (*)(const Tile&, const int8_t*, const int16_t*, float, float*);
+
+struct Scratch {
+  Tile tile;
+  std::vector<float> acc;
+};
+
+}  // namespace
+
+bool IsSuperblockType(GgmlType type) { return type == GgmlType::kQ4_K || type == GgmlType::kQ6_K; }
+
+int64_t PackedBytes(GgmlType type, int64_t n, int64_t k) {
+  return (n + kPackedRows - 1) / kPackedRows * (k / kSuperblock) * TileBytes(type);
+}
+
+void PackRows(GgmlType type, const std::byte* raw, int64_t n, int64_t k, std::byte* packed) {
+  const Layout& layout = LayoutOf(type);
+  const int64_t blocks = k / kSuperblock, groups = (n + kPackedRows - 1) / kPackedRows;
+  const int64_t row_bytes = blocks * layout.block_bytes, tile_bytes = TileBytes(type);
+  static const std::byte kZeros[256] = {};
+#pragma omp parallel for schedule(static)
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      std::byte* tile = packed + (g * blocks + b) * tile_bytes;
+      for (int64_t w = 0; w < kPackedRows; ++w) {
+        const int64_t j = g * kPackedRows + w;
+        const std::byte* block = j < n ? raw + j * row_bytes + b * layout.block_bytes : kZeros;
+        for (int f = 0; f < layout.field_count; ++f) {
+          const Field& field = layout.fields[f];
+          for (int i = 0; i < field.count; ++i) {
+            std::memcpy(tile + field.packed_at + (kPackedRows * i + w) * field.unit,
+                        block + field.raw_at + i * field.unit, field.unit);
+          }
+        }
+      }
+    }
+  }
+}
+
+void CopyPackedRow(GgmlType type, const std::byte* packed, int64_t k, int64_t j, std::byte* raw) {
+  const Layout& layout = LayoutOf(type);
+  const int64_t blocks = k / kSuperblock, tile_bytes = TileBytes(type);
+  const int64_t g = j / kPackedRows, w = j % kPackedRows;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const std::byte* tile = packed + (g * blocks + b) * tile_bytes;
+    std::byte* block = raw + b * layout.block_bytes;
+    for (int f = 0; f < layout.field_count; ++f) {
+      const Field& field = layout.fields[f];
+      for (int i = 0; i < field.count; ++i) {
+        std::memcpy(block + field.raw_at + i * field.unit,
+                    tile + field.packed_at + (kPackedRows * i + w) * field.unit, field.unit);
+      }
+    }
+  }
+}
+
+void SuperblockMatmul(GgmlType type, const std::byte* packed, int64_t n, int64_t k,
+                      const QuantizedRows& x, float* y, int64_t ldy, QuantPath path,
+                      int64_t first_group, int64_t end_group) {
+  const TileUnpackFn unpack = path == QuantPath::kAvx512Vnni ? UnpackVnni
+                              : path == QuantPath::kAvx2     ? UnpackAvx2
+                                                             : UnpackPortable;
+  const RowFn row = path == QuantPath::kAvx512Vnni ? RowVnni
+                    : path == QuantPath::kAvx2     ? RowAvx2
+                                                   : RowPortable;
+  const int64_t m = x.m(), blocks = k / kSuperblock, tile_bytes = TileBytes(type);
+  thread_local Scratch scratch;
+  scratch.acc.resize(m * kPackedRows);
+  for (int64_t g = first_group; g < end_group; ++g) {
+    std::fill(scratch.acc.begin(), scratch.acc.end(), 0.0f);
+    for (int64_t b = 0; b < blocks; ++b) {
+      unpack(type, packed + (g * blocks + b) * tile_bytes, &scratch.tile);
+      int64_t r = 0;
+      if (path == QuantPath::kAvx512Vnni) {
+        for (; r + 4 <= m; r += 4) {
+          const int8_t* xq[4];
+          const int16_t* sums[4];
+          float dx[4];
+          float* acc[4];
+          for (int i = 0; i < 4; ++i) {
+            xq[i] = x.superblock_values(r + i) + kSuperblock * b;
+            sums[i] = x.superblock_sums(r + i) + 16 * b;
+            dx[i] = x.superblock_scales(r + i)[b];
+            acc[i] = scratch.acc.data() + kPackedRows * (r + i);
+          }
+          RowsVnni<4>(scratch.tile, xq, sums, dx, acc);
+        }
+      }
+      for (; r < m; ++r) {
+        row(scratch.tile, x.superblock_values(r) + kSuperblock * b, x.superblock_sums(r) + 16 * b,
+            x.superblock_scales(r)[b], scratch.acc.data() + kPackedRows * r);
+      }
+    }
+    const int64_t count = std::min(kPackedRows, n - g * kPackedRows);
+    for (int64_t r = 0; r < m; ++r) {
+      std::memcpy(y + r * ldy + g * kPackedRows, scratch.acc.data() + kPackedRows * r,
+                  sizeof(float) * count);
+    }
+  }
+}
+
+}  // namespace convoy::quant

@@ -1,0 +1,53 @@
+// QuantMatmul for the types under the superblock contract (quant_matmul.h): Q4_K and Q6_K. Their
+// weights are repacked at load with 16 rows interleaved, so that a 512-bit vector holds the same
+// 4 values of 16 weight rows: one vpdpbusd multiplies them by 4 activations broadcast, and the
+// sub-block scales and the block's d are applied to 16 rows at once, lane by lane. Internal to
+// quant_matmul.cc and its tests.
+//
+// Packed layout: the n rows are cut into groups of 16 (rows past n are zero blocks); a group is
+// k / 256 tiles, one per superblock, each the 16 rows' blocks of that superblock rearranged (the
+// same bytes: 16 x the type's block bytes). In a tile, "dword i of the 16 rows" means 64 bytes: the
+// 4 bytes at byte 4i of each row's block, row 0 first.
+//   Q4_K (2,304 bytes): the 16 rows' d (fp16, 32 bytes), then their dmin, then dwords 0-2 of the
+//     12 scale bytes, then dwords 0-31 of the 128 nibble bytes.
+//   Q6_K (3,360 bytes): the 16 rows' d, then the 16 int8 scales of each sub-block of 16 values
+//     for the 16 rows (scale j of every row, j = 0 .. 15), then dwords 0-31 of the 128 low-nibble
+//     bytes, then dwords 0-15 of the 64 high-bit bytes.
+#ifndef CONVOY_EXECUTOR_CPU_QUANT_SUPERBLOCK_H_
+#define CONVOY_EXECUTOR_CPU_QUANT_SUPERBLOCK_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "executor/cpu/quant_matmul.h"
+#include "model/gguf_file.h"
+
+namespace convoy::quant {
+
+// Weight rows interleaved in a packed tile: one per 32-bit lane of a 512-bit vector.
+inline constexpr int64_t kPackedRows = 16;
+
+// Whether `type` is computed under the superblock contract: Q4_K and Q6_K.
+bool IsSuperblockType(GgmlType type);
+
+// Bytes of the packed form of n rows of k values: ceil(n / 16) groups of k / 256 tiles.
+// REQUIRES: IsSuperblockType(type); k % 256 == 0.
+int64_t PackedBytes(GgmlType type, int64_t n, int64_t k);
+
+// Packs n rows of k values, row j at raw + j * row_bytes (as the file stores them), into
+// `packed` (PackedBytes(type, n, k) bytes). Parallel over the OpenMP threads.
+void PackRows(GgmlType type, const std::byte* raw, int64_t n, int64_t k, std::byte* packed);
+
+// Row j of a packed matrix (k values) as the file stored it: row_bytes bytes at `raw`.
+void CopyPackedRow(GgmlType type, const std::byte* packed, int64_t k, int64_t j, std::byte* raw);
+
+// y[r * ldy + j] for every row r of x and the rows j of groups [first_group, end_group) that are
+// below n, as the superblock contract says, from a packed matrix. `path` is resolved (not kBest)
+// and the CPU has it. REQUIRES: x has its superblock form; x.k() == k; k % 256 == 0.
+void SuperblockMatmul(GgmlType type, const std::byte* packed, int64_t n, int64_t k,
+                      const QuantizedRows& x, float* y, int64_t ldy, QuantPath path,
+                      int64_t first_group, int64_t end_group);
+
+}  // namespace convoy::quant
+
+#endif  // CONVOY_EXECUTOR_CPU_QUANT_SUPERBLOCK_H_
