@@ -147,7 +147,7 @@ bool QuantUsesSuperblocks(GgmlType type);
 
 // A weight matrix held for QuantMatmul: n rows of k values in `type`'s blocks, copied from the
 // file's rows (64-byte aligned), the superblock types' repacked 16 rows at a time
-// (quant_superblock.h), in the same number of bytes give or take the last group's padding.
+// (quant_superblock.h), in the same bytes but for the last group's padding rows.
 class QuantWeights {
  public:
   // Row j at rows + j * row_bytes (row_bytes = k / block_elements * block_bytes); any alignment.

@@ -20,14 +20,28 @@ namespace {
 
 constexpr int64_t kSuperblock = 256;
 
-// Where a block's bytes go in a tile: `count` units of `unit` bytes at byte raw_at of the block
-// become unit i of row w at packed_at + (16 i + w) * unit.
+// Where a block's bytes go in a tile: `count` units of `unit` bytes at byte raw_at of the block;
+// unit i of row w goes to packed_at + (16 * slot(i) + w) * unit.
 struct Field {
   int raw_at, unit, count, packed_at;
+  int (*slot)(int i);
 };
-constexpr Field kQ4KFields[] = {{0, 2, 1, 0}, {2, 2, 1, 32}, {4, 4, 3, 64}, {16, 4, 32, 256}};
-constexpr Field kQ6KFields[] = {
-    {208, 2, 1, 0}, {192, 1, 16, 32}, {0, 4, 32, 288}, {128, 4, 16, 2336}};
+
+constexpr int InOrder(int i) { return i; }
+// Q6_K's quants in the order UnpackVnni reads them, so that a tile is read front to back: for
+// each half h and c8 < 8, low-nibble dwords 16h + c8 and 16h + 8 + c8, then high-bit dword
+// 8h + c8 (three slots of 64 bytes).
+constexpr int Q6KLowSlot(int i) { return 3 * (8 * (i / 16) + i % 8) + (i % 16) / 8; }
+constexpr int Q6KHighSlot(int e) { return 3 * e + 2; }
+
+constexpr Field kQ4KFields[] = {{0, 2, 1, 0, InOrder},
+                                {2, 2, 1, 32, InOrder},
+                                {4, 4, 3, 64, InOrder},
+                                {16, 4, 32, 256, InOrder}};
+constexpr Field kQ6KFields[] = {{208, 2, 1, 0, InOrder},
+                                {192, 1, 16, 32, InOrder},
+                                {0, 4, 32, 288, Q6KLowSlot},
+                                {128, 4, 16, 288, Q6KHighSlot}};
 
 struct Layout {
   int64_t block_bytes;
@@ -134,12 +148,11 @@ CONVOY_INLINE void UnpackQ6K(const std::byte* tile, Tile* t) {
   UnpackQ6KScales(tile, t);
   // Chunk 32 h + r takes the low (r < 16) or high nibble of low-nibble dword 16 h + r % 16 and
   // bits 2 (r / 8), + 1 of high-bit dword 8 h + r % 8 (model/gguf_dequantize.cc's Q6_K order).
-  const uint8_t* low_bytes = reinterpret_cast<const uint8_t*>(tile + 288);
-  const uint8_t* high_bytes = reinterpret_cast<const uint8_t*>(tile + 2336);
+  const uint8_t* quants = reinterpret_cast<const uint8_t*>(tile + 288);
   for (int h = 0; h < 2; ++h) {
     for (int r = 0; r < 32; ++r) {
-      const uint8_t* low = low_bytes + 64 * (16 * h + r % 16);
-      const uint8_t* high = high_bytes + 64 * (8 * h + r % 8);
+      const uint8_t* low = quants + 64 * Q6KLowSlot(16 * h + r % 16);
+      const uint8_t* high = quants + 64 * Q6KHighSlot(8 * h + r % 8);
       const int shift = 2 * (r / 8);
       uint8_t* q = &t->q[32 * h + r][0][0];
       if (r < 16) {
@@ -190,8 +203,8 @@ CONVOY_TARGET_VNNI void UnpackVnni(GgmlType type, const std::byte* tile, Tile* t
   // 4-5, 6-7) and take the low nibbles of low dwords 16h + c8, 16h + 8 + c8, then their high ones.
   for (int h = 0; h < 2; ++h) {
     for (int c8 = 0; c8 < 8; ++c8) {
-      const __m512i a = load(288 + 64 * (16 * h + c8)), b = load(288 + 64 * (16 * h + 8 + c8));
-      const __m512i hq = load(2336 + 64 * (8 * h + c8));
+      const int at = 288 + 3 * 64 * (8 * h + c8);  // Q6KLowSlot(16h + c8) (quant order)
+      const __m512i a = load(at), b = load(at + 64), hq = load(at + 128);
       const __m512i h0 = _mm512_and_si512(_mm512_slli_epi16(hq, 4), bits45);
       const __m512i h1 = _mm512_and_si512(_mm512_slli_epi16(hq, 2), bits45);
       const __m512i h2 = _mm512_and_si512(hq, bits45);
@@ -341,7 +354,7 @@ void PackRows(GgmlType type, const std::byte* raw, int64_t n, int64_t k, std::by
         for (int f = 0; f < layout.field_count; ++f) {
           const Field& field = layout.fields[f];
           for (int i = 0; i < field.count; ++i) {
-            std::memcpy(tile + field.packed_at + (kPackedRows * i + w) * field.unit,
+            std::memcpy(tile + field.packed_at + (kPackedRows * field.slot(i) + w) * field.unit,
                         block + field.raw_at + i * field.unit, field.unit);
           }
         }
@@ -361,7 +374,8 @@ void CopyPackedRow(GgmlType type, const std::byte* packed, int64_t k, int64_t j,
       const Field& field = layout.fields[f];
       for (int i = 0; i < field.count; ++i) {
         std::memcpy(block + field.raw_at + i * field.unit,
-                    tile + field.packed_at + (kPackedRows * i + w) * field.unit, field.unit);
+                    tile + field.packed_at + (kPackedRows * field.slot(i) + w) * field.unit,
+                    field.unit);
       }
     }
   }
@@ -382,7 +396,8 @@ void SuperblockMatmul(GgmlType type, const std::byte* packed, int64_t n, int64_t
   for (int64_t g = first_group; g < end_group; ++g) {
     std::fill(scratch.acc.begin(), scratch.acc.end(), 0.0f);
     for (int64_t b = 0; b < blocks; ++b) {
-      unpack(type, packed + (g * blocks + b) * tile_bytes, &scratch.tile);
+      const std::byte* tile = packed + (g * blocks + b) * tile_bytes;
+      unpack(type, tile, &scratch.tile);
       int64_t r = 0;
       if (path == QuantPath::kAvx512Vnni) {
         for (; r + 4 <= m; r += 4) {

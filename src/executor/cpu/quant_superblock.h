@@ -11,8 +11,9 @@
 //   Q4_K (2,304 bytes): the 16 rows' d (fp16, 32 bytes), then their dmin, then dwords 0-2 of the
 //     12 scale bytes, then dwords 0-31 of the 128 nibble bytes.
 //   Q6_K (3,360 bytes): the 16 rows' d, then the 16 int8 scales of each sub-block of 16 values
-//     for the 16 rows (scale j of every row, j = 0 .. 15), then dwords 0-31 of the 128 low-nibble
-//     bytes, then dwords 0-15 of the 64 high-bit bytes.
+//     for the 16 rows (scale j of every row, j = 0 .. 15), then the 128 low-nibble bytes' dwords
+//     and the 64 high-bit bytes' in the order the kernel reads them: for h = 0, 1 and c = 0 .. 7,
+//     low dwords 16h + c and 16h + 8 + c, then high dword 8h + c.
 #ifndef CONVOY_EXECUTOR_CPU_QUANT_SUPERBLOCK_H_
 #define CONVOY_EXECUTOR_CPU_QUANT_SUPERBLOCK_H_
 
