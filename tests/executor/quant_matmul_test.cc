@@ -569,21 +569,23 @@ TEST(SuperblockContractTest, EveryPathGivesTheContractWrittenOut) {
     const int64_t k = 256 * 3;
     for (int64_t n : {1, 16, 21}) {
       const Weights w = RandomWeights(t, n, k, 41 + n, /*extremes=*/true);
-      const int64_t m = 6;
-      const std::vector<float> x = RandomActivations(m, k, 43, /*specials=*/true);
-      QuantizedRows rows;
-      rows.Quantize(x.data(), m, k);
-      ASSERT_TRUE(rows.has_superblocks());
-      std::vector<float> expected(m * n);
-      for (int64_t r = 0; r < m; ++r) {
-        for (int64_t j = 0; j < n; ++j) {
-          expected[r * n + j] = SuperblockReference(t.type, w.data() + j * w.row_bytes, k, rows, r);
+      for (int64_t m : {1, 6}) {  // the one-row kernels and the tile ones
+        const std::vector<float> x = RandomActivations(m, k, 43 + m, /*specials=*/true);
+        QuantizedRows rows;
+        rows.Quantize(x.data(), m, k);
+        ASSERT_TRUE(rows.has_superblocks());
+        std::vector<float> expected(m * n);
+        for (int64_t r = 0; r < m; ++r) {
+          for (int64_t j = 0; j < n; ++j) {
+            expected[r * n + j] =
+                SuperblockReference(t.type, w.data() + j * w.row_bytes, k, rows, r);
+          }
         }
-      }
-      for (QuantPath path : {QuantPath::kAvx512Vnni, QuantPath::kAvx2, QuantPath::kPortable}) {
-        if (!QuantPathAvailable(path)) continue;
-        EXPECT_TRUE(SameBits(Product(t, w, n, k, x, m, path), expected))
-            << t.name << " n " << n << " path " << static_cast<int>(path);
+        for (QuantPath path : {QuantPath::kAvx512Vnni, QuantPath::kAvx2, QuantPath::kPortable}) {
+          if (!QuantPathAvailable(path)) continue;
+          EXPECT_TRUE(SameBits(Product(t, w, n, k, x, m, path), expected))
+              << t.name << " n " << n << " m " << m << " path " << static_cast<int>(path);
+        }
       }
     }
   }

@@ -323,6 +323,127 @@ CONVOY_TARGET_VNNI void RowVnni(const Tile& t, const int8_t* xq, const int16_t* 
   RowsVnni<1>(t, &xq, &sums, &dx, &acc);
 }
 
+// ---- One activation row against a group's Q4_K tiles, straight from the packed bytes to
+// registers (no Tile): the same integers and the same fp32 steps as UnpackVnni + RowVnni. acc: the
+// 16 outputs' accumulators, every superblock of the group added in order.
+CONVOY_TARGET_VNNI void OneRowQ4KVnni(const std::byte* tiles, int64_t blocks, const int8_t* xq,
+                                      const int16_t* sums, const float* dxs, float* out) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F), high4 = _mm512_set1_epi8(static_cast<char>(0xF0));
+  const __m512i low6 = _mm512_set1_epi32(0x3F3F3F3F), low4w = _mm512_set1_epi32(0x0F0F0F0F);
+  const __m512i low2 = _mm512_set1_epi32(0x03030303), byte = _mm512_set1_epi32(0xFF);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const std::byte* tile = tiles + b * 2304;
+    const int8_t* x = xq + 256 * b;
+    const int16_t* s16 = sums + 16 * b;
+    const auto load = [tile](int at) { return _mm512_loadu_si512(tile + at); };
+    // KScaleBytes on the 16 rows' words: byte s of scales[0] is sub-block s's scale (s < 4), of
+    // scales[1] sub-block s + 4's; the mins alike.
+    const __m512i w0 = load(64), w1 = load(128), w2 = load(192);
+    const __m512i scales[2] = {
+        _mm512_and_si512(w0, low6),
+        _mm512_or_si512(_mm512_and_si512(w2, low4w),
+                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w0, 6), low2), 4))};
+    const __m512i mins[2] = {
+        _mm512_and_si512(w1, low6),
+        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 4), low4w),
+                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w1, 6), low2), 4))};
+    __m512i total = _mm512_setzero_si512(), m = _mm512_setzero_si512();
+    for (int p = 0; p < 4; ++p) {
+      // Sub-blocks 2p (the low nibbles of dwords 8p .. 8p + 7) and 2p + 1 (their high nibbles,
+      // kept in place: 16 times the quants, so their sum is shifted back, exactly).
+      __m512i low = _mm512_setzero_si512(), high = _mm512_setzero_si512();
+      for (int c = 0; c < 8; ++c) {
+        const __m512i v = load(256 + 64 * (8 * p + c));
+        low = _mm512_dpbusd_epi32(low, _mm512_and_si512(v, low4),
+                                  _mm512_set1_epi32(Dword(x + 64 * p + 4 * c)));
+        high = _mm512_dpbusd_epi32(high, _mm512_and_si512(v, high4),
+                                   _mm512_set1_epi32(Dword(x + 64 * p + 32 + 4 * c)));
+      }
+      for (int i = 0; i < 2; ++i) {
+        const int sub = 2 * p + i, shift = 8 * (sub % 4);
+        const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(scales[sub / 4], shift), byte);
+        const __m512i mi = _mm512_and_si512(_mm512_srli_epi32(mins[sub / 4], shift), byte);
+        const __m512i sum = i == 0 ? low : _mm512_srai_epi32(high, 4);
+        total = _mm512_add_epi32(total, _mm512_mullo_epi32(sum, sc));
+        // mi in both int16 halves: mi * S[2 sub] + mi * S[2 sub + 1].
+        m = _mm512_dpwssd_epi32(m, _mm512_or_si512(mi, _mm512_slli_epi32(mi, 16)),
+                                _mm512_set1_epi32(Dword(s16 + 2 * sub)));
+      }
+    }
+    const __m512 dxv = _mm512_set1_ps(dxs[b]);
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile)));
+    const __m512 dmin =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 32)));
+    const __m512 dm = _mm512_sub_ps(_mm512_setzero_ps(), dmin);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(d, dxv), acc);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dm, dxv), acc);
+  }
+  _mm512_storeu_ps(out, acc);
+}
+
+// The same for Q6_K, the tile's quants read front to back (kQ6KFields' order).
+CONVOY_TARGET_VNNI void OneRowQ6KVnni(const std::byte* tiles, int64_t blocks, const int8_t* xq,
+                                      const int16_t* sums, const float* dxs, float* out) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
+  // (a & low4) | b, as vpternlogd's truth table: bit (a << 2 | b << 1 | c) of 0xEC.
+  const auto join = [low4](__m512i a, __m512i b) {
+    return _mm512_ternarylogic_epi32(a, b, low4, 0xEC);
+  };
+  // Words 2i and 2i + 1 of a 32-word vector next to each other: [i, 16 + i] for i < 16.
+  const __m512i interleave =
+      _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                       21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const std::byte* tile = tiles + b * 3360;
+    const int8_t* x = xq + 256 * b;
+    const int16_t* s16 = sums + 16 * b;
+    const auto scale = [tile](int j) {
+      return _mm512_cvtepi8_epi32(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 32 + 16 * j)));
+    };
+    __m512i total = _mm512_setzero_si512(), m = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      for (int u = 0; u < 2; ++u) {
+        // c = 4u .. 4u + 3 feed sub-blocks 8h + u, + 2, + 4, + 6 (chunks c, c + 8, c + 16, c + 24
+        // of the half).
+        __m512i p[4];
+        for (int i = 0; i < 4; ++i) p[i] = _mm512_setzero_si512();
+        for (int c = 4 * u; c < 4 * u + 4; ++c) {
+          const std::byte* at = tile + 288 + 3 * 64 * (8 * h + c);
+          const __m512i lo_a = _mm512_loadu_si512(at), lo_b = _mm512_loadu_si512(at + 64);
+          const __m512i hq = _mm512_loadu_si512(at + 128);
+          const __m512i q[4] = {
+              join(lo_a, _mm512_and_si512(_mm512_slli_epi16(hq, 4), bits45)),
+              join(lo_b, _mm512_and_si512(_mm512_slli_epi16(hq, 2), bits45)),
+              join(_mm512_srli_epi16(lo_a, 4), _mm512_and_si512(hq, bits45)),
+              join(_mm512_srli_epi16(lo_b, 4), _mm512_and_si512(_mm512_srli_epi16(hq, 2), bits45))};
+          for (int i = 0; i < 4; ++i) {
+            const int chunk = 32 * h + 8 * i + c;
+            p[i] = _mm512_dpbusd_epi32(p[i], q[i], _mm512_set1_epi32(Dword(x + 4 * chunk)));
+          }
+        }
+        for (int i = 0; i < 4; ++i) {
+          total = _mm512_add_epi32(total, _mm512_mullo_epi32(p[i], scale(8 * h + 2 * i + u)));
+        }
+      }
+    }
+    for (int pair = 0; pair < 8; ++pair) {
+      const __m512i both = _mm512_cvtepi8_epi16(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 32 + 32 * pair)));
+      m = _mm512_dpwssd_epi32(m, _mm512_permutexvar_epi16(interleave, both),
+                              _mm512_set1_epi32(Dword(s16 + 2 * pair)));
+    }
+    const __m512 dxv = _mm512_set1_ps(dxs[b]);
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile)));
+    const __m512 dm = _mm512_mul_ps(d, _mm512_set1_ps(-32.0f));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(d, dxv), acc);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dm, dxv), acc);
+  }
+  _mm512_storeu_ps(out, acc);
+}
+
 using TileUnpackFn = void (*)(GgmlType, const std::byte*, Tile*);
 using RowFn = void (*)(const Tile&, const int8_t*, const int16_t*, float, float*);
 
@@ -394,6 +515,16 @@ void SuperblockMatmul(GgmlType type, const std::byte* packed, int64_t n, int64_t
   thread_local Scratch scratch;
   scratch.acc.resize(m * kPackedRows);
   for (int64_t g = first_group; g < end_group; ++g) {
+    if (m == 1 && path == QuantPath::kAvx512Vnni) {
+      // One row: the tiles go straight to registers.
+      float out[kPackedRows];
+      (type == GgmlType::kQ4_K ? OneRowQ4KVnni : OneRowQ6KVnni)(
+          packed + g * blocks * tile_bytes, blocks, x.superblock_values(0), x.superblock_sums(0),
+          x.superblock_scales(0), out);
+      std::memcpy(y + g * kPackedRows, out,
+                  sizeof(float) * std::min(kPackedRows, n - g * kPackedRows));
+      continue;
+    }
     std::fill(scratch.acc.begin(), scratch.acc.end(), 0.0f);
     for (int64_t b = 0; b < blocks; ++b) {
       const std::byte* tile = packed + (g * blocks + b) * tile_bytes;
