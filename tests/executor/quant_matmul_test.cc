@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/half.h"
+#include "executor/cpu/quant_packed.h"
 #include "executor/cpu/quant_unpack.h"
 #include "executor/cpu/quant_vnni.h"
 #include "gtest/gtest.h"
@@ -264,7 +265,7 @@ TEST_P(QuantMatmulTest, TheOneRowVnniKernelGivesThePortablePathsBits) {
   if (!QuantPathAvailable(QuantPath::kAvx512Vnni)) {
     GTEST_SKIP() << "this CPU lacks AVX-512 VNNI (or AVX-512 F, BW or VL): avx512vnni";
   }
-  if (QuantUsesSuperblocks(GetParam().type)) GTEST_SKIP() << "no one-row kernel: one for all m";
+  if (quant::IsPackedType(GetParam().type)) GTEST_SKIP() << "packed: no separate one-row kernel";
   const quant::DirectFn direct = quant::FindDirectVnni(GetParam().type);
   ASSERT_NE(direct, nullptr) << "every group-contract type has a one-row VNNI kernel";
   ExpectTheOneRowKernelsBits(GetParam(), direct);
@@ -274,7 +275,7 @@ TEST_P(QuantMatmulTest, TheOneRowVnniKernelGivesThePortablePathsBits) {
 // on a CPU with AVX2 but not AVX-512 VNNI (or with CONVOY_QUANT_PATH=avx2).
 TEST_P(QuantMatmulTest, TheOneRowAvx2KernelGivesThePortablePathsBits) {
   if (!QuantPathAvailable(QuantPath::kAvx2)) GTEST_SKIP() << "this CPU lacks AVX2, FMA or F16C";
-  if (QuantUsesSuperblocks(GetParam().type)) GTEST_SKIP() << "no one-row kernel: one for all m";
+  if (quant::IsPackedType(GetParam().type)) GTEST_SKIP() << "packed: no separate one-row kernel";
   const quant::DirectFn direct = quant::FindFormat(GetParam().type)->direct_avx2;
   ASSERT_NE(direct, nullptr) << "every group-contract type has a one-row AVX2 kernel";
   ExpectTheOneRowKernelsBits(GetParam(), direct);
@@ -563,9 +564,22 @@ float SuperblockReference(GgmlType type, const std::byte* row, int64_t k, const 
   return acc;
 }
 
-TEST(SuperblockContractTest, EveryPathGivesTheContractWrittenOut) {
+// The interleaved group contract (Q8_0), written out the same way.
+float InterleavedGroupReference(const std::byte* row, int64_t k, const QuantizedRows& x,
+                                int64_t r) {
+  float acc = 0.0f;
+  for (int64_t g = 0; g < k / 32; ++g) {
+    const std::byte* block = row + g * 34;
+    int64_t p = 0;
+    for (int i = 0; i < 32; ++i) p += static_cast<int8_t>(block[2 + i]) * x.values(r)[32 * g + i];
+    acc = std::fma(static_cast<float>(p), FP16ToFloat(HalfBits(block)) * x.scales(r)[g], acc);
+  }
+  return acc;
+}
+
+TEST(PackedContractTest, EveryPathGivesTheContractWrittenOut) {
   for (const TypeCase& t : kTypes) {
-    if (!QuantUsesSuperblocks(t.type)) continue;
+    if (!quant::IsPackedType(t.type)) continue;
     const int64_t k = 256 * 3;
     for (int64_t n : {1, 16, 21}) {
       const Weights w = RandomWeights(t, n, k, 41 + n, /*extremes=*/true);
@@ -573,12 +587,13 @@ TEST(SuperblockContractTest, EveryPathGivesTheContractWrittenOut) {
         const std::vector<float> x = RandomActivations(m, k, 43 + m, /*specials=*/true);
         QuantizedRows rows;
         rows.Quantize(x.data(), m, k);
-        ASSERT_TRUE(rows.has_superblocks());
         std::vector<float> expected(m * n);
         for (int64_t r = 0; r < m; ++r) {
           for (int64_t j = 0; j < n; ++j) {
-            expected[r * n + j] =
-                SuperblockReference(t.type, w.data() + j * w.row_bytes, k, rows, r);
+            const std::byte* row = w.data() + j * w.row_bytes;
+            expected[r * n + j] = QuantUsesSuperblocks(t.type)
+                                      ? SuperblockReference(t.type, row, k, rows, r)
+                                      : InterleavedGroupReference(row, k, rows, r);
           }
         }
         for (QuantPath path : {QuantPath::kAvx512Vnni, QuantPath::kAvx2, QuantPath::kPortable}) {
@@ -646,9 +661,9 @@ TEST(QuantWeightsTest, GivesBackEveryRowAsTheFileStoresIt) {
       const Weights w = RandomWeights(t, n, k, 61, /*extremes=*/true);
       const QuantWeights held(t.type, w.data(), n, k);
       EXPECT_EQ(held.row_bytes(), w.row_bytes);
-      // The superblock types: groups of 16 rows, the last one filled with zero blocks.
+      // The packed types: groups of 16 rows, the last one filled with zero blocks.
       const int64_t expected =
-          QuantUsesSuperblocks(t.type) ? (n + 15) / 16 * 16 * w.row_bytes : n * w.row_bytes;
+          quant::IsPackedType(t.type) ? (n + 15) / 16 * 16 * w.row_bytes : n * w.row_bytes;
       EXPECT_EQ(held.bytes(), expected) << t.name << " n " << n;
       std::vector<std::byte> row(w.row_bytes);
       for (int64_t j = 0; j < n; ++j) {

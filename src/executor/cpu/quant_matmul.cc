@@ -12,7 +12,7 @@
 #include <limits>
 #include <new>
 
-#include "executor/cpu/quant_superblock.h"
+#include "executor/cpu/quant_packed.h"
 #include "executor/cpu/quant_unpack.h"
 #include "executor/cpu/quant_vnni.h"
 
@@ -302,7 +302,7 @@ TileFn FindTile(bool is_signed, bool avx2) {
 }  // namespace
 
 bool QuantMatmulSupports(GgmlType type) {
-  return quant::FindFormat(type) != nullptr || quant::IsSuperblockType(type);
+  return quant::FindFormat(type) != nullptr || quant::IsPackedType(type);
 }
 
 bool QuantPathAvailable(QuantPath path) {
@@ -339,6 +339,10 @@ void QuantizedRows::Quantize(const float* x, int64_t m, int64_t k, bool superblo
     }
     std::fill(sums + 2 * groups, sums + half_sum_stride_, 0.0f);
   }
+  group_sums_.resize(m * groups);
+  for (int64_t i = 0; i < m * groups; ++i) {
+    group_sums_[i] = IntegerSum(values_.data() + i * kGroup, kGroup);
+  }
   has_superblocks_ = superblocks && k % kSuperblock == 0;
   if (!has_superblocks_) return;
   const int64_t blocks = k / kSuperblock;
@@ -357,7 +361,7 @@ void QuantizedRows::Quantize(const float* x, int64_t m, int64_t k, bool superblo
 void QuantWeights::Free::operator()(std::byte* p) const { std::free(p); }
 
 QuantWeights::QuantWeights(GgmlType type, const std::byte* rows, int64_t n, int64_t k)
-    : type_(type), n_(n), k_(k), packed_(quant::IsSuperblockType(type)) {
+    : type_(type), n_(n), k_(k), packed_(quant::IsPackedType(type)) {
   const GgmlTypeInfo& info = *FindGgmlType(static_cast<uint32_t>(type));
   row_bytes_ = k / info.block_elements * info.block_bytes;
   bytes_ = packed_ ? quant::PackedBytes(type, n, k) : n * row_bytes_;
@@ -422,7 +426,7 @@ void QuantMatmul(const QuantWeights& w, const QuantizedRows& x, float* y, int64_
   const int64_t m = x.m(), n = w.n(), k = w.k();
   if (m <= 0 || n <= 0) return;
   const QuantPath run = Resolve(path);
-  if (!quant::IsSuperblockType(w.type())) {
+  if (!quant::IsPackedType(w.type())) {
     GroupMatmul(w.type(), w.data(), n, k, x, y, ldy, run);
     return;
   }
@@ -433,7 +437,7 @@ void QuantMatmul(const QuantWeights& w, const QuantizedRows& x, float* y, int64_
     const int64_t threads = omp_get_num_threads(), thread = omp_get_thread_num();
     const int64_t first = groups * thread / threads, end = groups * (thread + 1) / threads;
     if (first < end) {
-      quant::SuperblockMatmul(w.type(), w.data(), n, k, x, y, ldy, run, first, end);
+      quant::PackedMatmul(w.type(), w.data(), n, k, x, y, ldy, run, first, end);
     }
   }
 }
@@ -441,7 +445,7 @@ void QuantMatmul(const QuantWeights& w, const QuantizedRows& x, float* y, int64_
 void QuantMatmul(GgmlType type, const std::byte* w, int64_t n, int64_t k, const QuantizedRows& x,
                  float* y, int64_t ldy, QuantPath path) {
   if (x.m() <= 0 || n <= 0) return;
-  if (quant::IsSuperblockType(type)) {
+  if (quant::IsPackedType(type)) {
     QuantMatmul(QuantWeights(type, w, n, k), x, y, ldy, path);
     return;
   }

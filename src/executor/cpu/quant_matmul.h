@@ -1,7 +1,8 @@
 // y = x W^T with W kept in its GGUF blocks and x quantized to 8 bits: the CPU's product for
-// quantized weights. Batch-invariant, as gemm_f32.h. Each type is computed under one of two
-// contracts: the group contract (the 32-value types, Q2_K, Q3_K and Q5_K) or the superblock
-// contract (Q4_K and Q6_K); each names every rounding, so every path gives the same bits.
+// quantized weights. Batch-invariant, as gemm_f32.h. Each type is computed under one of three
+// contracts: the group contract (Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K and Q5_K), the interleaved
+// group contract (Q8_0) or the superblock contract (Q4_K and Q6_K); each names every rounding, so
+// every path gives the same bits.
 //
 // ---- The group contract.
 //
@@ -12,7 +13,6 @@
 // and every product below one fp32 multiplication:
 //   Q4_0: q 0..15, s = d, mn = -8 * d           Q4_1: q 0..15, s = d, mn = m
 //   Q5_0: q 0..31, s = d, mn = -16 * d          Q5_1: q 0..31, s = d, mn = m
-//   Q8_0: q -128..127 (signed), s = d, no mn
 //   Q2_K: q 0..3,  s = d * sc, mn = -(dmin * mi)   Q3_K: q 0..7, s = d * (sc - 32), mn = -4 * s
 //   Q5_K: q 0..31, s = d * sc, mn = -(dmin * mi)
 //
@@ -27,11 +27,18 @@
 //     P = sum of q[32g + 4l + t] * xq[32g + 4l + t] over t = 0..3    (exact, an integer)
 //     c = s[2g + l / 4] * dx[g];   acc[l] = fma(float(P), c, acc[l])
 //   off[l] = 0;  for t = 0 .. T-1, l = 0 .. 7:  off[l] = fma(mn[8t + l], xsum[8t + l], off[l])
-//   v[l] = acc[l] + off[l]       (Q8_0: v[l] = acc[l], no offsets)
+//   v[l] = acc[l] + off[l]
 //   y = ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7))
 // every operation rounded to fp32 (the AVX2 path is _mm256_maddubs_epi16 + _mm256_madd_epi16 +
 // _mm256_fmadd_ps; the AVX-512 VNNI one _mm512_dpbusd_epi32 + _mm256_fmadd_ps; the portable one
 // std::fma).
+//
+// ---- The interleaved group contract (Q8_0): one fp32 step per group of 32, 16 weight rows at once
+// (quant_packed.h). Weights: q -128..127, d the block's fp16 d. Activations: the group form.
+// Output y[r][j]:
+//   acc = 0;  for g = 0 .. G-1:  P = sum of q * xq over group g (exact);  acc = fma(float(P),
+//   d[g] * dx[g], acc)
+//   y = acc
 //
 // ---- The superblock contract: the block's sub-block scales applied in integers, one fp32 step per
 // 256 values, where the group contract takes one per 32 (llama.cpp's K-type products do the same).
@@ -55,7 +62,7 @@
 //     acc = fma(float(I), d * dxs[b], acc);   acc = fma(float(M), dm * dxs[b], acc)
 //   y = acc
 // every operation rounded to fp32 (float(I) rounds when |I| > 2^24). The kernels compute 16
-// weight rows at once, one per lane (quant_superblock.h): _mm512_dpbusd_epi32 and
+// weight rows at once, one per lane (quant_packed.h): _mm512_dpbusd_epi32 and
 // _mm512_mullo_epi32 for I, _mm512_dpwssd_epi32 for M (AVX2: maddubs, madd and mullo).
 //
 // ---- Both contracts: y[r][j] depends on row r of x and row j of W only: not on m, on the other
@@ -63,8 +70,9 @@
 // scales in a block (a corrupt file) make the outputs that read it NaN or infinite, and nothing
 // else.
 //
-// Work: threads split the weight rows in tiles of a few rows (16 for the superblock types); a
-// tile is unpacked once into a thread-local buffer and every activation row runs against it.
+// Work: threads split the weight rows in tiles of a few rows (16 for the packed types, Q8_0 and the
+// superblock ones); a tile is unpacked once (if at all) into a thread-local buffer and every
+// activation row runs against it.
 #ifndef CONVOY_EXECUTOR_CPU_QUANT_MATMUL_H_
 #define CONVOY_EXECUTOR_CPU_QUANT_MATMUL_H_
 
@@ -103,6 +111,8 @@ class QuantizedRows {
   const float* scales(int64_t r) const { return scales_.data() + r * (k_ / kGroup); }
   const float* half_sums(int64_t r) const { return half_sums_.data() + r * half_sum_stride_; }
   int64_t half_sum_stride() const { return half_sum_stride_; }
+  // Row r: the integer sum of each group's xq (k / 32).
+  const int32_t* group_sums(int64_t r) const { return group_sums_.data() + r * (k_ / kGroup); }
 
   // Whether the superblock form was made; then row r has k int8 values, k / 256 scales (dxs)
   // and k / 16 sub-block sums (S).
@@ -121,6 +131,7 @@ class QuantizedRows {
   std::vector<int8_t> values_;
   std::vector<float> scales_;
   std::vector<float> half_sums_;
+  std::vector<int32_t> group_sums_;
   std::vector<int8_t> sb_values_;
   std::vector<float> sb_scales_;
   std::vector<int16_t> sb_sums_;
@@ -146,8 +157,8 @@ bool QuantPathAvailable(QuantPath path);
 bool QuantUsesSuperblocks(GgmlType type);
 
 // A weight matrix held for QuantMatmul: n rows of k values in `type`'s blocks, copied from the
-// file's rows (64-byte aligned), the superblock types' repacked 16 rows at a time
-// (quant_superblock.h), in the same bytes but for the last group's padding rows.
+// file's rows (64-byte aligned), Q8_0's and the superblock types' repacked 16 rows at a time
+// (quant_packed.h), in the same bytes but for the last group's padding rows.
 class QuantWeights {
  public:
   // Row j at rows + j * row_bytes (row_bytes = k / block_elements * block_bytes); any alignment.

@@ -1,4 +1,4 @@
-#include "executor/cpu/quant_superblock.h"
+#include "executor/cpu/quant_packed.h"
 
 #include <algorithm>
 #include <cmath>
@@ -21,10 +21,12 @@ namespace {
 constexpr int64_t kSuperblock = 256;
 
 // Where a block's bytes go in a tile: `count` units of `unit` bytes at byte raw_at of the block;
-// unit i of row w goes to packed_at + (16 * slot(i) + w) * unit.
+// unit i of row w goes to packed_at + (16 * slot(i) + w) * unit, each byte's top bit flipped
+// where `flip` says.
 struct Field {
   int raw_at, unit, count, packed_at;
   int (*slot)(int i);
+  bool flip = false;
 };
 
 constexpr int InOrder(int i) { return i; }
@@ -43,16 +45,27 @@ constexpr Field kQ6KFields[] = {{208, 2, 1, 0, InOrder},
                                 {0, 4, 32, 288, Q6KLowSlot},
                                 {128, 4, 16, 288, Q6KHighSlot}};
 
+constexpr Field kQ80Fields[] = {{0, 2, 1, 0, InOrder}, {2, 4, 8, 32, InOrder, true}};
+
 struct Layout {
-  int64_t block_bytes;
+  int64_t block_elements, block_bytes;
   const Field* fields;
   int field_count;
 };
 
 const Layout& LayoutOf(GgmlType type) {
-  static constexpr Layout kQ4K{144, kQ4KFields, 4};
-  static constexpr Layout kQ6K{210, kQ6KFields, 4};
-  return type == GgmlType::kQ4_K ? kQ4K : kQ6K;
+  static constexpr Layout kQ4K{256, 144, kQ4KFields, 4};
+  static constexpr Layout kQ6K{256, 210, kQ6KFields, 4};
+  static constexpr Layout kQ80{32, 34, kQ80Fields, 2};
+  return type == GgmlType::kQ4_K ? kQ4K : type == GgmlType::kQ6_K ? kQ6K : kQ80;
+}
+
+// Copies one field's unit between a block and a tile (either way: the flip is its own inverse).
+void CopyUnit(const Field& field, std::byte* to, const std::byte* from) {
+  std::memcpy(to, from, field.unit);
+  if (field.flip) {
+    for (int i = 0; i < field.unit; ++i) to[i] ^= std::byte{0x80};
+  }
 }
 
 int64_t TileBytes(GgmlType type) { return kPackedRows * LayoutOf(type).block_bytes; }
@@ -444,6 +457,111 @@ CONVOY_TARGET_VNNI void OneRowQ6KVnni(const std::byte* tiles, int64_t blocks, co
   _mm512_storeu_ps(out, acc);
 }
 
+// ---- Q8_0 under the interleaved group contract: its tiles need no unpacking (the flipped quants
+// are vpdpbusd's unsigned operand as they are: P = sum (q + 128) xq - 128 * sum xq, exact).
+
+// kRows activation rows from r0 against a group's tiles; out[r][w]: row r0 + r, weight row w.
+template <int kRows>
+CONVOY_TARGET_VNNI void Q80RowsVnni(const std::byte* tiles, int64_t blocks, const QuantizedRows& x,
+                                    int64_t r0, float (*out)[kPackedRows]) {
+  __m512 acc[kRows];
+  for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const std::byte* tile = tiles + b * 544;
+    __m512i p[kRows];
+    for (int r = 0; r < kRows; ++r) p[r] = _mm512_setzero_si512();
+    for (int c = 0; c < 8; ++c) {
+      const __m512i q = _mm512_loadu_si512(tile + 32 + 64 * c);
+      for (int r = 0; r < kRows; ++r) {
+        const int8_t* xq = x.values(r0 + r) + 32 * b + 4 * c;
+        p[r] = _mm512_dpbusd_epi32(p[r], q, _mm512_set1_epi32(Dword(xq)));
+      }
+    }
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile)));
+    for (int r = 0; r < kRows; ++r) {
+      const __m512i sum = _mm512_sub_epi32(p[r], _mm512_set1_epi32(128 * x.group_sums(r0 + r)[b]));
+      const __m512 c = _mm512_mul_ps(d, _mm512_set1_ps(x.scales(r0 + r)[b]));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), c, acc[r]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) _mm512_storeu_ps(out[r], acc[r]);
+}
+
+// One row, 8 weight rows a vector; the quants' signs moved to x as the group contract's AVX2
+// kernel does (pairs exact: 2 * 128 * 127 < 32767).
+CONVOY_TARGET_AVX2_FMA void Q80RowAvx2(const std::byte* tiles, int64_t blocks,
+                                       const QuantizedRows& x, int64_t r, float* out) {
+  const __m256i ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int h = 0; h < 2; ++h) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < blocks; ++b) {
+      const std::byte* tile = tiles + b * 544;
+      __m256i p = _mm256_setzero_si256();
+      for (int c = 0; c < 8; ++c) {
+        const __m256i q = _mm256_xor_si256(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 32 + 64 * c + 32 * h)),
+            flip);
+        const __m256i xv = _mm256_set1_epi32(Dword(x.values(r) + 32 * b + 4 * c));
+        const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(xv, q));
+        p = _mm256_add_epi32(p, _mm256_madd_epi16(pairs, ones));
+      }
+      const __m256 d =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 16 * h)));
+      const __m256 c = _mm256_mul_ps(d, _mm256_set1_ps(x.scales(r)[b]));
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), c, acc);
+    }
+    _mm256_storeu_ps(out + 8 * h, acc);
+  }
+}
+
+void Q80RowPortable(const std::byte* tiles, int64_t blocks, const QuantizedRows& x, int64_t r,
+                    float* out) {
+  for (int w = 0; w < kPackedRows; ++w) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const std::byte* tile = tiles + b * 544;
+      int32_t p = 0;
+      for (int c = 0; c < 8; ++c) {
+        for (int e = 0; e < 4; ++e) {
+          const int q =
+              static_cast<int8_t>(static_cast<uint8_t>(tile[32 + 64 * c + 4 * w + e]) ^ 0x80);
+          p += q * x.values(r)[32 * b + 4 * c + e];
+        }
+      }
+      const float d = FP16ToFloat(HalfAt(tile + 2 * w));
+      acc = std::fma(static_cast<float>(p), d * x.scales(r)[b], acc);
+    }
+    out[w] = acc;
+  }
+}
+
+void Q80Matmul(const std::byte* packed, int64_t n, int64_t k, const QuantizedRows& x, float* y,
+               int64_t ldy, QuantPath path, int64_t first_group, int64_t end_group) {
+  const int64_t m = x.m(), blocks = k / 32;
+  for (int64_t g = first_group; g < end_group; ++g) {
+    const std::byte* tiles = packed + g * blocks * 544;
+    const int64_t count = std::min(kPackedRows, n - g * kPackedRows);
+    float out[4][kPackedRows];
+    for (int64_t r = 0; r < m;) {
+      int rows = 1;
+      if (path == QuantPath::kAvx512Vnni && r + 4 <= m) {
+        Q80RowsVnni<4>(tiles, blocks, x, r, out);
+        rows = 4;
+      } else if (path == QuantPath::kAvx512Vnni) {
+        Q80RowsVnni<1>(tiles, blocks, x, r, out);
+      } else if (path == QuantPath::kAvx2) {
+        Q80RowAvx2(tiles, blocks, x, r, out[0]);
+      } else {
+        Q80RowPortable(tiles, blocks, x, r, out[0]);
+      }
+      for (int i = 0; i < rows; ++i) {
+        std::memcpy(y + (r + i) * ldy + g * kPackedRows, out[i], sizeof(float) * count);
+      }
+      r += rows;
+    }
+  }
+}
+
 using TileUnpackFn = void (*)(GgmlType, const std::byte*, Tile*);
 using RowFn = void (*)(const Tile&, const int8_t*, const int16_t*, float, float*);
 
@@ -454,15 +572,18 @@ struct Scratch {
 
 }  // namespace
 
+bool IsPackedType(GgmlType type) { return IsSuperblockType(type) || type == GgmlType::kQ8_0; }
+
 bool IsSuperblockType(GgmlType type) { return type == GgmlType::kQ4_K || type == GgmlType::kQ6_K; }
 
 int64_t PackedBytes(GgmlType type, int64_t n, int64_t k) {
-  return (n + kPackedRows - 1) / kPackedRows * (k / kSuperblock) * TileBytes(type);
+  return (n + kPackedRows - 1) / kPackedRows * (k / LayoutOf(type).block_elements) *
+         TileBytes(type);
 }
 
 void PackRows(GgmlType type, const std::byte* raw, int64_t n, int64_t k, std::byte* packed) {
   const Layout& layout = LayoutOf(type);
-  const int64_t blocks = k / kSuperblock, groups = (n + kPackedRows - 1) / kPackedRows;
+  const int64_t blocks = k / layout.block_elements, groups = (n + kPackedRows - 1) / kPackedRows;
   const int64_t row_bytes = blocks * layout.block_bytes, tile_bytes = TileBytes(type);
   static const std::byte kZeros[256] = {};
 #pragma omp parallel for schedule(static)
@@ -475,8 +596,8 @@ void PackRows(GgmlType type, const std::byte* raw, int64_t n, int64_t k, std::by
         for (int f = 0; f < layout.field_count; ++f) {
           const Field& field = layout.fields[f];
           for (int i = 0; i < field.count; ++i) {
-            std::memcpy(tile + field.packed_at + (kPackedRows * field.slot(i) + w) * field.unit,
-                        block + field.raw_at + i * field.unit, field.unit);
+            CopyUnit(field, tile + field.packed_at + (kPackedRows * field.slot(i) + w) * field.unit,
+                     block + field.raw_at + i * field.unit);
           }
         }
       }
@@ -486,7 +607,7 @@ void PackRows(GgmlType type, const std::byte* raw, int64_t n, int64_t k, std::by
 
 void CopyPackedRow(GgmlType type, const std::byte* packed, int64_t k, int64_t j, std::byte* raw) {
   const Layout& layout = LayoutOf(type);
-  const int64_t blocks = k / kSuperblock, tile_bytes = TileBytes(type);
+  const int64_t blocks = k / layout.block_elements, tile_bytes = TileBytes(type);
   const int64_t g = j / kPackedRows, w = j % kPackedRows;
   for (int64_t b = 0; b < blocks; ++b) {
     const std::byte* tile = packed + (g * blocks + b) * tile_bytes;
@@ -494,17 +615,20 @@ void CopyPackedRow(GgmlType type, const std::byte* packed, int64_t k, int64_t j,
     for (int f = 0; f < layout.field_count; ++f) {
       const Field& field = layout.fields[f];
       for (int i = 0; i < field.count; ++i) {
-        std::memcpy(block + field.raw_at + i * field.unit,
-                    tile + field.packed_at + (kPackedRows * field.slot(i) + w) * field.unit,
-                    field.unit);
+        CopyUnit(field, block + field.raw_at + i * field.unit,
+                 tile + field.packed_at + (kPackedRows * field.slot(i) + w) * field.unit);
       }
     }
   }
 }
 
-void SuperblockMatmul(GgmlType type, const std::byte* packed, int64_t n, int64_t k,
-                      const QuantizedRows& x, float* y, int64_t ldy, QuantPath path,
-                      int64_t first_group, int64_t end_group) {
+void PackedMatmul(GgmlType type, const std::byte* packed, int64_t n, int64_t k,
+                  const QuantizedRows& x, float* y, int64_t ldy, QuantPath path,
+                  int64_t first_group, int64_t end_group) {
+  if (type == GgmlType::kQ8_0) {
+    Q80Matmul(packed, n, k, x, y, ldy, path, first_group, end_group);
+    return;
+  }
   const TileUnpackFn unpack = path == QuantPath::kAvx512Vnni ? UnpackVnni
                               : path == QuantPath::kAvx2     ? UnpackAvx2
                                                              : UnpackPortable;
