@@ -564,15 +564,36 @@ float SuperblockReference(GgmlType type, const std::byte* row, int64_t k, const 
   return acc;
 }
 
-// The interleaved group contract (Q8_0), written out the same way.
-float InterleavedGroupReference(const std::byte* row, int64_t k, const QuantizedRows& x,
-                                int64_t r) {
+// The interleaved group contract (the 32-value types), written out the same way: q with its bias
+// (Q4_0's 8, Q5_0's 16), m where the type has one.
+float InterleavedGroupReference(const TypeCase& t, const std::byte* row, int64_t k,
+                                const QuantizedRows& x, int64_t r) {
+  const bool has_m = t.type == GgmlType::kQ4_1 || t.type == GgmlType::kQ5_1;
+  const bool fifth = t.type == GgmlType::kQ5_0 || t.type == GgmlType::kQ5_1;
+  const int bias = t.type == GgmlType::kQ4_0 ? 8 : t.type == GgmlType::kQ5_0 ? 16 : 0;
   float acc = 0.0f;
   for (int64_t g = 0; g < k / 32; ++g) {
-    const std::byte* block = row + g * 34;
-    int64_t p = 0;
-    for (int i = 0; i < 32; ++i) p += static_cast<int8_t>(block[2 + i]) * x.values(r)[32 * g + i];
-    acc = std::fma(static_cast<float>(p), FP16ToFloat(HalfBits(block)) * x.scales(r)[g], acc);
+    const std::byte* block = row + g * t.block_bytes;
+    const auto u8 = [block](int i) { return static_cast<int>(static_cast<uint8_t>(block[i])); };
+    const int quants_at = 2 + (has_m ? 2 : 0) + (fifth ? 4 : 0);
+    uint32_t high = 0;
+    if (fifth) std::memcpy(&high, block + quants_at - 4, 4);
+    int64_t p = 0, s = 0;
+    for (int v = 0; v < 32; ++v) {
+      int q;
+      if (t.type == GgmlType::kQ8_0) {
+        q = static_cast<int8_t>(block[2 + v]);
+      } else {
+        q = v < 16 ? u8(quants_at + v) & 15 : u8(quants_at + v - 16) >> 4;
+        if (fifth) q |= static_cast<int>((high >> v) & 1) << 4;
+        q -= bias;
+      }
+      p += q * x.values(r)[32 * g + v];
+      s += x.values(r)[32 * g + v];
+    }
+    const float dx = x.scales(r)[g];
+    acc = std::fma(static_cast<float>(p), FP16ToFloat(HalfBits(block)) * dx, acc);
+    if (has_m) acc = std::fma(FP16ToFloat(HalfBits(block + 2)), dx * static_cast<float>(s), acc);
   }
   return acc;
 }
@@ -593,7 +614,7 @@ TEST(PackedContractTest, EveryPathGivesTheContractWrittenOut) {
             const std::byte* row = w.data() + j * w.row_bytes;
             expected[r * n + j] = QuantUsesSuperblocks(t.type)
                                       ? SuperblockReference(t.type, row, k, rows, r)
-                                      : InterleavedGroupReference(row, k, rows, r);
+                                      : InterleavedGroupReference(t, row, k, rows, r);
           }
         }
         for (QuantPath path : {QuantPath::kAvx512Vnni, QuantPath::kAvx2, QuantPath::kPortable}) {

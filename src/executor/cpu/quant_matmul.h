@@ -1,8 +1,8 @@
 // y = x W^T with W kept in its GGUF blocks and x quantized to 8 bits: the CPU's product for
 // quantized weights. Batch-invariant, as gemm_f32.h. Each type is computed under one of three
-// contracts: the group contract (Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K and Q5_K), the interleaved
-// group contract (Q8_0) or the superblock contract (Q4_K and Q6_K); each names every rounding, so
-// every path gives the same bits.
+// contracts: the group contract (Q2_K, Q3_K and Q5_K), the interleaved group contract (the 32-value
+// types: Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0) or the superblock contract (Q4_K and Q6_K); each names
+// every rounding, so every path gives the same bits.
 //
 // ---- The group contract.
 //
@@ -11,8 +11,6 @@
 // every value is w = s * q + mn in real arithmetic (the dequantizer rounds it once more). With d,
 // dmin and m the block's fp16 fields as floats, sc and mi its sub-block scale and min as integers,
 // and every product below one fp32 multiplication:
-//   Q4_0: q 0..15, s = d, mn = -8 * d           Q4_1: q 0..15, s = d, mn = m
-//   Q5_0: q 0..31, s = d, mn = -16 * d          Q5_1: q 0..31, s = d, mn = m
 //   Q2_K: q 0..3,  s = d * sc, mn = -(dmin * mi)   Q3_K: q 0..7, s = d * (sc - 32), mn = -4 * s
 //   Q5_K: q 0..31, s = d * sc, mn = -(dmin * mi)
 //
@@ -33,11 +31,16 @@
 // _mm256_fmadd_ps; the AVX-512 VNNI one _mm512_dpbusd_epi32 + _mm256_fmadd_ps; the portable one
 // std::fma).
 //
-// ---- The interleaved group contract (Q8_0): one fp32 step per group of 32, 16 weight rows at once
-// (quant_packed.h). Weights: q -128..127, d the block's fp16 d. Activations: the group form.
-// Output y[r][j]:
-//   acc = 0;  for g = 0 .. G-1:  P = sum of q * xq over group g (exact);  acc = fma(float(P),
-//   d[g] * dx[g], acc)
+// ---- The interleaved group contract (the 32-value types): one fp32 step per group of 32 (two
+// with an m), 16 weight rows at once (quant_packed.h). Weights: per block, integers q with d and m
+// its fp16 fields as floats, so that every value is w = d * q (+ m):
+//   Q4_0: q = nibble - 8        Q4_1: q = nibble, and m
+//   Q5_0: q = 5 bits - 16       Q5_1: q = 5 bits, and m
+//   Q8_0: q = the int8
+// Activations: the group form, and S[g] = the integer sum of group g's xq. Output y[r][j]:
+//   acc = 0;  for g = 0 .. G-1:
+//     P = sum of q * xq over group g (exact);   acc = fma(float(P), d[g] * dx[g], acc)
+//     (Q4_1, Q5_1:)  acc = fma(m[g], dx[g] * float(S[g]), acc)
 //   y = acc
 //
 // ---- The superblock contract: the block's sub-block scales applied in integers, one fp32 step per
@@ -70,9 +73,9 @@
 // scales in a block (a corrupt file) make the outputs that read it NaN or infinite, and nothing
 // else.
 //
-// Work: threads split the weight rows in tiles of a few rows (16 for the packed types, Q8_0 and the
-// superblock ones); a tile is unpacked once (if at all) into a thread-local buffer and every
-// activation row runs against it.
+// Work: threads split the weight rows in tiles of a few rows (16 for the packed types: the
+// 32-value and the superblock ones); a tile is unpacked once (if at all) into a thread-local buffer
+// and every activation row runs against it.
 #ifndef CONVOY_EXECUTOR_CPU_QUANT_MATMUL_H_
 #define CONVOY_EXECUTOR_CPU_QUANT_MATMUL_H_
 
@@ -157,7 +160,7 @@ bool QuantPathAvailable(QuantPath path);
 bool QuantUsesSuperblocks(GgmlType type);
 
 // A weight matrix held for QuantMatmul: n rows of k values in `type`'s blocks, copied from the
-// file's rows (64-byte aligned), Q8_0's and the superblock types' repacked 16 rows at a time
+// file's rows (64-byte aligned), the 32-value and the superblock types' repacked 16 rows at a time
 // (quant_packed.h), in the same bytes but for the last group's padding rows.
 class QuantWeights {
  public:

@@ -20,14 +20,47 @@ namespace {
 
 constexpr int64_t kSuperblock = 256;
 
+// How a unit's bytes change on their way into a tile (and back, inverted).
+enum class Transform {
+  kNone,
+  kFlip,        // every byte's top bit flipped (Q8_0's quants: q + 128)
+  kSpreadBits,  // a 32-bit word's bit j moved to bit 8 * (j % 4) + j / 4 (Q5_0/Q5_1's fifth bits)
+};
+
 // Where a block's bytes go in a tile: `count` units of `unit` bytes at byte raw_at of the block;
-// unit i of row w goes to packed_at + (16 * slot(i) + w) * unit, each byte's top bit flipped
-// where `flip` says.
+// unit i of row w goes to packed_at + (16 * slot(i) + w) * unit, changed as `transform` says.
 struct Field {
   int raw_at, unit, count, packed_at;
   int (*slot)(int i);
-  bool flip = false;
+  Transform transform = Transform::kNone;
 };
+
+// Bit j of `word` moved to bit 8 * (j % 4) + j / 4 (or back, with `inverse`).
+uint32_t SpreadBits(uint32_t word, bool inverse) {
+  uint32_t out = 0;
+  for (int j = 0; j < 32; ++j) {
+    const int to = 8 * (j % 4) + j / 4;
+    if (inverse) {
+      out |= ((word >> to) & 1u) << j;
+    } else {
+      out |= ((word >> j) & 1u) << to;
+    }
+  }
+  return out;
+}
+
+// Copies one field's unit from a block into a tile, or back with `to_block`.
+void CopyUnit(const Field& field, std::byte* to, const std::byte* from, bool to_block) {
+  std::memcpy(to, from, field.unit);
+  if (field.transform == Transform::kFlip) {
+    for (int i = 0; i < field.unit; ++i) to[i] ^= std::byte{0x80};
+  } else if (field.transform == Transform::kSpreadBits) {
+    uint32_t word;
+    std::memcpy(&word, to, 4);
+    word = SpreadBits(word, to_block);
+    std::memcpy(to, &word, 4);
+  }
+}
 
 constexpr int InOrder(int i) { return i; }
 // Q6_K's quants in the order UnpackVnni reads them, so that a tile is read front to back: for
@@ -45,7 +78,18 @@ constexpr Field kQ6KFields[] = {{208, 2, 1, 0, InOrder},
                                 {0, 4, 32, 288, Q6KLowSlot},
                                 {128, 4, 16, 288, Q6KHighSlot}};
 
-constexpr Field kQ80Fields[] = {{0, 2, 1, 0, InOrder}, {2, 4, 8, 32, InOrder, true}};
+// The 32-value types: the 16 rows' d, then m (Q4_1, Q5_1), then the fifth bits (Q5_0, Q5_1, one
+// word a row), then the quants' dwords (4 of nibbles, or Q8_0's 8).
+constexpr Field kQ40Fields[] = {{0, 2, 1, 0, InOrder}, {2, 4, 4, 32, InOrder}};
+constexpr Field kQ41Fields[] = {
+    {0, 2, 1, 0, InOrder}, {2, 2, 1, 32, InOrder}, {4, 4, 4, 64, InOrder}};
+constexpr Field kQ50Fields[] = {
+    {0, 2, 1, 0, InOrder}, {2, 4, 1, 32, InOrder, Transform::kSpreadBits}, {6, 4, 4, 96, InOrder}};
+constexpr Field kQ51Fields[] = {{0, 2, 1, 0, InOrder},
+                                {2, 2, 1, 32, InOrder},
+                                {4, 4, 1, 64, InOrder, Transform::kSpreadBits},
+                                {8, 4, 4, 128, InOrder}};
+constexpr Field kQ80Fields[] = {{0, 2, 1, 0, InOrder}, {2, 4, 8, 32, InOrder, Transform::kFlip}};
 
 struct Layout {
   int64_t block_elements, block_bytes;
@@ -56,15 +100,26 @@ struct Layout {
 const Layout& LayoutOf(GgmlType type) {
   static constexpr Layout kQ4K{256, 144, kQ4KFields, 4};
   static constexpr Layout kQ6K{256, 210, kQ6KFields, 4};
+  static constexpr Layout kQ40{32, 18, kQ40Fields, 2};
+  static constexpr Layout kQ41{32, 20, kQ41Fields, 3};
+  static constexpr Layout kQ50{32, 22, kQ50Fields, 3};
+  static constexpr Layout kQ51{32, 24, kQ51Fields, 4};
   static constexpr Layout kQ80{32, 34, kQ80Fields, 2};
-  return type == GgmlType::kQ4_K ? kQ4K : type == GgmlType::kQ6_K ? kQ6K : kQ80;
-}
-
-// Copies one field's unit between a block and a tile (either way: the flip is its own inverse).
-void CopyUnit(const Field& field, std::byte* to, const std::byte* from) {
-  std::memcpy(to, from, field.unit);
-  if (field.flip) {
-    for (int i = 0; i < field.unit; ++i) to[i] ^= std::byte{0x80};
+  switch (type) {
+    case GgmlType::kQ4_K:
+      return kQ4K;
+    case GgmlType::kQ6_K:
+      return kQ6K;
+    case GgmlType::kQ4_0:
+      return kQ40;
+    case GgmlType::kQ4_1:
+      return kQ41;
+    case GgmlType::kQ5_0:
+      return kQ50;
+    case GgmlType::kQ5_1:
+      return kQ51;
+    default:
+      return kQ80;
   }
 }
 
@@ -457,102 +512,198 @@ CONVOY_TARGET_VNNI void OneRowQ6KVnni(const std::byte* tiles, int64_t blocks, co
   _mm512_storeu_ps(out, acc);
 }
 
-// ---- Q8_0 under the interleaved group contract: its tiles need no unpacking (the flipped quants
-// are vpdpbusd's unsigned operand as they are: P = sum (q + 128) xq - 128 * sum xq, exact).
+// ---- The 32-value types under the interleaved group contract. A tile's quants need no
+// unpacking but the nibbles' split and the fifth bits' OR: Q8_0's flipped quants are vpdpbusd's
+// unsigned operand as they are (P = sum (q + 128) xq - 128 * S, exact), and Q4_0's and Q5_0's
+// biases come off P the same way (8 S, 16 S).
+struct Interleaved {
+  int tile_bytes;
+  int min_at;     // the 16 rows' m (fp16), or -1
+  int high_at;    // the 16 rows' fifth bits (SpreadBits order), or -1
+  int quants_at;  // the quants' dwords
+  int bias;       // subtracted from q: P = sum q' xq - bias * S
+  bool bytes;     // Q8_0: 8 dwords of (flipped) bytes, not 4 of nibbles
+};
+
+constexpr Interleaved kQ40I{288, -1, -1, 32, 8, false};
+constexpr Interleaved kQ41I{320, 32, -1, 64, 0, false};
+constexpr Interleaved kQ50I{352, -1, 32, 96, 16, false};
+constexpr Interleaved kQ51I{384, 32, 64, 128, 0, false};
+constexpr Interleaved kQ80I{544, -1, -1, 32, 128, true};
 
 // kRows activation rows from r0 against a group's tiles; out[r][w]: row r0 + r, weight row w.
-template <int kRows>
-CONVOY_TARGET_VNNI void Q80RowsVnni(const std::byte* tiles, int64_t blocks, const QuantizedRows& x,
-                                    int64_t r0, float (*out)[kPackedRows]) {
+template <const Interleaved& kT, int kRows>
+CONVOY_TARGET_VNNI void InterleavedRowsVnni(const std::byte* tiles, int64_t blocks,
+                                            const QuantizedRows& x, int64_t r0,
+                                            float (*out)[kPackedRows]) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F), bit0 = _mm512_set1_epi8(0x01);
   __m512 acc[kRows];
   for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < blocks; ++b) {
-    const std::byte* tile = tiles + b * 544;
+  for (int64_t g = 0; g < blocks; ++g) {
+    const std::byte* tile = tiles + g * kT.tile_bytes;
     __m512i p[kRows];
     for (int r = 0; r < kRows; ++r) p[r] = _mm512_setzero_si512();
-    for (int c = 0; c < 8; ++c) {
-      const __m512i q = _mm512_loadu_si512(tile + 32 + 64 * c);
+    // Chunk c: values 4c .. 4c + 3 of the 16 rows.
+    const auto dot = [&](int c, __m512i q) {
       for (int r = 0; r < kRows; ++r) {
-        const int8_t* xq = x.values(r0 + r) + 32 * b + 4 * c;
+        const int8_t* xq = x.values(r0 + r) + 32 * g + 4 * c;
         p[r] = _mm512_dpbusd_epi32(p[r], q, _mm512_set1_epi32(Dword(xq)));
+      }
+    };
+    if (kT.bytes) {
+      for (int c = 0; c < 8; ++c) dot(c, _mm512_loadu_si512(tile + kT.quants_at + 64 * c));
+    } else {
+      const __m512i high = kT.high_at >= 0 ? _mm512_loadu_si512(tile + kT.high_at) : low4;
+      for (int c = 0; c < 4; ++c) {
+        const __m512i v = _mm512_loadu_si512(tile + kT.quants_at + 64 * c);
+        __m512i lo = _mm512_and_si512(v, low4);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+        if (kT.high_at >= 0) {  // bit 8t + c of a row's word: value 4c + t's fifth bit
+          lo = _mm512_or_si512(
+              lo, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(high, c), bit0), 4));
+          hi = _mm512_or_si512(
+              hi, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(high, c + 4), bit0), 4));
+        }
+        dot(c, lo);
+        dot(c + 4, hi);
       }
     }
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile)));
     for (int r = 0; r < kRows; ++r) {
-      const __m512i sum = _mm512_sub_epi32(p[r], _mm512_set1_epi32(128 * x.group_sums(r0 + r)[b]));
-      const __m512 c = _mm512_mul_ps(d, _mm512_set1_ps(x.scales(r0 + r)[b]));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), c, acc[r]);
+      const int32_t s = x.group_sums(r0 + r)[g];
+      const float dx = x.scales(r0 + r)[g];
+      const __m512i sum =
+          kT.bias != 0 ? _mm512_sub_epi32(p[r], _mm512_set1_epi32(kT.bias * s)) : p[r];
+      acc[r] =
+          _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, _mm512_set1_ps(dx)), acc[r]);
+      if (kT.min_at >= 0) {
+        const __m512 m =
+            _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + kT.min_at)));
+        acc[r] = _mm512_fmadd_ps(m, _mm512_set1_ps(dx * static_cast<float>(s)), acc[r]);
+      }
     }
   }
   for (int r = 0; r < kRows; ++r) _mm512_storeu_ps(out[r], acc[r]);
 }
 
-// One row, 8 weight rows a vector; the quants' signs moved to x as the group contract's AVX2
-// kernel does (pairs exact: 2 * 128 * 127 < 32767).
-CONVOY_TARGET_AVX2_FMA void Q80RowAvx2(const std::byte* tiles, int64_t blocks,
-                                       const QuantizedRows& x, int64_t r, float* out) {
+// One row, 8 weight rows a vector. Q8_0's quants go back to signed and their signs move to x, as
+// the group contract's AVX2 kernel does (pairs exact: 2 * 128 * 127 < 32767); the other types'
+// quants are at most 31.
+template <const Interleaved& kT>
+CONVOY_TARGET_AVX2_FMA void InterleavedRowAvx2(const std::byte* tiles, int64_t blocks,
+                                               const QuantizedRows& x, int64_t r, float* out) {
   const __m256i ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i low4 = _mm256_set1_epi8(0x0F), bit0 = _mm256_set1_epi8(0x01);
   for (int h = 0; h < 2; ++h) {
     __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < blocks; ++b) {
-      const std::byte* tile = tiles + b * 544;
+    for (int64_t g = 0; g < blocks; ++g) {
+      const std::byte* tile = tiles + g * kT.tile_bytes;
+      const auto load = [tile, h](int at) {
+        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + at + 32 * h));
+      };
       __m256i p = _mm256_setzero_si256();
-      for (int c = 0; c < 8; ++c) {
-        const __m256i q = _mm256_xor_si256(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 32 + 64 * c + 32 * h)),
-            flip);
-        const __m256i xv = _mm256_set1_epi32(Dword(x.values(r) + 32 * b + 4 * c));
-        const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(xv, q));
+      const auto dot = [&](int c, __m256i q) {
+        const __m256i xv = _mm256_set1_epi32(Dword(x.values(r) + 32 * g + 4 * c));
+        const __m256i pairs =
+            kT.bytes ? _mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(xv, q))
+                     : _mm256_maddubs_epi16(q, xv);
         p = _mm256_add_epi32(p, _mm256_madd_epi16(pairs, ones));
+      };
+      if (kT.bytes) {
+        for (int c = 0; c < 8; ++c) dot(c, _mm256_xor_si256(load(kT.quants_at + 64 * c), flip));
+      } else {
+        const __m256i high = kT.high_at >= 0 ? load(kT.high_at) : low4;
+        for (int c = 0; c < 4; ++c) {
+          const __m256i v = load(kT.quants_at + 64 * c);
+          __m256i lo = _mm256_and_si256(v, low4);
+          __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+          if (kT.high_at >= 0) {
+            lo = _mm256_or_si256(
+                lo, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(high, c), bit0), 4));
+            hi = _mm256_or_si256(
+                hi, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(high, c + 4), bit0), 4));
+          }
+          dot(c, lo);
+          dot(c + 4, hi);
+        }
       }
+      const int32_t s = x.group_sums(r)[g];
+      const float dx = x.scales(r)[g];
+      // Q8_0's P is already signed here: no bias to take off.
+      const int bias = kT.bytes ? 0 : kT.bias;
+      if (bias != 0) p = _mm256_sub_epi32(p, _mm256_set1_epi32(bias * s));
       const __m256 d =
           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 16 * h)));
-      const __m256 c = _mm256_mul_ps(d, _mm256_set1_ps(x.scales(r)[b]));
-      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), c, acc);
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(d, _mm256_set1_ps(dx)), acc);
+      if (kT.min_at >= 0) {
+        const __m256 m = _mm256_cvtph_ps(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + kT.min_at + 16 * h)));
+        acc = _mm256_fmadd_ps(m, _mm256_set1_ps(dx * static_cast<float>(s)), acc);
+      }
     }
     _mm256_storeu_ps(out + 8 * h, acc);
   }
 }
 
-void Q80RowPortable(const std::byte* tiles, int64_t blocks, const QuantizedRows& x, int64_t r,
-                    float* out) {
+// Value v (0 .. 31) of row w in a tile, as the contract's q (before the bias).
+template <const Interleaved& kT>
+int TileQuant(const std::byte* tile, int w, int v) {
+  const auto byte = [tile, w](int at, int c, int t) {
+    return static_cast<int>(static_cast<uint8_t>(tile[at + 64 * c + 4 * w + t]));
+  };
+  if (kT.bytes) return static_cast<int8_t>(byte(kT.quants_at, v / 4, v % 4) ^ 0x80);
+  const int c = v % 16 / 4, t = v % 4;
+  int q = v < 16 ? byte(kT.quants_at, c, t) & 15 : byte(kT.quants_at, c, t) >> 4;
+  if (kT.high_at >= 0) {
+    uint32_t high;
+    std::memcpy(&high, tile + kT.high_at + 4 * w, 4);
+    q |= static_cast<int>((high >> (8 * t + v / 4)) & 1) << 4;
+  }
+  return q;
+}
+
+template <const Interleaved& kT>
+void InterleavedRowPortable(const std::byte* tiles, int64_t blocks, const QuantizedRows& x,
+                            int64_t r, float* out) {
   for (int w = 0; w < kPackedRows; ++w) {
     float acc = 0.0f;
-    for (int64_t b = 0; b < blocks; ++b) {
-      const std::byte* tile = tiles + b * 544;
+    for (int64_t g = 0; g < blocks; ++g) {
+      const std::byte* tile = tiles + g * kT.tile_bytes;
+      const int32_t s = x.group_sums(r)[g];
+      const float dx = x.scales(r)[g];
       int32_t p = 0;
-      for (int c = 0; c < 8; ++c) {
-        for (int e = 0; e < 4; ++e) {
-          const int q =
-              static_cast<int8_t>(static_cast<uint8_t>(tile[32 + 64 * c + 4 * w + e]) ^ 0x80);
-          p += q * x.values(r)[32 * b + 4 * c + e];
-        }
+      for (int v = 0; v < 32; ++v) p += TileQuant<kT>(tile, w, v) * x.values(r)[32 * g + v];
+      if (!kT.bytes) p -= kT.bias * s;
+      acc = std::fma(static_cast<float>(p), FP16ToFloat(HalfAt(tile + 2 * w)) * dx, acc);
+      if (kT.min_at >= 0) {
+        acc = std::fma(FP16ToFloat(HalfAt(tile + kT.min_at + 2 * w)), dx * static_cast<float>(s),
+                       acc);
       }
-      const float d = FP16ToFloat(HalfAt(tile + 2 * w));
-      acc = std::fma(static_cast<float>(p), d * x.scales(r)[b], acc);
     }
     out[w] = acc;
   }
 }
 
-void Q80Matmul(const std::byte* packed, int64_t n, int64_t k, const QuantizedRows& x, float* y,
-               int64_t ldy, QuantPath path, int64_t first_group, int64_t end_group) {
+template <const Interleaved& kT>
+void InterleavedMatmul(const std::byte* packed, int64_t n, int64_t k, const QuantizedRows& x,
+                       float* y, int64_t ldy, QuantPath path, int64_t first_group,
+                       int64_t end_group) {
   const int64_t m = x.m(), blocks = k / 32;
   for (int64_t g = first_group; g < end_group; ++g) {
-    const std::byte* tiles = packed + g * blocks * 544;
+    const std::byte* tiles = packed + g * blocks * kT.tile_bytes;
     const int64_t count = std::min(kPackedRows, n - g * kPackedRows);
     float out[4][kPackedRows];
     for (int64_t r = 0; r < m;) {
       int rows = 1;
       if (path == QuantPath::kAvx512Vnni && r + 4 <= m) {
-        Q80RowsVnni<4>(tiles, blocks, x, r, out);
+        InterleavedRowsVnni<kT, 4>(tiles, blocks, x, r, out);
         rows = 4;
       } else if (path == QuantPath::kAvx512Vnni) {
-        Q80RowsVnni<1>(tiles, blocks, x, r, out);
+        InterleavedRowsVnni<kT, 1>(tiles, blocks, x, r, out);
       } else if (path == QuantPath::kAvx2) {
-        Q80RowAvx2(tiles, blocks, x, r, out[0]);
+        InterleavedRowAvx2<kT>(tiles, blocks, x, r, out[0]);
       } else {
-        Q80RowPortable(tiles, blocks, x, r, out[0]);
+        InterleavedRowPortable<kT>(tiles, blocks, x, r, out[0]);
       }
       for (int i = 0; i < rows; ++i) {
         std::memcpy(y + (r + i) * ldy + g * kPackedRows, out[i], sizeof(float) * count);
@@ -572,7 +723,20 @@ struct Scratch {
 
 }  // namespace
 
-bool IsPackedType(GgmlType type) { return IsSuperblockType(type) || type == GgmlType::kQ8_0; }
+bool IsPackedType(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1:
+    case GgmlType::kQ8_0:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ6_K:
+      return true;
+    default:
+      return false;
+  }
+}
 
 bool IsSuperblockType(GgmlType type) { return type == GgmlType::kQ4_K || type == GgmlType::kQ6_K; }
 
@@ -597,7 +761,7 @@ void PackRows(GgmlType type, const std::byte* raw, int64_t n, int64_t k, std::by
           const Field& field = layout.fields[f];
           for (int i = 0; i < field.count; ++i) {
             CopyUnit(field, tile + field.packed_at + (kPackedRows * field.slot(i) + w) * field.unit,
-                     block + field.raw_at + i * field.unit);
+                     block + field.raw_at + i * field.unit, /*to_block=*/false);
           }
         }
       }
@@ -616,7 +780,8 @@ void CopyPackedRow(GgmlType type, const std::byte* packed, int64_t k, int64_t j,
       const Field& field = layout.fields[f];
       for (int i = 0; i < field.count; ++i) {
         CopyUnit(field, block + field.raw_at + i * field.unit,
-                 tile + field.packed_at + (kPackedRows * field.slot(i) + w) * field.unit);
+                 tile + field.packed_at + (kPackedRows * field.slot(i) + w) * field.unit,
+                 /*to_block=*/true);
       }
     }
   }
@@ -625,9 +790,19 @@ void CopyPackedRow(GgmlType type, const std::byte* packed, int64_t k, int64_t j,
 void PackedMatmul(GgmlType type, const std::byte* packed, int64_t n, int64_t k,
                   const QuantizedRows& x, float* y, int64_t ldy, QuantPath path,
                   int64_t first_group, int64_t end_group) {
-  if (type == GgmlType::kQ8_0) {
-    Q80Matmul(packed, n, k, x, y, ldy, path, first_group, end_group);
-    return;
+  switch (type) {
+    case GgmlType::kQ4_0:
+      return InterleavedMatmul<kQ40I>(packed, n, k, x, y, ldy, path, first_group, end_group);
+    case GgmlType::kQ4_1:
+      return InterleavedMatmul<kQ41I>(packed, n, k, x, y, ldy, path, first_group, end_group);
+    case GgmlType::kQ5_0:
+      return InterleavedMatmul<kQ50I>(packed, n, k, x, y, ldy, path, first_group, end_group);
+    case GgmlType::kQ5_1:
+      return InterleavedMatmul<kQ51I>(packed, n, k, x, y, ldy, path, first_group, end_group);
+    case GgmlType::kQ8_0:
+      return InterleavedMatmul<kQ80I>(packed, n, k, x, y, ldy, path, first_group, end_group);
+    default:
+      break;
   }
   const TileUnpackFn unpack = path == QuantPath::kAvx512Vnni ? UnpackVnni
                               : path == QuantPath::kAvx2     ? UnpackAvx2

@@ -1,11 +1,12 @@
 // QuantMatmul for the types whose weights are repacked at load with 16 rows interleaved: Q4_K and
-// Q6_K (the superblock contract, quant_matmul.h) and Q8_0 (the interleaved group contract). A
+// Q6_K (the superblock contract, quant_matmul.h) and the 32-value types Q4_0, Q4_1, Q5_0, Q5_1 and
+// Q8_0 (the interleaved group contract). A
 // 512-bit vector holds the same 4 values of 16 weight rows: one vpdpbusd multiplies them by 4
 // activations broadcast, and the scales are applied to the 16 rows at once, lane by lane.
 // Internal to quant_matmul.cc and its tests.
 //
 // Packed layout: the n rows are cut into groups of 16 (rows past n are zero blocks); a group is
-// one tile per block of the row (k / 256 for the K types, k / 32 for Q8_0), each the 16 rows'
+// one tile per block of the row (k / 256 for the K types, k / 32 for the others), each the 16 rows'
 // blocks rearranged (the same bytes: 16 x the type's block bytes). In a tile, "dword i of the 16
 // rows" means 64 bytes: the 4 bytes at byte 4i of each row's block, row 0 first.
 //   Q4_K (2,304 bytes): the 16 rows' d (fp16, 32 bytes), then their dmin, then dwords 0-2 of the
@@ -14,6 +15,10 @@
 //     for the 16 rows (scale j of every row, j = 0 .. 15), then the 128 low-nibble bytes' dwords
 //     and the 64 high-bit bytes' in the order the kernel reads them: for h = 0, 1 and c = 0 .. 7,
 //     low dwords 16h + c and 16h + 8 + c, then high dword 8h + c.
+//   Q4_0 (288), Q4_1 (320), Q5_0 (352), Q5_1 (384 bytes): the 16 rows' d, then their m (Q4_1,
+//     Q5_1), then their words of fifth bits (Q5_0, Q5_1), bit j of the file's word (value j's)
+//     moved to bit 8 (j % 4) + j / 4 so that a shift and a mask give 4 values' bits in 4 bytes,
+//     then dwords 0-3 of the 16 nibble bytes (low nibbles values 4c .. 4c + 3, high 16 more).
 //   Q8_0 (544 bytes): the 16 rows' d, then dwords 0-7 of the 32 quants, each byte with its top
 //     bit flipped (q + 128, unsigned: vpdpbusd's first operand).
 #ifndef CONVOY_EXECUTOR_CPU_QUANT_PACKED_H_
@@ -30,7 +35,7 @@ namespace convoy::quant {
 // Weight rows interleaved in a packed tile: one per 32-bit lane of a 512-bit vector.
 inline constexpr int64_t kPackedRows = 16;
 
-// Whether `type` is held packed: Q4_K, Q6_K and Q8_0.
+// Whether `type` is held packed: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and Q6_K.
 bool IsPackedType(GgmlType type);
 // Whether `type` is computed under the superblock contract: Q4_K and Q6_K.
 bool IsSuperblockType(GgmlType type);
