@@ -199,7 +199,7 @@ Scratch& ThreadScratch(int64_t k) {
 }
 
 // Outputs y[r * ldy + w] for every activation row r and the W unpacked rows.
-template <bool kSigned, bool kOffsets, int W>
+template <int W>
 CONVOY_TARGET_AVX2_FMA void TileAvx2(const UnpackedRow* rows, int64_t k, const QuantizedRows& x,
                                      float* y, int64_t ldy) {
   const int64_t groups = k / 32;
@@ -216,35 +216,29 @@ CONVOY_TARGET_AVX2_FMA void TileAvx2(const UnpackedRow* rows, int64_t k, const Q
 #pragma GCC unroll 4
       for (int w = 0; w < W; ++w) {
         const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[w].q + 32 * g));
-        // Pairs of products, exact in int16: 63 * 127 * 2 and (Q8_0, signs moved to x) 128 * 127
-        // * 2 are below 32767.
-        const __m256i pairs =
-            kSigned ? _mm256_maddubs_epi16(_mm256_abs_epi8(qv), _mm256_sign_epi8(xv, qv))
-                    : _mm256_maddubs_epi16(qv, xv);
+        // Pairs of products, exact in int16: 63 * 127 * 2 is below 32767.
+        const __m256i pairs = _mm256_maddubs_epi16(qv, xv);
         const __m256 sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
         const __m256 c = _mm256_mul_ps(_mm256_loadu_ps(rows[w].scales + 8 * g), dxv);
         acc[w] = _mm256_fmadd_ps(sums, c, acc[w]);
       }
     }
-    if (kOffsets) {
-      const float* xsum = x.half_sums(r);
-      __m256 off[W];
-      for (int w = 0; w < W; ++w) off[w] = _mm256_setzero_ps();
-      for (int64_t t = 0; t < offset_vectors; ++t) {
-        const __m256 xs = _mm256_loadu_ps(xsum + 8 * t);
+    const float* xsum = x.half_sums(r);
+    __m256 off[W];
+    for (int w = 0; w < W; ++w) off[w] = _mm256_setzero_ps();
+    for (int64_t t = 0; t < offset_vectors; ++t) {
+      const __m256 xs = _mm256_loadu_ps(xsum + 8 * t);
 #pragma GCC unroll 4
-        for (int w = 0; w < W; ++w) {
-          off[w] = _mm256_fmadd_ps(_mm256_loadu_ps(rows[w].offsets + 8 * t), xs, off[w]);
-        }
+      for (int w = 0; w < W; ++w) {
+        off[w] = _mm256_fmadd_ps(_mm256_loadu_ps(rows[w].offsets + 8 * t), xs, off[w]);
       }
-      for (int w = 0; w < W; ++w) acc[w] = _mm256_add_ps(acc[w], off[w]);
     }
+    for (int w = 0; w < W; ++w) acc[w] = _mm256_add_ps(acc[w], off[w]);
     for (int w = 0; w < W; ++w) y[r * ldy + w] = quant::HorizontalSumAvx2(acc[w]);
   }
 }
 
 // The same outputs as TileAvx2, one at a time.
-template <bool kSigned, bool kOffsets>
 void TilePortable(const UnpackedRow* rows, int count, int64_t k, const QuantizedRows& x, float* y,
                   int64_t ldy) {
   const int64_t groups = k / 32;
@@ -259,44 +253,33 @@ void TilePortable(const UnpackedRow* rows, int count, int64_t k, const Quantized
       for (int64_t g = 0; g < groups; ++g) {
         for (int l = 0; l < 8; ++l) {
           int sum = 0;
-          for (int64_t i = 32 * g + 4 * l; i < 32 * g + 4 * l + 4; ++i) {
-            const int q = kSigned ? static_cast<int8_t>(row.q[i]) : row.q[i];
-            sum += q * xq[i];
-          }
+          for (int64_t i = 32 * g + 4 * l; i < 32 * g + 4 * l + 4; ++i) sum += row.q[i] * xq[i];
           const float c = row.scales[8 * g + l] * dx[g];
           v[l] = std::fma(static_cast<float>(sum), c, v[l]);
         }
       }
-      if (kOffsets) {
-        float off[8] = {};
-        for (int64_t t = 0; t < offsets; t += 8) {
-          for (int l = 0; l < 8; ++l) off[l] = std::fma(row.offsets[t + l], xsum[t + l], off[l]);
-        }
-        for (int l = 0; l < 8; ++l) v[l] = v[l] + off[l];
+      float off[8] = {};
+      for (int64_t t = 0; t < offsets; t += 8) {
+        for (int l = 0; l < 8; ++l) off[l] = std::fma(row.offsets[t + l], xsum[t + l], off[l]);
       }
+      for (int l = 0; l < 8; ++l) v[l] = v[l] + off[l];
       y[r * ldy + w] = ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
     }
   }
 }
 
-template <bool kSigned, bool kOffsets>
 void TileAvx2Any(const UnpackedRow* rows, int count, int64_t k, const QuantizedRows& x, float* y,
                  int64_t ldy) {
   switch (count) {
     case 1:
-      return TileAvx2<kSigned, kOffsets, 1>(rows, k, x, y, ldy);
+      return TileAvx2<1>(rows, k, x, y, ldy);
     case 2:
-      return TileAvx2<kSigned, kOffsets, 2>(rows, k, x, y, ldy);
+      return TileAvx2<2>(rows, k, x, y, ldy);
     case 3:
-      return TileAvx2<kSigned, kOffsets, 3>(rows, k, x, y, ldy);
+      return TileAvx2<3>(rows, k, x, y, ldy);
     default:
-      return TileAvx2<kSigned, kOffsets, 4>(rows, k, x, y, ldy);
+      return TileAvx2<4>(rows, k, x, y, ldy);
   }
-}
-
-TileFn FindTile(bool is_signed, bool avx2) {
-  if (avx2) return is_signed ? TileAvx2Any<true, false> : TileAvx2Any<false, true>;
-  return is_signed ? TilePortable<true, false> : TilePortable<false, true>;
 }
 
 }  // namespace
@@ -392,8 +375,7 @@ void GroupMatmul(GgmlType type, const std::byte* w, int64_t n, int64_t k, const 
   const bool vnni = run == QuantPath::kAvx512Vnni;
   const bool avx2 = run != QuantPath::kPortable;  // the VNNI path unpacks with AVX2 too
   const quant::UnpackFn unpack = avx2 ? format.unpack_avx2 : format.unpack_portable;
-  const TileFn tile =
-      vnni ? quant::FindTileVnni(format.is_signed) : FindTile(format.is_signed, avx2);
+  const TileFn tile = vnni ? quant::FindTileVnni() : (avx2 ? TileAvx2Any : TilePortable);
   const quant::DirectFn direct =
       vnni ? quant::FindDirectVnni(type) : (avx2 ? format.direct_avx2 : nullptr);
   const int64_t row_bytes = k / format.block_elements * format.block_bytes;

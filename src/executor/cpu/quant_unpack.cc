@@ -20,10 +20,9 @@ namespace {
 //   Scales(block, lanes, offsets): the 8-lane scale vectors of the block's groups and its
 //     per-16 offsets, in fp32 as quant_matmul.h's table says (shared by both paths, so the
 //     floats are the same);
-//   Quants(block, q): the block's quants, one byte each; with AVX2, QuantVector(block) (the
-//     32-value types) or GroupAvx2(block, j) (the 256-value types, group j) gives them in a
-//     register. The 256-value types also give ScaleVectors(block): their scales and offsets in
-//     registers (KVectors), the same products as Scales.
+//   Quants(block, q): the block's quants, one byte each; with AVX2, GroupAvx2(block, j) gives
+//     group j's in a register, and ScaleVectors(block) the scales and offsets in registers
+//     (KVectors), the same products as Scales.
 
 float Half(const std::byte* p) {
   uint16_t bits;
@@ -97,108 +96,6 @@ CONVOY_TARGET_AVX2 void SetEightAvx2(__m256 s, __m256 o, float* lanes, float* of
   _mm256_storeu_ps(offsets + 8,
                    _mm256_permutevar8x32_ps(o, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)));
 }
-
-// ---- The 32-value types: one block is one group.
-
-// 16 bytes of nibbles: value j < 16 the low nibble of byte j, value j + 16 its high nibble.
-void Nibbles(const std::byte* qs, uint8_t* q) {
-  for (int j = 0; j < 16; ++j) {
-    q[j] = Byte(qs, j) & 0x0F;
-    q[j + 16] = Byte(qs, j) >> 4;
-  }
-}
-
-CONVOY_TARGET_AVX2 __m256i NibblesAvx2(const std::byte* qs) {
-  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m128i mask = _mm_set1_epi8(0x0F);
-  const __m128i low = _mm_and_si128(bytes, mask);
-  const __m128i high = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
-  return _mm256_inserti128_si256(_mm256_castsi128_si256(low), high, 1);
-}
-
-// The fifth bits of Q5_0/Q5_1: bit j of the 32-bit little-endian word at qh is value j's.
-void FifthBits(const std::byte* qh, uint8_t* q) {
-  uint32_t bits;
-  std::memcpy(&bits, qh, 4);
-  for (int j = 0; j < 32; ++j) q[j] |= static_cast<uint8_t>(((bits >> j) & 1u) << 4);
-}
-
-CONVOY_TARGET_AVX2 __m256i FifthBitsAvx2(const std::byte* qh) {
-  uint32_t bits;
-  std::memcpy(&bits, qh, 4);
-  // Byte j takes byte j / 8 of the word, then tests its bit j % 8.
-  const __m256i spread =
-      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
-                          _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
-                                           2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-  const __m256i select = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
-  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
-  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
-}
-
-struct Q4_0 {
-  static constexpr int kElements = 32, kBytes = 18;
-  static void Scales(const std::byte* b, float* lanes, float* offsets) {
-    const float d = Half(b);
-    SetLanes(lanes, 0, d, d);
-    offsets[0] = offsets[1] = -8.0f * d;
-  }
-  static void Quants(const std::byte* b, uint8_t* q) { Nibbles(b + 2, q); }
-  static CONVOY_TARGET_AVX2 __m256i QuantVector(const std::byte* b) { return NibblesAvx2(b + 2); }
-};
-
-struct Q4_1 {
-  static constexpr int kElements = 32, kBytes = 20;
-  static void Scales(const std::byte* b, float* lanes, float* offsets) {
-    const float d = Half(b);
-    SetLanes(lanes, 0, d, d);
-    offsets[0] = offsets[1] = Half(b + 2);
-  }
-  static void Quants(const std::byte* b, uint8_t* q) { Nibbles(b + 4, q); }
-  static CONVOY_TARGET_AVX2 __m256i QuantVector(const std::byte* b) { return NibblesAvx2(b + 4); }
-};
-
-struct Q5_0 {
-  static constexpr int kElements = 32, kBytes = 22;
-  static void Scales(const std::byte* b, float* lanes, float* offsets) {
-    const float d = Half(b);
-    SetLanes(lanes, 0, d, d);
-    offsets[0] = offsets[1] = -16.0f * d;
-  }
-  static void Quants(const std::byte* b, uint8_t* q) {
-    Nibbles(b + 6, q);
-    FifthBits(b + 2, q);
-  }
-  static CONVOY_TARGET_AVX2 __m256i QuantVector(const std::byte* b) {
-    return _mm256_or_si256(NibblesAvx2(b + 6), FifthBitsAvx2(b + 2));
-  }
-};
-
-struct Q5_1 {
-  static constexpr int kElements = 32, kBytes = 24;
-  static void Scales(const std::byte* b, float* lanes, float* offsets) {
-    const float d = Half(b);
-    SetLanes(lanes, 0, d, d);
-    offsets[0] = offsets[1] = Half(b + 2);
-  }
-  static void Quants(const std::byte* b, uint8_t* q) {
-    Nibbles(b + 8, q);
-    FifthBits(b + 4, q);
-  }
-  static CONVOY_TARGET_AVX2 __m256i QuantVector(const std::byte* b) {
-    return _mm256_or_si256(NibblesAvx2(b + 8), FifthBitsAvx2(b + 4));
-  }
-};
-
-struct Q8_0 {
-  static constexpr int kElements = 32, kBytes = 34;
-  static void Scales(const std::byte* b, float* lanes, float*) {
-    const float d = Half(b);
-    SetLanes(lanes, 0, d, d);
-  }
-  static void Quants(const std::byte* b, uint8_t* q) { std::memcpy(q, b + 2, 32); }
-  static CONVOY_TARGET_AVX2 __m256i QuantVector(const std::byte* b) { return Load256(b + 2); }
-};
 
 // ---- The 256-value types: eight groups per block. Value 32 * g + l of the block is value l of
 // group g.
@@ -394,19 +291,14 @@ void UnpackPortable(const std::byte* row, int64_t k, const UnpackedRow& destinat
   ZeroPadding(k, out);
 }
 
-// The 256-value types have their own ScaleVectors; for the others (one scale per block) the
-// portable Scales is as good.
+// The scales from ScaleVectors' registers.
 template <typename F>
 CONVOY_TARGET_AVX2 void ScalesAvx2(const std::byte* block, float* lanes, float* offsets) {
-  if constexpr (F::kElements == 256) {
-    const KVectors v = F::ScaleVectors(block);
-    if (F::kPerGroup) {
-      SetEightAvx2(v.s[0], v.mn[0], lanes, offsets);
-    } else {
-      SetSixteenAvx2(v.s[0], v.s[1], v.mn[0], v.mn[1], lanes, offsets);
-    }
+  const KVectors v = F::ScaleVectors(block);
+  if (F::kPerGroup) {
+    SetEightAvx2(v.s[0], v.mn[0], lanes, offsets);
   } else {
-    F::Scales(block, lanes, offsets);
+    SetSixteenAvx2(v.s[0], v.s[1], v.mn[0], v.mn[1], lanes, offsets);
   }
 }
 
@@ -418,92 +310,15 @@ CONVOY_TARGET_AVX2 void UnpackAvx2(const std::byte* row, int64_t k,
     const std::byte* block = row + i * F::kBytes;
     ScalesAvx2<F>(block, out.scales + i * (F::kElements / 4),
                   out.offsets + i * (F::kElements / 16));
-    if constexpr (F::kElements == 32) {
-      Store256(out.q + i * F::kElements, F::QuantVector(block));
-    } else {
-      // Every group made before any is stored: the stores (bytes) could alias the block, and
-      // would make the groups sharing a load read it again.
-      __m256i q[8];
+    // Every group made before any is stored: the stores (bytes) could alias the block, and would
+    // make the groups sharing a load read it again.
+    __m256i q[8];
 #pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) q[j] = F::GroupAvx2(block, j);
+    for (int j = 0; j < 8; ++j) q[j] = F::GroupAvx2(block, j);
 #pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) Store256(out.q + i * F::kElements + 32 * j, q[j]);
-    }
+    for (int j = 0; j < 8; ++j) Store256(out.q + i * F::kElements + 32 * j, q[j]);
   }
   ZeroPadding(k, out);
-}
-
-// ---- One activation row against the 32-value types, straight from the blocks: the quants and
-// scale of a group go from the block to registers with no unpacked copy in between (the copy
-// costs most of a one-row product). The same operations in the same order as quant_matmul.cc's
-// tile kernel, on the same values, so the same bits; the offsets are gathered into `offsets`
-// (OffsetStride(k) floats per weight row) while the first activation row runs. REQUIRES: AVX2,
-// FMA and F16C (whose conversion of d is exact, as Half's).
-template <typename F, bool kSigned, int W>
-CONVOY_TARGET_AVX2_FMA_F16C void DirectAvx2(const std::byte* w, int64_t row_bytes, int64_t k,
-                                            const QuantizedRows& x, float* y, int64_t ldy,
-                                            float* offsets) {
-  const int64_t groups = k / 32;
-  const int64_t stride = OffsetStride(k);
-  const __m256i ones = _mm256_set1_epi16(1);
-  if (!kSigned) {
-    for (int v = 0; v < W; ++v) {
-      for (int64_t i = k / 16; i < stride; ++i) offsets[v * stride + i] = 0.0f;
-    }
-  }
-  for (int64_t r = 0; r < x.m(); ++r) {
-    const int8_t* xq = x.values(r);
-    const float* dx = x.scales(r);
-    __m256 acc[W];
-    for (int v = 0; v < W; ++v) acc[v] = _mm256_setzero_ps();
-    for (int64_t g = 0; g < groups; ++g) {
-      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * g));
-      const __m256 dxv = _mm256_broadcast_ss(dx + g);
-#pragma GCC unroll 4
-      for (int v = 0; v < W; ++v) {
-        const std::byte* block = w + v * row_bytes + g * F::kBytes;
-        // Every 32-value type has one scale d for both halves, at the block's start: the
-        // lanes F::Scales writes are all d (written and not read: only the offsets are kept).
-        float lanes[8];
-        F::Scales(block, lanes, kSigned ? nullptr : offsets + v * stride + 2 * g);
-        const __m256i qv = F::QuantVector(block);
-        const __m256i pairs =
-            kSigned ? _mm256_maddubs_epi16(_mm256_abs_epi8(qv), _mm256_sign_epi8(xv, qv))
-                    : _mm256_maddubs_epi16(qv, xv);
-        const __m256 sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
-        uint16_t d;
-        std::memcpy(&d, block, 2);
-        const __m256 c = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(d)), dxv);
-        acc[v] = _mm256_fmadd_ps(sums, c, acc[v]);
-      }
-    }
-    if (!kSigned) {
-      const float* xsum = x.half_sums(r);
-      __m256 off[W];
-      for (int v = 0; v < W; ++v) off[v] = _mm256_setzero_ps();
-      for (int64_t t = 0; t < stride / 8; ++t) {
-        const __m256 xs = _mm256_loadu_ps(xsum + 8 * t);
-#pragma GCC unroll 4
-        for (int v = 0; v < W; ++v) {
-          off[v] = _mm256_fmadd_ps(_mm256_loadu_ps(offsets + v * stride + 8 * t), xs, off[v]);
-        }
-      }
-      for (int v = 0; v < W; ++v) acc[v] = _mm256_add_ps(acc[v], off[v]);
-    }
-    for (int v = 0; v < W; ++v) y[r * ldy + v] = HorizontalSumAvx2(acc[v]);
-  }
-}
-
-// One weight row after the other: rows read side by side from memory (four streams a row's length
-// apart) came slower than one at a time, and the activation row stays in L1 between them.
-template <typename F, bool kSigned>
-void DirectAvx2Any(const std::byte* w, int64_t row_bytes, int count, int64_t k,
-                   const QuantizedRows& x, float* y, int64_t ldy) {
-  thread_local std::vector<float> offsets;
-  if (static_cast<int64_t>(offsets.size()) < OffsetStride(k)) offsets.resize(OffsetStride(k));
-  for (int i = 0; i < count; ++i) {
-    DirectAvx2<F, kSigned, 1>(w + i * row_bytes, row_bytes, k, x, y + i, ldy, offsets.data());
-  }
 }
 
 // ---- One activation row against a 256-value type, straight from the blocks: one block (8 groups)
@@ -577,39 +392,18 @@ void DirectKAvx2Any(const std::byte* w, int64_t row_bytes, int count, int64_t k,
 }
 
 template <typename F>
-constexpr Format MakeFormat(bool is_signed) {
-  DirectFn direct = nullptr;
-  if constexpr (F::kElements == 32) {
-    direct = is_signed ? DirectAvx2Any<F, true> : DirectAvx2Any<F, false>;
-  } else {
-    direct = DirectKAvx2Any<F>;
-  }
-  return {F::kElements, F::kBytes, is_signed, !is_signed, UnpackPortable<F>, UnpackAvx2<F>, direct};
+constexpr Format MakeFormat() {
+  return {F::kElements, F::kBytes, UnpackPortable<F>, UnpackAvx2<F>, DirectKAvx2Any<F>};
 }
 
-constexpr Format kQ4_0 = MakeFormat<Q4_0>(false);
-constexpr Format kQ4_1 = MakeFormat<Q4_1>(false);
-constexpr Format kQ5_0 = MakeFormat<Q5_0>(false);
-constexpr Format kQ5_1 = MakeFormat<Q5_1>(false);
-constexpr Format kQ8_0 = MakeFormat<Q8_0>(true);
-constexpr Format kQ2_K = MakeFormat<Q2_K>(false);
-constexpr Format kQ3_K = MakeFormat<Q3_K>(false);
-constexpr Format kQ5_K = MakeFormat<Q5_K>(false);
+constexpr Format kQ2_K = MakeFormat<Q2_K>();
+constexpr Format kQ3_K = MakeFormat<Q3_K>();
+constexpr Format kQ5_K = MakeFormat<Q5_K>();
 
 }  // namespace
 
 const Format* FindFormat(GgmlType type) {
   switch (type) {
-    case GgmlType::kQ4_0:
-      return &kQ4_0;
-    case GgmlType::kQ4_1:
-      return &kQ4_1;
-    case GgmlType::kQ5_0:
-      return &kQ5_0;
-    case GgmlType::kQ5_1:
-      return &kQ5_1;
-    case GgmlType::kQ8_0:
-      return &kQ8_0;
     case GgmlType::kQ2_K:
       return &kQ2_K;
     case GgmlType::kQ3_K:

@@ -1,6 +1,6 @@
-// GGUF weight rows unpacked into the form QuantMatmul's kernels read: one byte per quant and the
-// scales and offsets of quant_matmul.h's table, in fp32. Internal to quant_matmul.cc and its
-// tests.
+// GGUF weight rows of the group contract's types unpacked into the form QuantMatmul's kernels
+// read: one byte per quant and the scales and offsets of quant_matmul.h's table, in fp32. Internal
+// to quant_matmul.cc and its tests.
 #ifndef CONVOY_EXECUTOR_CPU_QUANT_UNPACK_H_
 #define CONVOY_EXECUTOR_CPU_QUANT_UNPACK_H_
 
@@ -19,12 +19,12 @@ namespace convoy::quant {
 
 // One weight row of k values, unpacked. The buffers belong to the caller.
 struct UnpackedRow {
-  // k quants in value order (Q8_0: the int8 bits).
+  // k quants in value order.
   uint8_t* q;
   // 8 per group of 32: lanes 0-3 the scale of the group's first 16 values, lanes 4-7 the second's
   // (the vector the kernels multiply by the activation's scale). k / 4 floats.
   float* scales;
-  // The k / 16 offsets mn, then zeros up to OffsetStride(k). Unused for types without offsets.
+  // The k / 16 offsets mn, then zeros up to OffsetStride(k).
   float* offsets;
 };
 
@@ -45,11 +45,9 @@ using TileFn = void (*)(const UnpackedRow* rows, int count, int64_t k, const Qua
 struct Format {
   int64_t block_elements;
   int64_t block_bytes;
-  bool is_signed;    // q is int8 (Q8_0); unsigned 0..63 otherwise
-  bool has_offsets;  // false for Q8_0
   UnpackFn unpack_portable;
   UnpackFn unpack_avx2;  // REQUIRES: the CPU has AVX2. Writes the same bytes as unpack_portable.
-  DirectFn direct_avx2;  // every type (REQUIRES: AVX2, FMA and F16C)
+  DirectFn direct_avx2;  // REQUIRES: AVX2, FMA and F16C
 };
 
 // ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)): the contract's last sum (quant_matmul.h).
@@ -85,7 +83,7 @@ inline void KScaleBytes(const std::byte* packed, uint64_t* scales, uint64_t* min
   *mins = (w[1] & low6) | (static_cast<uint64_t>(high_mins) << 32);
 }
 
-// The group contract's types' formats; nullptr for the others (the superblock types included).
+// The group contract's types' formats (Q2_K, Q3_K, Q5_K); nullptr for the others.
 const Format* FindFormat(GgmlType type);
 
 }  // namespace convoy::quant

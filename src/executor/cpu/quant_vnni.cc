@@ -19,16 +19,8 @@ namespace {
 // ---- Integer sums: lane l of a group's 8 holds the sum of q * xq over its values 4l .. 4l + 3.
 // A 512-bit vector holds the same group of two weight rows: the first row's in lanes 0-7.
 
-// kSigned: q is int8; vpdpbusd wants its first operand unsigned, so |q| (128 fits) multiplies x
-// with q's sign (x is never -128). Where q is 0 the product is 0 whatever x is.
-template <bool kSigned>
 CONVOY_TARGET_VNNI __m512i Dot(__m512i q, __m512i x) {
-  const __m512i zero = _mm512_setzero_si512();
-  if (kSigned) {
-    const __m512i signed_x = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(q), zero, x);
-    return _mm512_dpbusd_epi32(zero, _mm512_abs_epi8(q), signed_x);
-  }
-  return _mm512_dpbusd_epi32(zero, q, x);
+  return _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, x);
 }
 
 // The group's 32 activations, for both rows.
@@ -59,32 +51,30 @@ CONVOY_TARGET_VNNI __m256 Half(__m512 v, int i) {
 }
 
 // Outputs [r0, r0 + kRows) x [0, count) from the accumulators acc[i][p] of activation row r0 + i
-// and weight rows 2p, 2p + 1 (a vector each): with kOffsets, the contract's offset terms added
-// first (weight row w's offsets at offsets[w], OffsetStride(k) floats), then each output's last
-// sum. The offset terms of all the pairs run side by side: each is a chain of fused multiply-adds,
-// and one chain alone would wait on each one's latency. Outputs at and past `count` are dropped
-// (their weight rows repeat the last real one).
-template <bool kOffsets, int kRows, int kPairs>
+// and weight rows 2p, 2p + 1 (a vector each): the contract's offset terms added first (weight row
+// w's offsets at offsets[w], OffsetStride(k) floats), then each output's last sum. The offset terms
+// of all the pairs run side by side: each is a chain of fused multiply-adds, and one chain alone
+// would wait on each one's latency. Outputs at and past `count` are dropped (their weight rows
+// repeat the last real one).
+template <int kRows, int kPairs>
 CONVOY_TARGET_VNNI __attribute__((always_inline)) inline void Store(
     __m512 (&acc)[kRows][kPairs], int count, int64_t k, const float* const* offsets,
     const QuantizedRows& x, int64_t r0, float* y, int64_t ldy) {
-  if (kOffsets) {
-    __m512 off[kRows][kPairs];
+  __m512 off[kRows][kPairs];
+  for (int i = 0; i < kRows; ++i) {
+    for (int p = 0; p < kPairs; ++p) off[i][p] = _mm512_setzero_ps();
+  }
+  const int64_t stride = OffsetStride(k);
+  for (int64_t t = 0; t < stride; t += 8) {
+    __m512 mn[kPairs];
+    for (int p = 0; p < kPairs; ++p) mn[p] = Join(offsets[2 * p] + t, offsets[2 * p + 1] + t);
     for (int i = 0; i < kRows; ++i) {
-      for (int p = 0; p < kPairs; ++p) off[i][p] = _mm512_setzero_ps();
+      const __m512 xsum = Twice(x.half_sums(r0 + i) + t);
+      for (int p = 0; p < kPairs; ++p) off[i][p] = _mm512_fmadd_ps(mn[p], xsum, off[i][p]);
     }
-    const int64_t stride = OffsetStride(k);
-    for (int64_t t = 0; t < stride; t += 8) {
-      __m512 mn[kPairs];
-      for (int p = 0; p < kPairs; ++p) mn[p] = Join(offsets[2 * p] + t, offsets[2 * p + 1] + t);
-      for (int i = 0; i < kRows; ++i) {
-        const __m512 xsum = Twice(x.half_sums(r0 + i) + t);
-        for (int p = 0; p < kPairs; ++p) off[i][p] = _mm512_fmadd_ps(mn[p], xsum, off[i][p]);
-      }
-    }
-    for (int i = 0; i < kRows; ++i) {
-      for (int p = 0; p < kPairs; ++p) acc[i][p] = _mm512_add_ps(acc[i][p], off[i][p]);
-    }
+  }
+  for (int i = 0; i < kRows; ++i) {
+    for (int p = 0; p < kPairs; ++p) acc[i][p] = _mm512_add_ps(acc[i][p], off[i][p]);
   }
   for (int i = 0; i < kRows; ++i) {
     for (int o = 0; o < count; ++o) {
@@ -98,7 +88,7 @@ CONVOY_TARGET_VNNI __attribute__((always_inline)) inline void Store(
 // and each (activation row, weight row) pair keeps its own accumulator, so every output sees the
 // contract's operations in its order whatever kRows is. rows: 2 * kPairs (the last real one
 // repeated to fill); the activation rows r0 .. r0 + kRows - 1.
-template <bool kSigned, bool kOffsets, int kPairs, int kRows>
+template <int kPairs, int kRows>
 CONVOY_TARGET_VNNI void TileVnniRows(const UnpackedRow* rows, int count, int64_t k,
                                      const QuantizedRows& x, int64_t r0, float* y, int64_t ldy) {
   const int64_t groups = k / 32;
@@ -123,200 +113,51 @@ CONVOY_TARGET_VNNI void TileVnniRows(const UnpackedRow* rows, int count, int64_t
       const __m512i xv = Activations(xq[i] + 32 * g);
       const __m512 dxv = _mm512_set1_ps(dx[i][g]);
       for (int p = 0; p < kPairs; ++p) {
-        const __m512 sums = _mm512_cvtepi32_ps(Dot<kSigned>(q[p], xv));
+        const __m512 sums = _mm512_cvtepi32_ps(Dot(q[p], xv));
         acc[i][p] = _mm512_fmadd_ps(sums, _mm512_mul_ps(s[p], dxv), acc[i][p]);
       }
     }
   }
   const float* offsets[2 * kPairs];
   for (int w = 0; w < 2 * kPairs; ++w) offsets[w] = rows[w].offsets;
-  Store<kOffsets>(acc, count, k, offsets, x, r0, y, ldy);
+  Store(acc, count, k, offsets, x, r0, y, ldy);
 }
 
 // Every activation row: four at a time, then the rest one at a time.
-template <bool kSigned, bool kOffsets, int kPairs>
+template <int kPairs>
 CONVOY_TARGET_VNNI void TileVnni(const UnpackedRow* rows, int count, int64_t k,
                                  const QuantizedRows& x, float* y, int64_t ldy) {
   constexpr int kRowsAtOnce = 4;
   int64_t r = 0;
   for (; r + kRowsAtOnce <= x.m(); r += kRowsAtOnce) {
-    TileVnniRows<kSigned, kOffsets, kPairs, kRowsAtOnce>(rows, count, k, x, r, y, ldy);
+    TileVnniRows<kPairs, kRowsAtOnce>(rows, count, k, x, r, y, ldy);
   }
-  for (; r < x.m(); ++r) TileVnniRows<kSigned, kOffsets, kPairs, 1>(rows, count, k, x, r, y, ldy);
+  for (; r < x.m(); ++r) TileVnniRows<kPairs, 1>(rows, count, k, x, r, y, ldy);
 }
 
-template <bool kSigned, bool kOffsets>
 void TileVnniAny(const UnpackedRow* rows, int count, int64_t k, const QuantizedRows& x, float* y,
                  int64_t ldy) {
   UnpackedRow filled[4];
   for (int i = 0; i < 4; ++i) filled[i] = rows[i < count ? i : count - 1];
-  if (count > 2) return TileVnni<kSigned, kOffsets, 2>(filled, count, k, x, y, ldy);
-  TileVnni<kSigned, kOffsets, 1>(filled, count, k, x, y, ldy);
-}
-
-// ---- The one-row kernel for the 32-value types: blocks straight into registers, the same block
-// of two weight rows at a time (a and b). Each type gives its quants as 64 bytes (a's 32 values in
-// value order, then b's) and, from the two fp16 fields at the start of a's block and of b's as
-// floats ([d, m or quant bits] of a, then of b), their offsets mn: [a's, a's, b's, b's].
-
-// 16 bytes of nibbles at a and at b: [a's low nibbles, a's high, b's low, b's high].
-CONVOY_TARGET_VNNI __m512i NibblePair(const std::byte* a, const std::byte* b) {
-  const __m128i bytes_a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
-  const __m128i bytes_b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
-  const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(bytes_a), bytes_b, 1);
-  const __m512i twice = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3),
-                                                 _mm512_castsi256_si512(both));
-  // The 16-bit words of the second and fourth 128 bits: their high nibbles.
-  const __m512i shifted = _mm512_mask_srli_epi16(twice, 0xFF00FF00u, twice, 4);
-  return _mm512_and_si512(shifted, _mm512_set1_epi8(0x0F));
-}
-
-// Q5's fifth bits: bit j of the little-endian 32-bit word at qh is value j's.
-CONVOY_TARGET_VNNI __m512i AddFifthBits(__m512i q, const std::byte* qh_a, const std::byte* qh_b) {
-  uint32_t bits_a, bits_b;
-  std::memcpy(&bits_a, qh_a, 4);
-  std::memcpy(&bits_b, qh_b, 4);
-  const __mmask64 set = _cvtu64_mask64(bits_a | (static_cast<uint64_t>(bits_b) << 32));
-  return _mm512_mask_add_epi8(q, set, q, _mm512_set1_epi8(0x10));  // bit 4 is clear in q
-}
-
-struct Q4_0 {
-  static constexpr int kBytes = 18;
-  static constexpr bool kSigned = false;
-  static CONVOY_TARGET_VNNI __m512i Quants(const std::byte* a, const std::byte* b) {
-    return NibblePair(a + 2, b + 2);
-  }
-  static CONVOY_TARGET_VNNI __m128 Offset(__m128 halves) {
-    return _mm_moveldup_ps(_mm_mul_ps(_mm_set1_ps(-8.0f), halves));
-  }
-};
-
-struct Q4_1 {
-  static constexpr int kBytes = 20;
-  static constexpr bool kSigned = false;
-  static CONVOY_TARGET_VNNI __m512i Quants(const std::byte* a, const std::byte* b) {
-    return NibblePair(a + 4, b + 4);
-  }
-  static CONVOY_TARGET_VNNI __m128 Offset(__m128 halves) { return _mm_movehdup_ps(halves); }
-};
-
-struct Q5_0 {
-  static constexpr int kBytes = 22;
-  static constexpr bool kSigned = false;
-  static CONVOY_TARGET_VNNI __m512i Quants(const std::byte* a, const std::byte* b) {
-    return AddFifthBits(NibblePair(a + 6, b + 6), a + 2, b + 2);
-  }
-  static CONVOY_TARGET_VNNI __m128 Offset(__m128 halves) {
-    return _mm_moveldup_ps(_mm_mul_ps(_mm_set1_ps(-16.0f), halves));
-  }
-};
-
-struct Q5_1 {
-  static constexpr int kBytes = 24;
-  static constexpr bool kSigned = false;
-  static CONVOY_TARGET_VNNI __m512i Quants(const std::byte* a, const std::byte* b) {
-    return AddFifthBits(NibblePair(a + 8, b + 8), a + 4, b + 4);
-  }
-  static CONVOY_TARGET_VNNI __m128 Offset(__m128 halves) { return _mm_movehdup_ps(halves); }
-};
-
-struct Q8_0 {
-  static constexpr int kBytes = 34;
-  static constexpr bool kSigned = true;
-  static CONVOY_TARGET_VNNI __m512i Quants(const std::byte* a, const std::byte* b) {
-    return Join(reinterpret_cast<const uint8_t*>(a + 2), reinterpret_cast<const uint8_t*>(b + 2));
-  }
-  static CONVOY_TARGET_VNNI __m128 Offset(__m128 halves) { return halves; }  // none
-};
-
-// Blocks a and b's d in lanes 0 and 2 (exact, as the AVX2 kernel's conversion); each block's
-// offset stored twice at offsets_a and offsets_b, for the types that have one.
-template <typename F>
-CONVOY_TARGET_VNNI __m128 PairScales(const std::byte* a, const std::byte* b, float* offsets_a,
-                                     float* offsets_b) {
-  uint32_t head_a, head_b;
-  std::memcpy(&head_a, a, 4);
-  std::memcpy(&head_b, b, 4);
-  const __m128i heads =
-      _mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(head_a)), static_cast<int>(head_b), 1);
-  const __m128 halves = _mm_cvtph_ps(heads);  // [d, second field] of a, then of b
-  if (!F::kSigned) {
-    const __m128 offsets = F::Offset(halves);
-    _mm_storel_pi(reinterpret_cast<__m64*>(offsets_a), offsets);
-    _mm_storeh_pi(reinterpret_cast<__m64*>(offsets_b), offsets);
-  }
-  return halves;
+  if (count > 2) return TileVnni<2>(filled, count, k, x, y, ldy);
+  TileVnni<1>(filled, count, k, x, y, ldy);
 }
 
 // How far ahead of the tile it reads the one-row kernel asks for the blocks (as many bytes a step
 // as it reads). Without it the kernel waited on its loads most of the time (decode of the default
-// model on a Xeon whose L3 holds the whole model: 11.8-12.1 ms a token without, 7.5-8.5 with; 4
-// and 8 KiB and 2 to 4 tiles ahead all within that range, in a noisy shared machine).
+// model, then Q4_1 on these kernels, on a Xeon whose L3 holds the whole model: 11.8-12.1 ms a
+// token without, 7.5-8.5 with; 4 and 8 KiB and 2 to 4 tiles ahead all within that range, in a
+// noisy shared machine).
 constexpr int64_t kPrefetchBytes = 8192;
-
-// rows: 2 * kPairs weight rows (the last real one repeated to fill); offsets[i]: OffsetStride(k)
-// floats for row i's.
-template <typename F, int kPairs>
-CONVOY_TARGET_VNNI void DirectVnni(const std::byte* const* rows, int count, int64_t k,
-                                   const QuantizedRows& x, float* y, int64_t ldy,
-                                   float* const* offsets, const std::byte* ahead) {
-  const int64_t groups = k / 32;
-  const int64_t stride = OffsetStride(k);
-  // [c of row a x 8, c of row b x 8] from [c of a, _, c of b, _]
-  const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
-  if (!F::kSigned) {
-    for (int i = 0; i < 2 * kPairs; ++i) {
-      for (int64_t j = k / 16; j < stride; ++j) offsets[i][j] = 0.0f;
-    }
-  }
-  for (int64_t r = 0; r < x.m(); ++r) {
-    const int8_t* xq = x.values(r);
-    const float* dx = x.scales(r);
-    __m512 acc[1][kPairs];
-    for (int p = 0; p < kPairs; ++p) acc[0][p] = _mm512_setzero_ps();
-    for (int64_t g = 0; g < groups; ++g) {
-      const __m512i xv = Activations(xq + 32 * g);
-      const __m128 dxv = _mm_set1_ps(dx[g]);
-      // The blocks kPrefetchBytes ahead, as many bytes a step as this one reads.
-      const char* next = reinterpret_cast<const char*>(ahead + g * (2 * kPairs * F::kBytes));
-      for (int o = 0; o < 2 * kPairs * F::kBytes; o += 64) _mm_prefetch(next + o, _MM_HINT_T0);
-      for (int p = 0; p < kPairs; ++p) {
-        const std::byte* a = rows[2 * p] + g * F::kBytes;
-        const std::byte* b = rows[2 * p + 1] + g * F::kBytes;
-        const __m512 sums = _mm512_cvtepi32_ps(Dot<F::kSigned>(F::Quants(a, b), xv));
-        const __m128 d = PairScales<F>(a, b, offsets[2 * p] + 2 * g, offsets[2 * p + 1] + 2 * g);
-        // c = d * dx, the AVX2 kernel's product.
-        const __m512 c = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_mul_ps(d, dxv)));
-        acc[0][p] = _mm512_fmadd_ps(sums, c, acc[0][p]);
-      }
-    }
-    Store<!F::kSigned>(acc, count, k, offsets, x, r, y, ldy);
-  }
-}
-
-template <typename F>
-void DirectVnniAny(const std::byte* w, int64_t row_bytes, int count, int64_t k,
-                   const QuantizedRows& x, float* y, int64_t ldy) {
-  thread_local std::vector<float> storage;
-  const int64_t stride = OffsetStride(k);
-  if (static_cast<int64_t>(storage.size()) < 4 * stride) storage.resize(4 * stride);
-  const std::byte* rows[4];
-  float* offsets[4];
-  for (int i = 0; i < 4; ++i) {
-    rows[i] = w + (i < count ? i : count - 1) * row_bytes;
-    offsets[i] = storage.data() + i * stride;
-  }
-  if (count > 2) return DirectVnni<F, 2>(rows, count, k, x, y, ldy, offsets, w + kPrefetchBytes);
-  DirectVnni<F, 1>(rows, count, k, x, y, ldy, offsets, w + kPrefetchBytes);
-}
 
 // ---- The one-row kernel for the K types (Q2_K, Q3_K and Q5_K): as DirectVnni, two weight rows a
 // vector and group after group, one block of 256 values (8 groups) of both rows at a time. Each
-// type gives the quants of group j of blocks a and b as 64 bytes (a's 32, then b's), and the block
-// pair's scales: the products c = s * dx of its groups (the contract's fp32 products, 8 at a time)
-// and the offsets of its 16 half-groups, [a's 8, b's 8] for the first 8 half-groups of the block
-// (the contract's t = 2i) and for the last 8 (t = 2i + 1). k is a multiple of 256: every t is a
-// real one, so the offsets' fused multiply-adds run block after block, in the contract's order.
+// type gives the quants of group j of blocks a and b as 64 bytes (a's 32, then b's), and the
+// block pair's scales: the products c = s * dx of its groups (the contract's fp32 products, 8 at
+// a time) and the offsets of its 16 half-groups, [a's 8, b's 8] for the first 8 half-groups of
+// the block (the contract's t = 2i) and for the last 8 (t = 2i + 1). k is a multiple of 256:
+// every t is a real one, so the offsets' fused multiply-adds run block after block, in the
+// contract's order.
 
 struct KPairScales {
   __m512 c[2];  // the type's layout; GroupScale spreads group j's over its 16 lanes
@@ -357,7 +198,8 @@ CONVOY_TARGET_VNNI __m256i KScaleBytesPair(const std::byte* a, const std::byte* 
   const __m256i low =
       _mm256_shuffle_epi8(p, _mm256_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11, 0,
                                               1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
-  // Their top 2 bits (i >= 4): the top bits of byte i - 4 (scales) and of byte i (mins); -1: none.
+  // Their top 2 bits (i >= 4): the top bits of byte i - 4 (scales) and of byte i (mins); -1:
+  // none.
   const __m256i top = _mm256_shuffle_epi8(
       p, _mm256_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 0,
                           1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
@@ -578,7 +420,7 @@ CONVOY_TARGET_VNNI void DirectKVnni(const std::byte* const* rows, int count, int
       for (int j = 0; j < 8; ++j) {
         const __m512i xv = Activations(xq + 256 * i + 32 * j);
         for (int p = 0; p < kPairs; ++p) {
-          const __m512 sums = _mm512_cvtepi32_ps(Dot<false>(F::Quants(a[p], b[p], j), xv));
+          const __m512 sums = _mm512_cvtepi32_ps(Dot(F::Quants(a[p], b[p], j), xv));
           acc[p] = _mm512_fmadd_ps(sums, F::GroupScale(scales[p], j), acc[p]);
         }
       }
@@ -619,16 +461,6 @@ bool Avx512VnniAvailable() {
 
 DirectFn FindDirectVnni(GgmlType type) {
   switch (type) {
-    case GgmlType::kQ4_0:
-      return DirectVnniAny<Q4_0>;
-    case GgmlType::kQ4_1:
-      return DirectVnniAny<Q4_1>;
-    case GgmlType::kQ5_0:
-      return DirectVnniAny<Q5_0>;
-    case GgmlType::kQ5_1:
-      return DirectVnniAny<Q5_1>;
-    case GgmlType::kQ8_0:
-      return DirectVnniAny<Q8_0>;
     case GgmlType::kQ2_K:
       return DirectKVnniAny<Q2_K>;
     case GgmlType::kQ3_K:
@@ -640,8 +472,6 @@ DirectFn FindDirectVnni(GgmlType type) {
   }
 }
 
-TileFn FindTileVnni(bool is_signed) {
-  return is_signed ? TileVnniAny<true, false> : TileVnniAny<false, true>;
-}
+TileFn FindTileVnni() { return TileVnniAny; }
 
 }  // namespace convoy::quant
