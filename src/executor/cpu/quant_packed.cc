@@ -241,8 +241,50 @@ CONVOY_INLINE void UnpackBody(GgmlType type, const std::byte* tile, Tile* t) {
 }
 
 void UnpackPortable(GgmlType type, const std::byte* tile, Tile* t) { UnpackBody(type, tile, t); }
+
+// UnpackBody's bytes with the quants 32 bytes at a time (the loops as written vectorize poorly:
+// Q6_K's products at one row took twice the group contract's time).
 CONVOY_TARGET_AVX2_FMA void UnpackAvx2(GgmlType type, const std::byte* tile, Tile* t) {
-  UnpackBody(type, tile, t);
+  const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
+  const auto load = [tile](int at) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + at));
+  };
+  const auto store = [t](int chunk, int half, __m256i v) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(&t->q[chunk][8 * half][0]), v);
+  };
+  for (int w = 0; w < kPackedRows; ++w) t->d[w] = FP16ToFloat(HalfAt(tile + 2 * w));
+  if (type == GgmlType::kQ4_K) {
+    for (int w = 0; w < kPackedRows; ++w) t->dm[w] = -FP16ToFloat(HalfAt(tile + 32 + 2 * w));
+    UnpackQ4KScales(tile, t);
+    for (int i = 0; i < 32; ++i) {
+      for (int half = 0; half < 2; ++half) {
+        const __m256i v = load(256 + 64 * i + 32 * half);
+        store(16 * (i / 8) + i % 8, half, _mm256_and_si256(v, low4));
+        store(16 * (i / 8) + 8 + i % 8, half, _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+      }
+    }
+    return;
+  }
+  for (int w = 0; w < kPackedRows; ++w) t->dm[w] = -32.0f * t->d[w];
+  UnpackQ6KScales(tile, t);
+  for (int h = 0; h < 2; ++h) {
+    for (int c8 = 0; c8 < 8; ++c8) {
+      for (int half = 0; half < 2; ++half) {
+        const int at = 288 + 3 * 64 * (8 * h + c8) + 32 * half;
+        const __m256i a = load(at), b = load(at + 64), hq = load(at + 128);
+        const auto bits = [&](__m256i v) { return _mm256_and_si256(v, bits45); };
+        store(32 * h + c8, half,
+              _mm256_or_si256(_mm256_and_si256(a, low4), bits(_mm256_slli_epi16(hq, 4))));
+        store(32 * h + 8 + c8, half,
+              _mm256_or_si256(_mm256_and_si256(b, low4), bits(_mm256_slli_epi16(hq, 2))));
+        store(32 * h + 16 + c8, half,
+              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), low4), bits(hq)));
+        store(32 * h + 24 + c8, half,
+              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), low4),
+                              bits(_mm256_srli_epi16(hq, 2))));
+      }
+    }
+  }
 }
 
 // The same bytes as UnpackBody, the quants and d a vector at a time. The scales' loops over the
@@ -586,18 +628,20 @@ CONVOY_TARGET_VNNI void InterleavedRowsVnni(const std::byte* tiles, int64_t bloc
   for (int r = 0; r < kRows; ++r) _mm512_storeu_ps(out[r], acc[r]);
 }
 
-// One row, 8 weight rows a vector. Q8_0's quants go back to signed and their signs move to x, as
-// the group contract's AVX2 kernel does (pairs exact: 2 * 128 * 127 < 32767); the other types'
-// quants are at most 31.
+// One row, 8 weight rows a vector. Q8_0's quants go back to signed and their signs move to x (pairs
+// exact: 2 * 128 * 127 < 32767); the other types' quants are at most 31.
 template <const Interleaved& kT>
 CONVOY_TARGET_AVX2_FMA void InterleavedRowAvx2(const std::byte* tiles, int64_t blocks,
                                                const QuantizedRows& x, int64_t r, float* out) {
   const __m256i ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const __m256i low4 = _mm256_set1_epi8(0x0F), bit0 = _mm256_set1_epi8(0x01);
-  for (int h = 0; h < 2; ++h) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t g = 0; g < blocks; ++g) {
-      const std::byte* tile = tiles + g * kT.tile_bytes;
+  // Weight rows 0-7 in acc[0], 8-15 in acc[1]: both halves of a tile's lines in one pass.
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t g = 0; g < blocks; ++g) {
+    const std::byte* tile = tiles + g * kT.tile_bytes;
+    const int32_t s = x.group_sums(r)[g];
+    const float dx = x.scales(r)[g];
+    for (int h = 0; h < 2; ++h) {
       const auto load = [tile, h](int at) {
         return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + at + 32 * h));
       };
@@ -627,22 +671,21 @@ CONVOY_TARGET_AVX2_FMA void InterleavedRowAvx2(const std::byte* tiles, int64_t b
           dot(c + 4, hi);
         }
       }
-      const int32_t s = x.group_sums(r)[g];
-      const float dx = x.scales(r)[g];
       // Q8_0's P is already signed here: no bias to take off.
       const int bias = kT.bytes ? 0 : kT.bias;
       if (bias != 0) p = _mm256_sub_epi32(p, _mm256_set1_epi32(bias * s));
       const __m256 d =
           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 16 * h)));
-      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(d, _mm256_set1_ps(dx)), acc);
+      acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(d, _mm256_set1_ps(dx)), acc[h]);
       if (kT.min_at >= 0) {
         const __m256 m = _mm256_cvtph_ps(
             _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + kT.min_at + 16 * h)));
-        acc = _mm256_fmadd_ps(m, _mm256_set1_ps(dx * static_cast<float>(s)), acc);
+        acc[h] = _mm256_fmadd_ps(m, _mm256_set1_ps(dx * static_cast<float>(s)), acc[h]);
       }
     }
-    _mm256_storeu_ps(out + 8 * h, acc);
   }
+  _mm256_storeu_ps(out, acc[0]);
+  _mm256_storeu_ps(out + 8, acc[1]);
 }
 
 // Value v (0 .. 31) of row w in a tile, as the contract's q (before the bias).
