@@ -30,7 +30,7 @@ enum class Transform {
 // Where a block's bytes go in a tile: `count` units of `unit` bytes at byte raw_at of the block;
 // unit i of row w goes to packed_at + (16 * slot(i) + w) * unit, changed as `transform` says.
 struct Field {
-  int raw_at, unit, count, packed_at;
+  int raw_at, unit, count, packed_at;  // unit: 1, 2 or 4 bytes (a transform: 4)
   int (*slot)(int i);
   Transform transform = Transform::kNone;
 };
@@ -49,15 +49,18 @@ uint32_t SpreadBits(uint32_t word, bool inverse) {
   return out;
 }
 
-// Copies one field's unit from a block into a tile, or back with `to_block`.
+// Copies one field's unit from a block into a tile, or back with `to_block`: each size its own
+// fixed-size copy (a load takes a second per GB through memcpy calls of a variable size).
 void CopyUnit(const Field& field, std::byte* to, const std::byte* from, bool to_block) {
-  std::memcpy(to, from, field.unit);
-  if (field.transform == Transform::kFlip) {
-    for (int i = 0; i < field.unit; ++i) to[i] ^= std::byte{0x80};
-  } else if (field.transform == Transform::kSpreadBits) {
+  if (field.unit == 1) {
+    *to = *from;
+  } else if (field.unit == 2) {
+    std::memcpy(to, from, 2);
+  } else {
     uint32_t word;
-    std::memcpy(&word, to, 4);
-    word = SpreadBits(word, to_block);
+    std::memcpy(&word, from, 4);
+    if (field.transform == Transform::kFlip) word ^= 0x80808080u;
+    if (field.transform == Transform::kSpreadBits) word = SpreadBits(word, to_block);
     std::memcpy(to, &word, 4);
   }
 }
