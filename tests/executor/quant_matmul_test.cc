@@ -501,9 +501,10 @@ TEST(QuantizedRowsTest, QuantizesEachGroupToItsLargestMagnitude) {
   EXPECT_EQ(rows.values(0)[5], -127);
 }
 
-// ---- The superblock contract (Q4_K and Q6_K), written out from the header's words on the file's
-// blocks: q, sc, mn, d and dm decoded here as model/gguf_dequantize.cc's comments lay the blocks
-// out, the integer sums in int64, the fp32 steps in the header's order. Every path gives its bits.
+// ---- The superblock contract (Q4_K, Q5_K and Q6_K), written out from the header's words on the
+// file's blocks: q, sc, mn, d and dm decoded here as model/gguf_dequantize.cc's comments lay the
+// blocks out, the integer sums in int64, the fp32 steps in the header's order. Every path gives its
+// bits.
 
 struct SuperblockTerms {
   int q[256];
@@ -514,7 +515,9 @@ struct SuperblockTerms {
 SuperblockTerms DecodeSuperblock(GgmlType type, const std::byte* b) {
   const auto u8 = [b](int i) { return static_cast<int>(static_cast<uint8_t>(b[i])); };
   SuperblockTerms t;
-  if (type == GgmlType::kQ4_K) {
+  if (type == GgmlType::kQ4_K || type == GgmlType::kQ5_K) {
+    const bool fifth = type == GgmlType::kQ5_K;  // 32 bytes of fifth bits before the nibbles
+    const int quants_at = fifth ? 48 : 16;
     t.d = FP16ToFloat(HalfBits(b));
     t.dm = -FP16ToFloat(HalfBits(b + 2));
     for (int s = 0; s < 8; ++s) {
@@ -523,8 +526,9 @@ SuperblockTerms DecodeSuperblock(GgmlType type, const std::byte* b) {
       t.sc[2 * s] = t.sc[2 * s + 1] = scale;
       t.mn[2 * s] = t.mn[2 * s + 1] = min;
       for (int l = 0; l < 32; ++l) {
-        const int byte = u8(16 + 32 * (s / 2) + l);
+        const int byte = u8(quants_at + 32 * (s / 2) + l);
         t.q[32 * s + l] = s % 2 == 0 ? byte & 15 : byte >> 4;
+        if (fifth) t.q[32 * s + l] |= ((u8(16 + l) >> s) & 1) << 4;
       }
     }
   } else {  // Q6_K
@@ -543,7 +547,7 @@ SuperblockTerms DecodeSuperblock(GgmlType type, const std::byte* b) {
 
 float SuperblockReference(GgmlType type, const std::byte* row, int64_t k, const QuantizedRows& x,
                           int64_t r) {
-  const int64_t block_bytes = type == GgmlType::kQ4_K ? 144 : 210;
+  const int64_t block_bytes = type == GgmlType::kQ4_K ? 144 : type == GgmlType::kQ5_K ? 176 : 210;
   float acc = 0.0f;
   for (int64_t b = 0; b < k / 256; ++b) {
     const SuperblockTerms t = DecodeSuperblock(type, row + b * block_bytes);

@@ -1,8 +1,8 @@
 // y = x W^T with W kept in its GGUF blocks and x quantized to 8 bits: the CPU's product for
 // quantized weights. Batch-invariant, as gemm_f32.h. Each type is computed under one of three
-// contracts: the group contract (Q2_K, Q3_K and Q5_K), the interleaved group contract (the 32-value
-// types: Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0) or the superblock contract (Q4_K and Q6_K); each names
-// every rounding, so every path gives the same bits.
+// contracts: the group contract (Q2_K and Q3_K), the interleaved group contract (the 32-value
+// types: Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0) or the superblock contract (Q4_K, Q5_K and Q6_K); each
+// names every rounding, so every path gives the same bits.
 //
 // ---- The group contract.
 //
@@ -12,7 +12,6 @@
 // dmin and m the block's fp16 fields as floats, sc and mi its sub-block scale and min as integers,
 // and every product below one fp32 multiplication:
 //   Q2_K: q 0..3,  s = d * sc, mn = -(dmin * mi)   Q3_K: q 0..7, s = d * (sc - 32), mn = -4 * s
-//   Q5_K: q 0..31, s = d * sc, mn = -(dmin * mi)
 //
 // Activations (QuantizedRows, the group form). For a group of 32 values x of a row: amax = max |x|
 // (NaN if any x is NaN); a group with amax < 2^-100 is all zeros (scale 0); otherwise dx = amax /
@@ -43,8 +42,9 @@
 //     (Q4_1, Q5_1:)  acc = fma(m[g], dx[g] * float(S[g]), acc)
 //   y = acc
 //
-// ---- The superblock contract: the block's sub-block scales applied in integers, one fp32 step per
-// 256 values, where the group contract takes one per 32 (llama.cpp's K-type products do the same).
+// ---- The superblock contract (Q4_K, Q5_K, Q6_K): the block's sub-block scales applied in
+// integers, one fp32 step per 256 values, where the group contract takes one per 32 (llama.cpp's
+// K-type products do the same).
 //
 // Weights. Each block of 256 values is unpacked exactly into 256 integers q, and for each
 // sub-block of 16 values j an integer scale sc[j] and an integer factor mn[j], and two fp32
@@ -52,6 +52,7 @@
 // arithmetic:
 //   Q4_K: q 0..15; sc[j], mn[j] = the 6-bit scale and min of the sub-block of 32 holding it
 //         (j / 2); d = d, dm = -dmin
+//   Q5_K: q 0..31; the rest as Q4_K
 //   Q6_K: q 0..63; sc[j] = mn[j] = its int8 scale; d = d, dm = -32 * d (exact)
 //
 // Activations (QuantizedRows, the superblock form): each superblock of 256 values of a row is
@@ -155,7 +156,7 @@ enum class QuantPath {
 // Whether the CPU has what `path` needs (kBest and kPortable: always).
 bool QuantPathAvailable(QuantPath path);
 
-// Whether `type` is computed under the superblock contract (Q4_K and Q6_K): its products need
+// Whether `type` is computed under the superblock contract (Q4_K, Q5_K and Q6_K): its products need
 // the activations' superblock form.
 bool QuantUsesSuperblocks(GgmlType type);
 

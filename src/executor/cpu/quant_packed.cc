@@ -76,6 +76,12 @@ constexpr Field kQ4KFields[] = {{0, 2, 1, 0, InOrder},
                                 {2, 2, 1, 32, InOrder},
                                 {4, 4, 3, 64, InOrder},
                                 {16, 4, 32, 256, InOrder}};
+// Q5_K: Q4_K's, with the 32 bytes of fifth bits (dwords 0-7) before the nibbles.
+constexpr Field kQ5KFields[] = {{0, 2, 1, 0, InOrder},
+                                {2, 2, 1, 32, InOrder},
+                                {4, 4, 3, 64, InOrder},
+                                {16, 4, 8, 256, InOrder},
+                                {48, 4, 32, 768, InOrder}};
 constexpr Field kQ6KFields[] = {{208, 2, 1, 0, InOrder},
                                 {192, 1, 16, 32, InOrder},
                                 {0, 4, 32, 288, Q6KLowSlot},
@@ -102,6 +108,7 @@ struct Layout {
 
 const Layout& LayoutOf(GgmlType type) {
   static constexpr Layout kQ4K{256, 144, kQ4KFields, 4};
+  static constexpr Layout kQ5K{256, 176, kQ5KFields, 5};
   static constexpr Layout kQ6K{256, 210, kQ6KFields, 4};
   static constexpr Layout kQ40{32, 18, kQ40Fields, 2};
   static constexpr Layout kQ41{32, 20, kQ41Fields, 3};
@@ -111,6 +118,8 @@ const Layout& LayoutOf(GgmlType type) {
   switch (type) {
     case GgmlType::kQ4_K:
       return kQ4K;
+    case GgmlType::kQ5_K:
+      return kQ5K;
     case GgmlType::kQ6_K:
       return kQ6K;
     case GgmlType::kQ4_0:
@@ -156,7 +165,8 @@ uint16_t HalfAt(const std::byte* p) {
 // Q4_K: s = d * sc, mn = -(dmin * mi) for both halves of a sub-block of 32 (quant_matmul.h), so
 // sc and mi repeat for sub-blocks 2s and 2s + 1 of 16; dm = -dmin.
 CONVOY_INLINE void UnpackQ4KScales(const std::byte* tile, Tile* t) {
-  // KScaleBytes (quant_unpack.h) on the three words of the 16 rows side by side: byte s of
+  // The 12 bytes of eight 6-bit scales and mins, decoded from the three words of the 16 rows side
+  // by side (model/gguf_dequantize.cc's ScaleMin, four sub-blocks a word): byte s of
   // scales_low is sub-block s's scale (s < 4), of scales_high sub-block s + 4's; the mins alike.
   uint32_t words[3][kPackedRows];
   std::memcpy(words, tile + 64, sizeof(words));
@@ -179,20 +189,34 @@ CONVOY_INLINE void UnpackQ4KScales(const std::byte* tile, Tile* t) {
   }
 }
 
-CONVOY_INLINE void UnpackQ4K(const std::byte* tile, Tile* t) {
+// Where Q4_K's and Q5_K's nibbles start in a tile (Q5_K's fifth bits at 256).
+constexpr int KQuantsAt(GgmlType type) { return type == GgmlType::kQ5_K ? 768 : 256; }
+
+// Q4_K and Q5_K. Nibble dword i = 8 p + c holds values 64 p + 4 c .. + 3 (low nibbles, sub-block
+// 2p) and 32 more (high, sub-block 2p + 1); Q5_K's fifth bits of those values are bits 2p and
+// 2p + 1 of the bytes of fifth-bit dword c.
+CONVOY_INLINE void UnpackQ4K(GgmlType type, const std::byte* tile, Tile* t) {
   for (int w = 0; w < kPackedRows; ++w) {
     t->d[w] = FP16ToFloat(HalfAt(tile + 2 * w));
     t->dm[w] = -FP16ToFloat(HalfAt(tile + 32 + 2 * w));
   }
   UnpackQ4KScales(tile, t);
-  // Nibble dword i = 8 p + c holds values 64 p + 4 c .. + 3 (low nibbles) and 32 more (high).
+  const bool fifth = type == GgmlType::kQ5_K;
   for (int i = 0; i < 32; ++i) {
-    const uint8_t* src = reinterpret_cast<const uint8_t*>(tile + 256 + 64 * i);
-    uint8_t* low = &t->q[16 * (i / 8) + i % 8][0][0];
-    uint8_t* high = &t->q[16 * (i / 8) + 8 + i % 8][0][0];
+    const int p = i / 8, c = i % 8;
+    const uint8_t* src = reinterpret_cast<const uint8_t*>(tile + KQuantsAt(type) + 64 * i);
+    const uint8_t* bits = reinterpret_cast<const uint8_t*>(tile + 256 + 64 * c);
+    uint8_t* low = &t->q[16 * p + c][0][0];
+    uint8_t* high = &t->q[16 * p + 8 + c][0][0];
     for (int b = 0; b < 64; ++b) {
       low[b] = src[b] & 0x0F;
       high[b] = src[b] >> 4;
+    }
+    if (fifth) {
+      for (int b = 0; b < 64; ++b) {
+        low[b] |= ((bits[b] >> (2 * p)) & 1) << 4;
+        high[b] |= ((bits[b] >> (2 * p + 1)) & 1) << 4;
+      }
     }
   }
 }
@@ -235,9 +259,17 @@ CONVOY_INLINE void UnpackQ6K(const std::byte* tile, Tile* t) {
   }
 }
 
+// Each byte's bit `bit` (0 .. 7) at bit 4, the other bits anything (the caller masks bit 4).
+CONVOY_TARGET_AVX2_FMA __m256i Shift4(__m256i v, int bit) {
+  return bit <= 4 ? _mm256_slli_epi16(v, 4 - bit) : _mm256_srli_epi16(v, bit - 4);
+}
+CONVOY_TARGET_VNNI __m512i Shift4(__m512i v, int bit) {
+  return bit <= 4 ? _mm512_slli_epi16(v, 4 - bit) : _mm512_srli_epi16(v, bit - 4);
+}
+
 CONVOY_INLINE void UnpackBody(GgmlType type, const std::byte* tile, Tile* t) {
-  if (type == GgmlType::kQ4_K) {
-    UnpackQ4K(tile, t);
+  if (type != GgmlType::kQ6_K) {
+    UnpackQ4K(type, tile, t);
   } else {
     UnpackQ6K(tile, t);
   }
@@ -256,14 +288,28 @@ CONVOY_TARGET_AVX2_FMA void UnpackAvx2(GgmlType type, const std::byte* tile, Til
     _mm256_store_si256(reinterpret_cast<__m256i*>(&t->q[chunk][8 * half][0]), v);
   };
   for (int w = 0; w < kPackedRows; ++w) t->d[w] = FP16ToFloat(HalfAt(tile + 2 * w));
-  if (type == GgmlType::kQ4_K) {
+  if (type != GgmlType::kQ6_K) {
     for (int w = 0; w < kPackedRows; ++w) t->dm[w] = -FP16ToFloat(HalfAt(tile + 32 + 2 * w));
     UnpackQ4KScales(tile, t);
+    const __m256i bit4 = _mm256_set1_epi8(0x10);
+    // Q5_K's fifth bits, read once before the nibbles: the tile is read front to back (read
+    // beside the nibbles, the products at one row came from memory at half the cached rate).
+    alignas(32) uint8_t fifth[512];
+    if (type == GgmlType::kQ5_K) std::memcpy(fifth, tile + 256, sizeof(fifth));
     for (int i = 0; i < 32; ++i) {
+      const int p = i / 8, c = i % 8;
       for (int half = 0; half < 2; ++half) {
-        const __m256i v = load(256 + 64 * i + 32 * half);
-        store(16 * (i / 8) + i % 8, half, _mm256_and_si256(v, low4));
-        store(16 * (i / 8) + 8 + i % 8, half, _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+        const __m256i v = load(KQuantsAt(type) + 64 * i + 32 * half);
+        __m256i low = _mm256_and_si256(v, low4);
+        __m256i high = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+        if (type == GgmlType::kQ5_K) {  // bit 2p (2p + 1) of a byte to bit 4
+          const __m256i bits =
+              _mm256_load_si256(reinterpret_cast<const __m256i*>(fifth + 64 * c + 32 * half));
+          low = _mm256_or_si256(low, _mm256_and_si256(Shift4(bits, 2 * p), bit4));
+          high = _mm256_or_si256(high, _mm256_and_si256(Shift4(bits, 2 * p + 1), bit4));
+        }
+        store(16 * p + c, half, low);
+        store(16 * p + 8 + c, half, high);
       }
     }
     return;
@@ -298,14 +344,23 @@ CONVOY_TARGET_VNNI void UnpackVnni(GgmlType type, const std::byte* tile, Tile* t
   const auto store = [t](int chunk, __m512i v) { _mm512_store_si512(&t->q[chunk][0][0], v); };
   const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile)));
   _mm512_store_ps(t->d, d);
-  if (type == GgmlType::kQ4_K) {
+  if (type != GgmlType::kQ6_K) {
     const __m512 dmin =
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 32)));
     _mm512_store_ps(t->dm, _mm512_sub_ps(_mm512_setzero_ps(), dmin));
+    const __m512i bit4 = _mm512_set1_epi8(0x10);
     for (int i = 0; i < 32; ++i) {
-      const __m512i v = load(256 + 64 * i);
-      store(16 * (i / 8) + i % 8, _mm512_and_si512(v, low4));
-      store(16 * (i / 8) + 8 + i % 8, _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
+      const int p = i / 8, c = i % 8;
+      const __m512i v = load(KQuantsAt(type) + 64 * i);
+      __m512i low = _mm512_and_si512(v, low4);
+      __m512i high = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+      if (type == GgmlType::kQ5_K) {
+        const __m512i bits = load(256 + 64 * c);
+        low = _mm512_or_si512(low, _mm512_and_si512(Shift4(bits, 2 * p), bit4));
+        high = _mm512_or_si512(high, _mm512_and_si512(Shift4(bits, 2 * p + 1), bit4));
+      }
+      store(16 * p + c, low);
+      store(16 * p + 8 + c, high);
     }
     UnpackQ4KScales(tile, t);
     return;
@@ -439,14 +494,18 @@ CONVOY_TARGET_VNNI void RowVnni(const Tile& t, const int8_t* xq, const int16_t* 
 // ---- One activation row against a group's Q4_K tiles, straight from the packed bytes to
 // registers (no Tile): the same integers and the same fp32 steps as UnpackVnni + RowVnni. acc: the
 // 16 outputs' accumulators, every superblock of the group added in order.
+// kFifth: Q5_K (the fifth bits ORed in at bit 4; both nibbles then brought down to bits 0-3).
+template <bool kFifth>
 CONVOY_TARGET_VNNI void OneRowQ4KVnni(const std::byte* tiles, int64_t blocks, const int8_t* xq,
                                       const int16_t* sums, const float* dxs, float* out) {
+  constexpr GgmlType kType = kFifth ? GgmlType::kQ5_K : GgmlType::kQ4_K;
   const __m512i low4 = _mm512_set1_epi8(0x0F), high4 = _mm512_set1_epi8(static_cast<char>(0xF0));
+  const __m512i bit4 = _mm512_set1_epi8(0x10);
   const __m512i low6 = _mm512_set1_epi32(0x3F3F3F3F), low4w = _mm512_set1_epi32(0x0F0F0F0F);
   const __m512i low2 = _mm512_set1_epi32(0x03030303), byte = _mm512_set1_epi32(0xFF);
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
-    const std::byte* tile = tiles + b * 2304;
+    const std::byte* tile = tiles + b * (kFifth ? 2816 : 2304);
     const int8_t* x = xq + 256 * b;
     const int16_t* s16 = sums + 16 * b;
     const auto load = [tile](int at) { return _mm512_loadu_si512(tile + at); };
@@ -467,17 +526,24 @@ CONVOY_TARGET_VNNI void OneRowQ4KVnni(const std::byte* tiles, int64_t blocks, co
       // kept in place: 16 times the quants, so their sum is shifted back, exactly).
       __m512i low = _mm512_setzero_si512(), high = _mm512_setzero_si512();
       for (int c = 0; c < 8; ++c) {
-        const __m512i v = load(256 + 64 * (8 * p + c));
-        low = _mm512_dpbusd_epi32(low, _mm512_and_si512(v, low4),
-                                  _mm512_set1_epi32(Dword(x + 64 * p + 4 * c)));
-        high = _mm512_dpbusd_epi32(high, _mm512_and_si512(v, high4),
-                                   _mm512_set1_epi32(Dword(x + 64 * p + 32 + 4 * c)));
+        const __m512i v = load(KQuantsAt(kType) + 64 * (8 * p + c));
+        __m512i low_q = _mm512_and_si512(v, low4), high_q;
+        if (kFifth) {
+          const __m512i bits = load(256 + 64 * c);
+          low_q = _mm512_or_si512(low_q, _mm512_and_si512(Shift4(bits, 2 * p), bit4));
+          high_q = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), low4),
+                                   _mm512_and_si512(Shift4(bits, 2 * p + 1), bit4));
+        } else {
+          high_q = _mm512_and_si512(v, high4);
+        }
+        low = _mm512_dpbusd_epi32(low, low_q, _mm512_set1_epi32(Dword(x + 64 * p + 4 * c)));
+        high = _mm512_dpbusd_epi32(high, high_q, _mm512_set1_epi32(Dword(x + 64 * p + 32 + 4 * c)));
       }
       for (int i = 0; i < 2; ++i) {
         const int sub = 2 * p + i, shift = 8 * (sub % 4);
         const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(scales[sub / 4], shift), byte);
         const __m512i mi = _mm512_and_si512(_mm512_srli_epi32(mins[sub / 4], shift), byte);
-        const __m512i sum = i == 0 ? low : _mm512_srai_epi32(high, 4);
+        const __m512i sum = i == 0 ? low : (kFifth ? high : _mm512_srai_epi32(high, 4));
         total = _mm512_add_epi32(total, _mm512_mullo_epi32(sum, sc));
         // mi in both int16 halves: mi * S[2 sub] + mi * S[2 sub + 1].
         m = _mm512_dpwssd_epi32(m, _mm512_or_si512(mi, _mm512_slli_epi32(mi, 16)),
@@ -493,6 +559,75 @@ CONVOY_TARGET_VNNI void OneRowQ4KVnni(const std::byte* tiles, int64_t blocks, co
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dm, dxv), acc);
   }
   _mm512_storeu_ps(out, acc);
+}
+
+// OneRowQ4KVnni's integers and fp32 steps with AVX2: rows 8h .. 8h + 7 in 8 lanes, both halves
+// of a tile's lines in one pass; maddubs + madd for vpdpbusd (pairs exact: q <= 31).
+template <bool kFifth>
+CONVOY_TARGET_AVX2_FMA void OneRowQ4KAvx2(const std::byte* tiles, int64_t blocks, const int8_t* xq,
+                                          const int16_t* sums, const float* dxs, float* out) {
+  constexpr GgmlType kType = kFifth ? GgmlType::kQ5_K : GgmlType::kQ4_K;
+  const __m256i low4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
+  const __m256i ones = _mm256_set1_epi16(1), byte = _mm256_set1_epi32(0xFF);
+  const __m256i low6 = _mm256_set1_epi32(0x3F3F3F3F), low4w = _mm256_set1_epi32(0x0F0F0F0F);
+  const __m256i low2 = _mm256_set1_epi32(0x03030303);
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t b = 0; b < blocks; ++b) {
+    const std::byte* tile = tiles + b * (kFifth ? 2816 : 2304);
+    const int8_t* x = xq + 256 * b;
+    const int16_t* s16 = sums + 16 * b;
+    for (int h = 0; h < 2; ++h) {
+      const auto load = [tile, h](int at) {
+        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + at + 32 * h));
+      };
+      const __m256i w0 = load(64), w1 = load(128), w2 = load(192);
+      const __m256i scales[2] = {
+          _mm256_and_si256(w0, low6),
+          _mm256_or_si256(_mm256_and_si256(w2, low4w),
+                          _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w0, 6), low2), 4))};
+      const __m256i mins[2] = {
+          _mm256_and_si256(w1, low6),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w2, 4), low4w),
+                          _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w1, 6), low2), 4))};
+      __m256i total = _mm256_setzero_si256(), m = _mm256_setzero_si256();
+      for (int p = 0; p < 4; ++p) {
+        __m256i low = _mm256_setzero_si256(), high = _mm256_setzero_si256();
+        for (int c = 0; c < 8; ++c) {
+          const __m256i v = load(KQuantsAt(kType) + 64 * (8 * p + c));
+          __m256i low_q = _mm256_and_si256(v, low4);
+          __m256i high_q = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+          if (kFifth) {
+            const __m256i bits = load(256 + 64 * c);
+            low_q = _mm256_or_si256(low_q, _mm256_and_si256(Shift4(bits, 2 * p), bit4));
+            high_q = _mm256_or_si256(high_q, _mm256_and_si256(Shift4(bits, 2 * p + 1), bit4));
+          }
+          const __m256i x_low = _mm256_set1_epi32(Dword(x + 64 * p + 4 * c));
+          const __m256i x_high = _mm256_set1_epi32(Dword(x + 64 * p + 32 + 4 * c));
+          low = _mm256_add_epi32(low, _mm256_madd_epi16(_mm256_maddubs_epi16(low_q, x_low), ones));
+          high =
+              _mm256_add_epi32(high, _mm256_madd_epi16(_mm256_maddubs_epi16(high_q, x_high), ones));
+        }
+        for (int i = 0; i < 2; ++i) {
+          const int sub = 2 * p + i, shift = 8 * (sub % 4);
+          const __m256i sc = _mm256_and_si256(_mm256_srli_epi32(scales[sub / 4], shift), byte);
+          const __m256i mi = _mm256_and_si256(_mm256_srli_epi32(mins[sub / 4], shift), byte);
+          total = _mm256_add_epi32(total, _mm256_mullo_epi32(i == 0 ? low : high, sc));
+          m = _mm256_add_epi32(m, _mm256_madd_epi16(_mm256_or_si256(mi, _mm256_slli_epi32(mi, 16)),
+                                                    _mm256_set1_epi32(Dword(s16 + 2 * sub))));
+        }
+      }
+      const __m256 dxv = _mm256_set1_ps(dxs[b]);
+      const __m256 d =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 16 * h)));
+      const __m256 dmin =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 32 + 16 * h)));
+      const __m256 dm = _mm256_sub_ps(_mm256_setzero_ps(), dmin);
+      acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, dxv), acc[h]);
+      acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dm, dxv), acc[h]);
+    }
+  }
+  _mm256_storeu_ps(out, acc[0]);
+  _mm256_storeu_ps(out + 8, acc[1]);
 }
 
 // The same for Q6_K, the tile's quants read front to back (kQ6KFields' order).
@@ -777,6 +912,7 @@ bool IsPackedType(GgmlType type) {
     case GgmlType::kQ5_1:
     case GgmlType::kQ8_0:
     case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
     case GgmlType::kQ6_K:
       return true;
     default:
@@ -784,7 +920,9 @@ bool IsPackedType(GgmlType type) {
   }
 }
 
-bool IsSuperblockType(GgmlType type) { return type == GgmlType::kQ4_K || type == GgmlType::kQ6_K; }
+bool IsSuperblockType(GgmlType type) {
+  return type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K;
+}
 
 int64_t PackedBytes(GgmlType type, int64_t n, int64_t k) {
   return (n + kPackedRows - 1) / kPackedRows * (k / LayoutOf(type).block_elements) *
@@ -860,12 +998,24 @@ void PackedMatmul(GgmlType type, const std::byte* packed, int64_t n, int64_t k,
   thread_local Scratch scratch;
   scratch.acc.resize(m * kPackedRows);
   for (int64_t g = first_group; g < end_group; ++g) {
+    if (m == 1 && path == QuantPath::kAvx2 && type != GgmlType::kQ6_K) {
+      float out[kPackedRows];
+      (type == GgmlType::kQ4_K ? OneRowQ4KAvx2<false>
+                               : OneRowQ4KAvx2<true>)(packed + g * blocks * tile_bytes, blocks,
+                                                      x.superblock_values(0), x.superblock_sums(0),
+                                                      x.superblock_scales(0), out);
+      std::memcpy(y + g * kPackedRows, out,
+                  sizeof(float) * std::min(kPackedRows, n - g * kPackedRows));
+      continue;
+    }
     if (m == 1 && path == QuantPath::kAvx512Vnni) {
       // One row: the tiles go straight to registers.
       float out[kPackedRows];
-      (type == GgmlType::kQ4_K ? OneRowQ4KVnni : OneRowQ6KVnni)(
-          packed + g * blocks * tile_bytes, blocks, x.superblock_values(0), x.superblock_sums(0),
-          x.superblock_scales(0), out);
+      (type == GgmlType::kQ4_K   ? OneRowQ4KVnni<false>
+       : type == GgmlType::kQ5_K ? OneRowQ4KVnni<true>
+                                 : OneRowQ6KVnni)(packed + g * blocks * tile_bytes, blocks,
+                                                  x.superblock_values(0), x.superblock_sums(0),
+                                                  x.superblock_scales(0), out);
       std::memcpy(y + g * kPackedRows, out,
                   sizeof(float) * std::min(kPackedRows, n - g * kPackedRows));
       continue;

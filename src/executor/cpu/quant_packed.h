@@ -1,5 +1,5 @@
-// QuantMatmul for the types whose weights are repacked at load with 16 rows interleaved: Q4_K and
-// Q6_K (the superblock contract, quant_matmul.h) and the 32-value types Q4_0, Q4_1, Q5_0, Q5_1 and
+// QuantMatmul for the types whose weights are repacked at load with 16 rows interleaved: Q4_K, Q5_K
+// and Q6_K (the superblock contract, quant_matmul.h) and the 32-value types Q4_0, Q4_1, Q5_0, Q5_1 and
 // Q8_0 (the interleaved group contract). A
 // 512-bit vector holds the same 4 values of 16 weight rows: one vpdpbusd multiplies them by 4
 // activations broadcast, and the scales are applied to the 16 rows at once, lane by lane.
@@ -11,6 +11,7 @@
 // rows" means 64 bytes: the 4 bytes at byte 4i of each row's block, row 0 first.
 //   Q4_K (2,304 bytes): the 16 rows' d (fp16, 32 bytes), then their dmin, then dwords 0-2 of the
 //     12 scale bytes, then dwords 0-31 of the 128 nibble bytes.
+//   Q5_K (2,816 bytes): as Q4_K, with dwords 0-7 of the 32 fifth-bit bytes before the nibbles.
 //   Q6_K (3,360 bytes): the 16 rows' d, then the 16 int8 scales of each sub-block of 16 values
 //     for the 16 rows (scale j of every row, j = 0 .. 15), then the 128 low-nibble bytes' dwords
 //     and the 64 high-bit bytes' in the order the kernel reads them: for h = 0, 1 and c = 0 .. 7,
@@ -35,9 +36,9 @@ namespace convoy::quant {
 // Weight rows interleaved in a packed tile: one per 32-bit lane of a 512-bit vector.
 inline constexpr int64_t kPackedRows = 16;
 
-// Whether `type` is held packed: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and Q6_K.
+// Whether `type` is held packed: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K.
 bool IsPackedType(GgmlType type);
-// Whether `type` is computed under the superblock contract: Q4_K and Q6_K.
+// Whether `type` is computed under the superblock contract: Q4_K, Q5_K and Q6_K.
 bool IsSuperblockType(GgmlType type);
 
 // Bytes of the packed form of n rows of k values: ceil(n / 16) groups of one tile per block.

@@ -87,97 +87,14 @@ CONVOY_TARGET_AVX2 void SetSixteenAvx2(__m256 s0, __m256 s1, __m256 o0, __m256 o
   _mm256_storeu_ps(offsets + 8, o1);
 }
 
-// The same from eight per-32 scales and offsets (both halves of group g share scale g).
-CONVOY_TARGET_AVX2 void SetEightAvx2(__m256 s, __m256 o, float* lanes, float* offsets) {
-  for (int g = 0; g < 8; ++g) {
-    _mm256_storeu_ps(lanes + 8 * g, _mm256_permutevar8x32_ps(s, _mm256_set1_epi32(g)));
-  }
-  _mm256_storeu_ps(offsets, _mm256_permutevar8x32_ps(o, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)));
-  _mm256_storeu_ps(offsets + 8,
-                   _mm256_permutevar8x32_ps(o, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)));
-}
-
 // ---- The 256-value types: eight groups per block. Value 32 * g + l of the block is value l of
 // group g.
 
-// Q5_K (and Q4_K): eight 6-bit scales and mins in 12 bytes. Sub-block s < 4 keeps its scale in the
-// low 6 bits of byte s and its min in those of byte s + 4; sub-block s >= 4 keeps the low 4 bits
-// of its scale in the low nibble of byte s + 4, of its min in the high nibble, and the top 2 bits
-// of each in the top bits of bytes s - 4 and s.
-void KScales(const std::byte* b, float* lanes, float* offsets) {
-  const float d = Half(b), dmin = Half(b + 2);
-  const std::byte* packed = b + 4;
-  for (int s = 0; s < 8; ++s) {
-    int scale, min;
-    if (s < 4) {
-      scale = Byte(packed, s) & 0x3F;
-      min = Byte(packed, s + 4) & 0x3F;
-    } else {
-      const int both = Byte(packed, s + 4);
-      scale = (both & 0x0F) | ((Byte(packed, s - 4) >> 6) << 4);
-      min = (both >> 4) | ((Byte(packed, s) >> 6) << 4);
-    }
-    const float ds = d * static_cast<float>(scale);
-    SetLanes(lanes, s, ds, ds);
-    offsets[2 * s] = offsets[2 * s + 1] = -(dmin * static_cast<float>(min));
-  }
-}
-
-// A 256-value block's scales and offsets in registers, as its ScaleVectors gives them: with
-// kPerGroup, s[0] and mn[0] hold group g's s and mn in lane g (both halves of a group share them);
-// otherwise s[0], s[1] hold the sixteen half-groups' s (0-7, then 8-15) and mn[0], mn[1] their mn.
+// A 256-value block's scales and offsets in registers, as its ScaleVectors gives them: s[0], s[1]
+// hold the sixteen half-groups' s (0-7, then 8-15) and mn[0], mn[1] their mn.
 struct KVectors {
   __m256 s[2];
   __m256 mn[2];
-};
-
-// KScales with the scales and mins decoded 4 at a time from 32-bit words (KScaleBytes), and the
-// floats made 8 at a time (the same products).
-CONVOY_TARGET_AVX2 KVectors KScaleVectors(const std::byte* b) {
-  uint64_t scales, mins;
-  KScaleBytes(b + 4, &scales, &mins);
-  KVectors v;
-  v.s[0] = _mm256_mul_ps(_mm256_set1_ps(Half(b)), BytesToFloats(scales));
-  v.mn[0] = Negate(_mm256_mul_ps(_mm256_set1_ps(Half(b + 2)), BytesToFloats(mins)));
-  v.s[1] = v.mn[1] = _mm256_setzero_ps();
-  return v;
-}
-
-// 128 bytes of nibbles: 32 bytes per pair of groups, the low nibbles the first group's.
-void KNibbles(const std::byte* qs, uint8_t* q) {
-  for (int p = 0; p < 4; ++p) {
-    for (int l = 0; l < 32; ++l) {
-      q[64 * p + l] = Byte(qs, 32 * p + l) & 0x0F;
-      q[64 * p + 32 + l] = Byte(qs, 32 * p + l) >> 4;
-    }
-  }
-}
-
-// Each 256-value type below gives ScaleVectors(block) (KVectors, the same products as its
-// Scales) and GroupAvx2(block, j): group j's 32 quants, one byte each.
-
-// Group j of Q5_K: the low (j even) or high nibbles of the 32 bytes at qs + 32 * (j / 2).
-CONVOY_TARGET_AVX2 __m256i KNibblesAvx2(const std::byte* qs, int j) {
-  return Field<4>(Load256(qs + 32 * (j / 2)), 4 * (j % 2), 0);
-}
-
-// Q5_K's fifth bits: bit g of byte l is value l of group g's.
-struct Q5_K {
-  static constexpr int kElements = 256, kBytes = 176;
-  static constexpr bool kPerGroup = true;
-  static void Scales(const std::byte* b, float* lanes, float* offsets) {
-    KScales(b, lanes, offsets);
-  }
-  static CONVOY_TARGET_AVX2 KVectors ScaleVectors(const std::byte* b) { return KScaleVectors(b); }
-  static void Quants(const std::byte* b, uint8_t* q) {
-    KNibbles(b + 48, q);
-    for (int g = 0; g < 8; ++g) {
-      for (int l = 0; l < 32; ++l) q[32 * g + l] |= ((Byte(b + 16, l) >> g) & 1) << 4;
-    }
-  }
-  static CONVOY_TARGET_AVX2 __m256i GroupAvx2(const std::byte* b, int j) {
-    return _mm256_or_si256(KNibblesAvx2(b + 48, j), Field<1>(Load256(b + 16), j, 4));
-  }
 };
 
 // mn = factor * s for the sixteen half-groups (Q3_K's -4): one product each.
@@ -203,7 +120,6 @@ CONVOY_TARGET_AVX2 __m256i TwoBitsAvx2(const std::byte* qs, int j) {
 
 struct Q2_K {
   static constexpr int kElements = 256, kBytes = 84;
-  static constexpr bool kPerGroup = false;
   static void Scales(const std::byte* b, float* lanes, float* offsets) {
     const float d = Half(b + 80), dmin = Half(b + 82);
     float scale[16], offset[16];
@@ -236,7 +152,6 @@ struct Q2_K {
 // top 2 bits at bit 2 * (i / 4) of byte 8 + i % 4.
 struct Q3_K {
   static constexpr int kElements = 256, kBytes = 110;
-  static constexpr bool kPerGroup = false;
   static void Scales(const std::byte* b, float* lanes, float* offsets) {
     const std::byte* packed = b + 96;
     const float d = Half(b + 108);
@@ -295,11 +210,7 @@ void UnpackPortable(const std::byte* row, int64_t k, const UnpackedRow& destinat
 template <typename F>
 CONVOY_TARGET_AVX2 void ScalesAvx2(const std::byte* block, float* lanes, float* offsets) {
   const KVectors v = F::ScaleVectors(block);
-  if (F::kPerGroup) {
-    SetEightAvx2(v.s[0], v.mn[0], lanes, offsets);
-  } else {
-    SetSixteenAvx2(v.s[0], v.s[1], v.mn[0], v.mn[1], lanes, offsets);
-  }
+  SetSixteenAvx2(v.s[0], v.s[1], v.mn[0], v.mn[1], lanes, offsets);
 }
 
 template <typename F>
@@ -328,11 +239,8 @@ CONVOY_TARGET_AVX2 void UnpackAvx2(const std::byte* row, int64_t k,
 // and 2i + 1: k is a multiple of 256, so there is no padding) run into their own 8 lanes, added to
 // the accumulators at the end, as the contract says.
 
-// Group j's 8 lanes of c from the block's products, stored in `c`: Q5_K (kPerGroup) keep
-// c of group j at c[j], the others c of half-group h at c[h].
-template <bool kPerGroup>
+// Group j's 8 lanes of c from the block's products, stored in `c`: c of half-group h at c[h].
 CONVOY_TARGET_AVX2 __m256 GroupScale(const float* c, int j) {
-  if (kPerGroup) return _mm256_broadcast_ss(c + j);
   // [c[2j], c[2j + 1]] four times, then lanes 0-3 take the first and 4-7 the second.
   const __m256 pairs =
       _mm256_castpd_ps(_mm256_broadcast_sd(reinterpret_cast<const double*>(c + 2 * j)));
@@ -354,22 +262,14 @@ CONVOY_TARGET_AVX2_FMA_F16C void DirectKAvx2(const std::byte* row, int64_t k,
       const KVectors v = F::ScaleVectors(block);
       const __m256 dxv = _mm256_loadu_ps(dx + 8 * i);
       alignas(32) float c[16];
-      __m256 offsets_low, offsets_high;
-      if (F::kPerGroup) {
-        _mm256_store_ps(c, _mm256_mul_ps(v.s[0], dxv));
-        offsets_low = _mm256_permutevar8x32_ps(v.mn[0], _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
-        offsets_high = _mm256_permutevar8x32_ps(v.mn[0], _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7));
-      } else {
-        // Half-groups 2g and 2g + 1 take dx[g].
-        const __m256 dx_low =
-            _mm256_permutevar8x32_ps(dxv, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
-        const __m256 dx_high =
-            _mm256_permutevar8x32_ps(dxv, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7));
-        _mm256_store_ps(c, _mm256_mul_ps(v.s[0], dx_low));
-        _mm256_store_ps(c + 8, _mm256_mul_ps(v.s[1], dx_high));
-        offsets_low = v.mn[0];
-        offsets_high = v.mn[1];
-      }
+      // Half-groups 2g and 2g + 1 take dx[g].
+      const __m256 dx_low =
+          _mm256_permutevar8x32_ps(dxv, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+      const __m256 dx_high =
+          _mm256_permutevar8x32_ps(dxv, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7));
+      _mm256_store_ps(c, _mm256_mul_ps(v.s[0], dx_low));
+      _mm256_store_ps(c + 8, _mm256_mul_ps(v.s[1], dx_high));
+      const __m256 offsets_low = v.mn[0], offsets_high = v.mn[1];
       off = _mm256_fmadd_ps(offsets_low, _mm256_loadu_ps(xsum + 16 * i), off);
       off = _mm256_fmadd_ps(offsets_high, _mm256_loadu_ps(xsum + 16 * i + 8), off);
 #pragma GCC unroll 8
@@ -378,7 +278,7 @@ CONVOY_TARGET_AVX2_FMA_F16C void DirectKAvx2(const std::byte* row, int64_t k,
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 256 * i + 32 * j));
         const __m256i pairs = _mm256_maddubs_epi16(F::GroupAvx2(block, j), xv);
         const __m256 sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
-        acc = _mm256_fmadd_ps(sums, GroupScale<F::kPerGroup>(c, j), acc);
+        acc = _mm256_fmadd_ps(sums, GroupScale(c, j), acc);
       }
     }
     y[r * ldy] = HorizontalSumAvx2(_mm256_add_ps(acc, off));
@@ -398,7 +298,6 @@ constexpr Format MakeFormat() {
 
 constexpr Format kQ2_K = MakeFormat<Q2_K>();
 constexpr Format kQ3_K = MakeFormat<Q3_K>();
-constexpr Format kQ5_K = MakeFormat<Q5_K>();
 
 }  // namespace
 
@@ -408,8 +307,6 @@ const Format* FindFormat(GgmlType type) {
       return &kQ2_K;
     case GgmlType::kQ3_K:
       return &kQ3_K;
-    case GgmlType::kQ5_K:
-      return &kQ5_K;
     default:
       return nullptr;
   }

@@ -68,22 +68,7 @@ __attribute__((target("avx2,fma"))) inline __m256 OffsetSumAvx2(const float* off
   return off;
 }
 
-// Q4_K's and Q5_K's eight 6-bit sub-block scales and mins, from the 12 bytes at `packed` (the
-// block's byte 4): byte s of *scales and of *mins (little-endian) is sub-block s's. Sub-block s < 4
-// keeps its scale in the low 6 bits of byte s and its min in those of byte s + 4; sub-block s >= 4
-// keeps the low 4 bits of its scale in the low nibble of byte s + 4, of its min in the high nibble,
-// and the top 2 bits of each in the top bits of bytes s - 4 and s.
-inline void KScaleBytes(const std::byte* packed, uint64_t* scales, uint64_t* mins) {
-  uint32_t w[3];
-  std::memcpy(w, packed, 12);
-  const uint32_t low6 = 0x3F3F3F3Fu, low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
-  const uint32_t high_scales = (w[2] & low4) | (((w[0] >> 6) & low2) << 4);
-  const uint32_t high_mins = ((w[2] >> 4) & low4) | (((w[1] >> 6) & low2) << 4);
-  *scales = (w[0] & low6) | (static_cast<uint64_t>(high_scales) << 32);
-  *mins = (w[1] & low6) | (static_cast<uint64_t>(high_mins) << 32);
-}
-
-// The group contract's types' formats (Q2_K, Q3_K, Q5_K); nullptr for the others.
+// The group contract's types' formats (Q2_K and Q3_K); nullptr for the others.
 const Format* FindFormat(GgmlType type);
 
 }  // namespace convoy::quant

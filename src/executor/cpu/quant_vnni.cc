@@ -150,7 +150,7 @@ void TileVnniAny(const UnpackedRow* rows, int count, int64_t k, const QuantizedR
 // noisy shared machine).
 constexpr int64_t kPrefetchBytes = 8192;
 
-// ---- The one-row kernel for the K types (Q2_K, Q3_K and Q5_K): as DirectVnni, two weight rows a
+// ---- The one-row kernel for the K types (Q2_K and Q3_K): as DirectVnni, two weight rows a
 // vector and group after group, one block of 256 values (8 groups) of both rows at a time. Each
 // type gives the quants of group j of blocks a and b as 64 bytes (a's 32, then b's), and the
 // block pair's scales: the products c = s * dx of its groups (the contract's fp32 products, 8 at
@@ -169,13 +169,8 @@ CONVOY_TARGET_VNNI __m512 Negate(__m512 v) {  // the sign flipped, as quant_unpa
       _mm512_xor_si512(_mm512_castps_si512(v), _mm512_set1_epi32(static_cast<int>(0x80000000u))));
 }
 
-// 16 unsigned bytes as 16 floats.
-CONVOY_TARGET_VNNI __m512 ByteFloats(__m128i bytes) {
-  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes));
-}
-
 // q plus `value` where bit j of the 32 bytes at a (a's values) and at b (b's) is set: a bit of
-// every value kept apart from its other bits (Q5_K's fifth, Q3_K's third). The bit `value` is
+// every value kept apart from its other bits (Q3_K's third). The bit `value` is
 // clear in q.
 CONVOY_TARGET_VNNI __m512i AddBitPlane(__m512i q, const std::byte* a, const std::byte* b, int j,
                                        int value) {
@@ -184,90 +179,6 @@ CONVOY_TARGET_VNNI __m512i AddBitPlane(__m512i q, const std::byte* a, const std:
   const __mmask64 set = _mm512_test_epi8_mask(bits, _mm512_set1_epi8(static_cast<char>(1 << j)));
   return _mm512_mask_add_epi8(q, set, q, _mm512_set1_epi8(static_cast<char>(value)));
 }
-
-// KScaleBytes (quant_unpack.h) of blocks a and b at once, in vectors: the 12 bytes at byte 4 of
-// each give [a's 8 scales, b's 8 scales] (bytes, sub-block order) in the low 128 bits and [a's 8
-// mins, b's 8 mins] in the high 128.
-CONVOY_TARGET_VNNI __m256i KScaleBytesPair(const std::byte* a, const std::byte* b) {
-  const __m256i p = _mm256_inserti128_si256(
-      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 4))),
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 4)), 1);
-  // Per 128-bit lane, output byte i < 8 is sub-block i's scale, byte 8 + i its min. Their low
-  // bits: scale i < 4 in the low 6 bits of byte i, scale i >= 4 in the low nibble of byte i + 4;
-  // min i < 4 in the low 6 bits of byte i + 4, min i >= 4 in the high nibble of byte i + 4.
-  const __m256i low =
-      _mm256_shuffle_epi8(p, _mm256_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11, 0,
-                                              1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
-  // Their top 2 bits (i >= 4): the top bits of byte i - 4 (scales) and of byte i (mins); -1:
-  // none.
-  const __m256i top = _mm256_shuffle_epi8(
-      p, _mm256_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 0,
-                          1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
-  const __m256i low_mask =
-      _mm256_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0, 63, 63, 63, 63,
-                       15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0);
-  const __m256i high_nibble_mask =
-      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15, 0, 0, 0, 0, 0, 0, 0, 0,
-                       0, 0, 0, 0, 15, 15, 15, 15);
-  // 16-bit shifts: what comes in from the neighbouring byte is masked off.
-  const __m256i bits = _mm256_or_si256(
-      _mm256_or_si256(_mm256_and_si256(low, low_mask),
-                      _mm256_and_si256(_mm256_srli_epi16(low, 4), high_nibble_mask)),
-      _mm256_and_si256(_mm256_srli_epi16(top, 2), _mm256_set1_epi8(0x30)));
-  // [a's scales, a's mins, b's scales, b's mins] -> [a's scales, b's, a's mins, b's]
-  return _mm256_permute4x64_epi64(bits, _MM_SHUFFLE(3, 1, 2, 0));
-}
-
-// Q5_K: d, dmin and the 6-bit scales and mins at the start of the block; s = d * sc for
-// both halves of a group, mn = -(dmin * mi) for both. c[0] is [a's c of groups 0-7, b's].
-template <int kBytesPerBlock, int kQuantsAt, bool kFifthBits>
-struct KFourBit {
-  static constexpr int kBytes = kBytesPerBlock;
-  static CONVOY_TARGET_VNNI KPairScales Scales(const std::byte* a, const std::byte* b,
-                                               const float* dx) {
-    const __m256i scale_bytes = KScaleBytesPair(a, b);
-    uint32_t head_a, head_b;
-    std::memcpy(&head_a, a, 4);
-    std::memcpy(&head_b, b, 4);
-    const __m128i heads =
-        _mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(head_a)), static_cast<int>(head_b), 1);
-    // [d, dmin] of a, then of b (exact, as Half)
-    const __m512 halves = _mm512_castps128_ps512(_mm_cvtph_ps(heads));
-    const __m512 d = _mm512_permutexvar_ps(
-        _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), halves);
-    const __m512 dmin = _mm512_permutexvar_ps(
-        _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3), halves);
-    const __m512 s = _mm512_mul_ps(d, ByteFloats(_mm256_castsi256_si128(scale_bytes)));
-    const __m512 mn =
-        Negate(_mm512_mul_ps(dmin, ByteFloats(_mm256_extracti128_si256(scale_bytes, 1))));
-    KPairScales out;
-    out.c[0] = _mm512_mul_ps(s, Twice(dx));
-    out.offsets_low = _mm512_permutexvar_ps(
-        _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 8, 8, 9, 9, 10, 10, 11, 11), mn);
-    out.offsets_high = _mm512_permutexvar_ps(
-        _mm512_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7, 12, 12, 13, 13, 14, 14, 15, 15), mn);
-    return out;
-  }
-  static CONVOY_TARGET_VNNI __m512 GroupScale(const KPairScales& scales, int j) {
-    return _mm512_permutexvar_ps(
-        _mm512_add_epi32(_mm512_set1_epi32(j),
-                         _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8)),
-        scales.c[0]);
-  }
-  // Group j: the low (j even) or high nibbles of bytes 32 * (j / 2) .. + 31 of the quants, and
-  // for Q5_K the fifth bit, bit j of bytes 16 .. 47 of the block.
-  static CONVOY_TARGET_VNNI __m512i Quants(const std::byte* a, const std::byte* b, int j) {
-    const int at = kQuantsAt + 32 * (j / 2);
-    __m512i bytes =
-        Join(reinterpret_cast<const uint8_t*>(a + at), reinterpret_cast<const uint8_t*>(b + at));
-    if (j % 2 == 1) bytes = _mm512_srli_epi16(bytes, 4);
-    const __m512i q = _mm512_and_si512(bytes, _mm512_set1_epi8(0x0F));
-    if (!kFifthBits) return q;
-    return AddBitPlane(q, a + 16, b + 16, j, 0x10);
-  }
-};
-
-using Q5_K = KFourBit<176, 48, true>;
 
 // The fp16 field at byte `at` of blocks a and b as 16 floats each (exact, as Half): [0] a's, [1]
 // b's.
@@ -465,8 +376,6 @@ DirectFn FindDirectVnni(GgmlType type) {
       return DirectKVnniAny<Q2_K>;
     case GgmlType::kQ3_K:
       return DirectKVnniAny<Q3_K>;
-    case GgmlType::kQ5_K:
-      return DirectKVnniAny<Q5_K>;
     default:
       return nullptr;
   }

@@ -1,4 +1,4 @@
-// QuantMatmul's group-contract kernels (Q2_K, Q3_K, Q5_K) for CPUs with AVX-512 VNNI (with AVX-512
+// QuantMatmul's group-contract kernels (Q2_K and Q3_K) for CPUs with AVX-512 VNNI (with AVX-512
 // F, BW and VL): vpdpbusd does the u8 x s8 products of four pairs and their sum in one
 // instruction, where the AVX2 kernels take two (maddubs, then madd). Internal to quant_matmul.cc
 // and its tests.
@@ -22,7 +22,7 @@ namespace convoy::quant {
 bool Avx512VnniAvailable();
 
 // The one-row kernel of `type` (quant_unpack.h's DirectFn) for every type under the group contract
-// (Q2_K, Q3_K and Q5_K); nullptr for the others. REQUIRES: Avx512VnniAvailable() before calling
+// (Q2_K and Q3_K); nullptr for the others. REQUIRES: Avx512VnniAvailable() before calling
 // what it returns.
 DirectFn FindDirectVnni(GgmlType type);
 
