@@ -10,7 +10,9 @@
 #include "executor/cpu/quant_unpack.h"
 
 // Compiled for these whatever the build's -march; called only after the caller checked the CPU.
-#define CONVOY_TARGET_AVX2_FMA __attribute__((target("avx2,fma")))
+// The lambdas in these functions carry the same attribute: a lambda's body is a function of its
+// own, compiled for the build's -march otherwise.
+#define CONVOY_TARGET_AVX2_FMA __attribute__((target("avx2,fma,f16c")))
 #define CONVOY_TARGET_VNNI \
   __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define CONVOY_INLINE inline __attribute__((always_inline))
@@ -281,10 +283,10 @@ void UnpackPortable(GgmlType type, const std::byte* tile, Tile* t) { UnpackBody(
 // Q6_K's products at one row took twice the group contract's time).
 CONVOY_TARGET_AVX2_FMA void UnpackAvx2(GgmlType type, const std::byte* tile, Tile* t) {
   const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
-  const auto load = [tile](int at) {
+  const auto load = [tile](int at) CONVOY_TARGET_AVX2_FMA {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + at));
   };
-  const auto store = [t](int chunk, int half, __m256i v) {
+  const auto store = [t](int chunk, int half, __m256i v) CONVOY_TARGET_AVX2_FMA {
     _mm256_store_si256(reinterpret_cast<__m256i*>(&t->q[chunk][8 * half][0]), v);
   };
   for (int w = 0; w < kPackedRows; ++w) t->d[w] = FP16ToFloat(HalfAt(tile + 2 * w));
@@ -321,7 +323,8 @@ CONVOY_TARGET_AVX2_FMA void UnpackAvx2(GgmlType type, const std::byte* tile, Til
       for (int half = 0; half < 2; ++half) {
         const int at = 288 + 3 * 64 * (8 * h + c8) + 32 * half;
         const __m256i a = load(at), b = load(at + 64), hq = load(at + 128);
-        const auto bits = [&](__m256i v) { return _mm256_and_si256(v, bits45); };
+        const auto bits = [&](__m256i v)
+                              CONVOY_TARGET_AVX2_FMA { return _mm256_and_si256(v, bits45); };
         store(32 * h + c8, half,
               _mm256_or_si256(_mm256_and_si256(a, low4), bits(_mm256_slli_epi16(hq, 4))));
         store(32 * h + 8 + c8, half,
@@ -340,8 +343,9 @@ CONVOY_TARGET_AVX2_FMA void UnpackAvx2(GgmlType type, const std::byte* tile, Til
 // 16 rows vectorize as they are.
 CONVOY_TARGET_VNNI void UnpackVnni(GgmlType type, const std::byte* tile, Tile* t) {
   const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
-  const auto load = [tile](int at) { return _mm512_loadu_si512(tile + at); };
-  const auto store = [t](int chunk, __m512i v) { _mm512_store_si512(&t->q[chunk][0][0], v); };
+  const auto load = [tile](int at) CONVOY_TARGET_VNNI { return _mm512_loadu_si512(tile + at); };
+  const auto store = [t](int chunk, __m512i v)
+                         CONVOY_TARGET_VNNI { _mm512_store_si512(&t->q[chunk][0][0], v); };
   const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile)));
   _mm512_store_ps(t->d, d);
   if (type != GgmlType::kQ6_K) {
@@ -508,7 +512,7 @@ CONVOY_TARGET_VNNI void OneRowQ4KVnni(const std::byte* tiles, int64_t blocks, co
     const std::byte* tile = tiles + b * (kFifth ? 2816 : 2304);
     const int8_t* x = xq + 256 * b;
     const int16_t* s16 = sums + 16 * b;
-    const auto load = [tile](int at) { return _mm512_loadu_si512(tile + at); };
+    const auto load = [tile](int at) CONVOY_TARGET_VNNI { return _mm512_loadu_si512(tile + at); };
     // KScaleBytes on the 16 rows' words: byte s of scales[0] is sub-block s's scale (s < 4), of
     // scales[1] sub-block s + 4's; the mins alike.
     const __m512i w0 = load(64), w1 = load(128), w2 = load(192);
@@ -577,7 +581,7 @@ CONVOY_TARGET_AVX2_FMA void OneRowQ4KAvx2(const std::byte* tiles, int64_t blocks
     const int8_t* x = xq + 256 * b;
     const int16_t* s16 = sums + 16 * b;
     for (int h = 0; h < 2; ++h) {
-      const auto load = [tile, h](int at) {
+      const auto load = [tile, h](int at) CONVOY_TARGET_AVX2_FMA {
         return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + at + 32 * h));
       };
       const __m256i w0 = load(64), w1 = load(128), w2 = load(192);
@@ -635,9 +639,8 @@ CONVOY_TARGET_VNNI void OneRowQ6KVnni(const std::byte* tiles, int64_t blocks, co
                                       const int16_t* sums, const float* dxs, float* out) {
   const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
   // (a & low4) | b, as vpternlogd's truth table: bit (a << 2 | b << 1 | c) of 0xEC.
-  const auto join = [low4](__m512i a, __m512i b) {
-    return _mm512_ternarylogic_epi32(a, b, low4, 0xEC);
-  };
+  const auto join = [low4](__m512i a, __m512i b)
+                        CONVOY_TARGET_VNNI { return _mm512_ternarylogic_epi32(a, b, low4, 0xEC); };
   // Words 2i and 2i + 1 of a 32-word vector next to each other: [i, 16 + i] for i < 16.
   const __m512i interleave =
       _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
@@ -647,7 +650,7 @@ CONVOY_TARGET_VNNI void OneRowQ6KVnni(const std::byte* tiles, int64_t blocks, co
     const std::byte* tile = tiles + b * 3360;
     const int8_t* x = xq + 256 * b;
     const int16_t* s16 = sums + 16 * b;
-    const auto scale = [tile](int j) {
+    const auto scale = [tile](int j) CONVOY_TARGET_VNNI {
       return _mm512_cvtepi8_epi32(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 32 + 16 * j)));
     };
@@ -724,7 +727,7 @@ CONVOY_TARGET_VNNI void InterleavedRowsVnni(const std::byte* tiles, int64_t bloc
     __m512i p[kRows];
     for (int r = 0; r < kRows; ++r) p[r] = _mm512_setzero_si512();
     // Chunk c: values 4c .. 4c + 3 of the 16 rows.
-    const auto dot = [&](int c, __m512i q) {
+    const auto dot = [&](int c, __m512i q) CONVOY_TARGET_VNNI {
       for (int r = 0; r < kRows; ++r) {
         const int8_t* xq = x.values(r0 + r) + 32 * g + 4 * c;
         p[r] = _mm512_dpbusd_epi32(p[r], q, _mm512_set1_epi32(Dword(xq)));
@@ -780,11 +783,11 @@ CONVOY_TARGET_AVX2_FMA void InterleavedRowAvx2(const std::byte* tiles, int64_t b
     const int32_t s = x.group_sums(r)[g];
     const float dx = x.scales(r)[g];
     for (int h = 0; h < 2; ++h) {
-      const auto load = [tile, h](int at) {
+      const auto load = [tile, h](int at) CONVOY_TARGET_AVX2_FMA {
         return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + at + 32 * h));
       };
       __m256i p = _mm256_setzero_si256();
-      const auto dot = [&](int c, __m256i q) {
+      const auto dot = [&](int c, __m256i q) CONVOY_TARGET_AVX2_FMA {
         const __m256i xv = _mm256_set1_epi32(Dword(x.values(r) + 32 * g + 4 * c));
         const __m256i pairs =
             kT.bytes ? _mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(xv, q))
