@@ -423,33 +423,52 @@ void RowPortable(const Tile& t, const int8_t* xq, const int16_t* sums, float dx,
 }
 
 // Rows 8h .. 8h + 7 in 8 lanes. vpmaddubsw's pairs are exact (q <= 63: 2 * 63 * 127 < 32767).
-CONVOY_TARGET_AVX2_FMA void RowAvx2(const Tile& t, const int8_t* xq, const int16_t* sums, float dx,
-                                    float* acc) {
+template <int kRows>
+CONVOY_TARGET_AVX2_FMA void RowsAvx2(const Tile& t, const int8_t* const* xq,
+                                     const int16_t* const* sums, const float* dx,
+                                     float* const* acc) {
   const __m256i ones = _mm256_set1_epi16(1);
-  const __m256 dxv = _mm256_set1_ps(dx);
   for (int h = 0; h < 2; ++h) {
-    __m256i total = _mm256_setzero_si256();
+    __m256i total[kRows];
+    for (int r = 0; r < kRows; ++r) total[r] = _mm256_setzero_si256();
     for (int j = 0; j < 16; ++j) {
-      __m256i p = _mm256_setzero_si256();
+      __m256i p[kRows];
+      for (int r = 0; r < kRows; ++r) p[r] = _mm256_setzero_si256();
       for (int c = 4 * j; c < 4 * j + 4; ++c) {
         const __m256i q = _mm256_load_si256(reinterpret_cast<const __m256i*>(&t.q[c][8 * h][0]));
-        const __m256i x = _mm256_set1_epi32(Dword(xq + 4 * c));
-        p = _mm256_add_epi32(p, _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), ones));
+        for (int r = 0; r < kRows; ++r) {
+          const __m256i x = _mm256_set1_epi32(Dword(xq[r] + 4 * c));
+          p[r] = _mm256_add_epi32(p[r], _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), ones));
+        }
       }
       const __m256i sc = _mm256_load_si256(reinterpret_cast<const __m256i*>(&t.sc[j][8 * h]));
-      total = _mm256_add_epi32(total, _mm256_mullo_epi32(p, sc));
+      for (int r = 0; r < kRows; ++r) {
+        total[r] = _mm256_add_epi32(total[r], _mm256_mullo_epi32(p[r], sc));
+      }
     }
-    __m256i m = _mm256_setzero_si256();
+    __m256i m[kRows];
+    for (int r = 0; r < kRows; ++r) m[r] = _mm256_setzero_si256();
     for (int pair = 0; pair < 8; ++pair) {
       const __m256i mn = _mm256_load_si256(reinterpret_cast<const __m256i*>(&t.mn[pair][8 * h]));
-      m = _mm256_add_epi32(m, _mm256_madd_epi16(mn, _mm256_set1_epi32(Dword(sums + 2 * pair))));
+      for (int r = 0; r < kRows; ++r) {
+        m[r] = _mm256_add_epi32(
+            m[r], _mm256_madd_epi16(mn, _mm256_set1_epi32(Dword(sums[r] + 2 * pair))));
+      }
     }
-    __m256 a = _mm256_loadu_ps(acc + 8 * h);
-    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(_mm256_load_ps(t.d + 8 * h), dxv),
-                        a);
-    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(_mm256_load_ps(t.dm + 8 * h), dxv), a);
-    _mm256_storeu_ps(acc + 8 * h, a);
+    const __m256 d = _mm256_load_ps(t.d + 8 * h), dm = _mm256_load_ps(t.dm + 8 * h);
+    for (int r = 0; r < kRows; ++r) {
+      const __m256 dxv = _mm256_set1_ps(dx[r]);
+      __m256 a = _mm256_loadu_ps(acc[r] + 8 * h);
+      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total[r]), _mm256_mul_ps(d, dxv), a);
+      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m[r]), _mm256_mul_ps(dm, dxv), a);
+      _mm256_storeu_ps(acc[r] + 8 * h, a);
+    }
   }
+}
+
+CONVOY_TARGET_AVX2_FMA void RowAvx2(const Tile& t, const int8_t* xq, const int16_t* sums, float dx,
+                                    float* acc) {
+  RowsAvx2<1>(t, &xq, &sums, &dx, &acc);
 }
 
 // kRows activation rows at once: the tile's vectors are loaded once for all of them, and each
@@ -1028,7 +1047,7 @@ void PackedMatmul(GgmlType type, const std::byte* packed, int64_t n, int64_t k,
       const std::byte* tile = packed + (g * blocks + b) * tile_bytes;
       unpack(type, tile, &scratch.tile);
       int64_t r = 0;
-      if (path == QuantPath::kAvx512Vnni) {
+      if (path != QuantPath::kPortable) {
         for (; r + 4 <= m; r += 4) {
           const int8_t* xq[4];
           const int16_t* sums[4];
@@ -1040,7 +1059,11 @@ void PackedMatmul(GgmlType type, const std::byte* packed, int64_t n, int64_t k,
             dx[i] = x.superblock_scales(r + i)[b];
             acc[i] = scratch.acc.data() + kPackedRows * (r + i);
           }
-          RowsVnni<4>(scratch.tile, xq, sums, dx, acc);
+          if (path == QuantPath::kAvx512Vnni) {
+            RowsVnni<4>(scratch.tile, xq, sums, dx, acc);
+          } else {
+            RowsAvx2<4>(scratch.tile, xq, sums, dx, acc);
+          }
         }
       }
       for (; r < m; ++r) {
