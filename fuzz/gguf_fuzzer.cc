@@ -84,8 +84,8 @@ bool SameFloat(float a, float b) {
 }
 
 // The first and last rows of each quantized view as floats, and the product of a few of its rows
-// with two activation rows (one of them all zeros) on every path (kBest: AVX-512 VNNI where the CPU
-// has it), which must give the same bits.
+// with one, two and five activation rows (the last one all zeros) on every path (kBest: AVX-512
+// VNNI where the CPU has it), which must give the same bits.
 void RunQuantizedViews(const GgufLlamaTensors& tensors) {
   std::vector<float> row, x, y_best, y_avx2, y_portable;
   QuantizedRows quantized;
@@ -99,10 +99,11 @@ void RunQuantizedViews(const GgufLlamaTensors& tensors) {
     ViewRowsToFloat(view, rows - 1, 1, row.data());
     if (!QuantMatmulSupports(view.quant_type) || k % QuantizedRows::kGroup != 0) continue;
     const int64_t n = std::min<int64_t>(rows, 4);
-    x.assign(static_cast<size_t>(2 * k), 0.0f);
-    for (int64_t i = 0; i < k; ++i) x[i] = static_cast<float>((i * 37) % 23 - 11) / 8.0f;
-    // One activation row (the one-row kernels) and two (the tile kernels).
-    for (int64_t m : {1, 2}) {
+    x.assign(static_cast<size_t>(5 * k), 0.0f);
+    for (int64_t i = 0; i < 4 * k; ++i) x[i] = static_cast<float>((i * 37) % 23 - 11) / 8.0f;
+    // One activation row (the one-row kernels), two (the tile kernels) and five (four at once, then
+    // one).
+    for (int64_t m : {1, 2, 5}) {
       quantized.Quantize(x.data(), m, k);
       y_best.assign(static_cast<size_t>(m * n), 0.0f);
       y_avx2.assign(static_cast<size_t>(m * n), 0.0f);
