@@ -69,7 +69,7 @@
 // weight rows at once, one per lane (quant_packed.h): _mm512_dpbusd_epi32 and
 // _mm512_mullo_epi32 for I, _mm512_dpwssd_epi32 for M (AVX2: maddubs, madd and mullo).
 //
-// ---- Both contracts: y[r][j] depends on row r of x and row j of W only: not on m, on the other
+// ---- Every contract: y[r][j] depends on row r of x and row j of W only: not on m, on the other
 // rows, on the number of threads, nor on which path runs; the bits are the same. Non-finite
 // scales in a block (a corrupt file) make the outputs that read it NaN or infinite, and nothing
 // else.
@@ -177,7 +177,7 @@ class QuantWeights {
   int64_t bytes() const { return bytes_; }
   // Row j as the file stores it: row_bytes() bytes at `out`.
   void CopyRow(int64_t j, std::byte* out) const;
-  // The bytes held (the rows as the file stores them, or the superblock types' packed form).
+  // The bytes held (the rows as the file stores them, or the packed types' packed form).
   const std::byte* data() const { return data_.get(); }
 
  private:
@@ -198,8 +198,9 @@ void QuantMatmul(const QuantWeights& w, const QuantizedRows& x, float* y, int64_
                  QuantPath path = QuantPath::kBest);
 
 // The same on the file's rows as they are: `w` points at row 0 of W, n rows of k values in
-// `type`'s blocks, row j at w + j * row_bytes; any alignment. The superblock types are copied into
-// a QuantWeights first (for tests and fuzzers: a server holds its QuantWeights).
+// `type`'s blocks, row j at w + j * row_bytes; any alignment. The packed types (all but Q2_K and
+// Q3_K) are copied into a QuantWeights first (for tests and fuzzers: a server holds its
+// QuantWeights).
 // REQUIRES: QuantMatmulSupports(type); x.k() == k; k a multiple of the type's block; ldy >= n.
 void QuantMatmul(GgmlType type, const std::byte* w, int64_t n, int64_t k, const QuantizedRows& x,
                  float* y, int64_t ldy, QuantPath path = QuantPath::kBest);

@@ -7,7 +7,6 @@
 
 #include "common/half.h"
 #include "common/x86_intrinsics.h"
-#include "executor/cpu/quant_unpack.h"
 
 // Compiled for these whatever the build's -march; called only after the caller checked the CPU.
 // The lambdas in these functions carry the same attribute: a lambda's body is a function of its
@@ -139,7 +138,7 @@ const Layout& LayoutOf(GgmlType type) {
 
 int64_t TileBytes(GgmlType type) { return kPackedRows * LayoutOf(type).block_bytes; }
 
-// A tile unpacked for the kernels, the same form for every type: the contract's q (unsigned), the
+// A tile unpacked for the kernels, the same form for every superblock type: the contract's q, the
 // scale of each sub-block of 16 values, the factors of the M term as int16 pairs, d and dm in fp32.
 struct alignas(64) Tile {
   uint8_t q[64][kPackedRows][4];  // chunk c: values 4c .. 4c + 3 of each row
@@ -514,7 +513,7 @@ CONVOY_TARGET_VNNI void RowVnni(const Tile& t, const int8_t* xq, const int16_t* 
   RowsVnni<1>(t, &xq, &sums, &dx, &acc);
 }
 
-// ---- One activation row against a group's Q4_K tiles, straight from the packed bytes to
+// ---- One activation row against a group's Q4_K (or Q5_K) tiles, straight from the packed bytes to
 // registers (no Tile): the same integers and the same fp32 steps as UnpackVnni + RowVnni. acc: the
 // 16 outputs' accumulators, every superblock of the group added in order.
 // kFifth: Q5_K (the fifth bits ORed in at bit 4; both nibbles then brought down to bits 0-3).
@@ -532,8 +531,8 @@ CONVOY_TARGET_VNNI void OneRowQ4KVnni(const std::byte* tiles, int64_t blocks, co
     const int8_t* x = xq + 256 * b;
     const int16_t* s16 = sums + 16 * b;
     const auto load = [tile](int at) CONVOY_TARGET_VNNI { return _mm512_loadu_si512(tile + at); };
-    // KScaleBytes on the 16 rows' words: byte s of scales[0] is sub-block s's scale (s < 4), of
-    // scales[1] sub-block s + 4's; the mins alike.
+    // UnpackQ4KScales' decoding, 16 rows a vector: byte s of scales[0] is sub-block s's scale (s <
+    // 4), of scales[1] sub-block s + 4's; the mins alike.
     const __m512i w0 = load(64), w1 = load(128), w2 = load(192);
     const __m512i scales[2] = {
         _mm512_and_si512(w0, low6),
