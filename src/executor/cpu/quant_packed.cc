@@ -787,13 +787,41 @@ CONVOY_TARGET_VNNI void InterleavedRowsVnni(const std::byte* tiles, int64_t bloc
   for (int r = 0; r < kRows; ++r) _mm512_storeu_ps(out[r], acc[r]);
 }
 
+// Calls dot(c, q) for every chunk c of weight rows 8h .. 8h + 7 of a 32-value type's tile: q the
+// chunk's quants (values 4c .. 4c + 3), unsigned, or for Q8_0 signed again.
+template <const Interleaved& kT, typename Dot>
+CONVOY_TARGET_AVX2_FMA inline void ChunksAvx2(const std::byte* tile, int h, const Dot& dot) {
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i low4 = _mm256_set1_epi8(0x0F), bit0 = _mm256_set1_epi8(0x01);
+  const auto load = [tile, h](int at) CONVOY_TARGET_AVX2_FMA {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + at + 32 * h));
+  };
+  if (kT.bytes) {
+    for (int c = 0; c < 8; ++c) dot(c, _mm256_xor_si256(load(kT.quants_at + 64 * c), flip));
+    return;
+  }
+  const __m256i high = kT.high_at >= 0 ? load(kT.high_at) : low4;
+  for (int c = 0; c < 4; ++c) {
+    const __m256i v = load(kT.quants_at + 64 * c);
+    __m256i lo = _mm256_and_si256(v, low4);
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+    if (kT.high_at >= 0) {
+      lo = _mm256_or_si256(
+          lo, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(high, c), bit0), 4));
+      hi = _mm256_or_si256(
+          hi, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(high, c + 4), bit0), 4));
+    }
+    dot(c, lo);
+    dot(c + 4, hi);
+  }
+}
+
 // One row, 8 weight rows a vector. Q8_0's quants go back to signed and their signs move to x (pairs
 // exact: 2 * 128 * 127 < 32767); the other types' quants are at most 31.
 template <const Interleaved& kT>
 CONVOY_TARGET_AVX2_FMA void InterleavedRowAvx2(const std::byte* tiles, int64_t blocks,
                                                const QuantizedRows& x, int64_t r, float* out) {
-  const __m256i ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8(static_cast<char>(0x80));
-  const __m256i low4 = _mm256_set1_epi8(0x0F), bit0 = _mm256_set1_epi8(0x01);
+  const __m256i ones = _mm256_set1_epi16(1);
   // Weight rows 0-7 in acc[0], 8-15 in acc[1]: both halves of a tile's lines in one pass.
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int64_t g = 0; g < blocks; ++g) {
@@ -801,9 +829,6 @@ CONVOY_TARGET_AVX2_FMA void InterleavedRowAvx2(const std::byte* tiles, int64_t b
     const int32_t s = x.group_sums(r)[g];
     const float dx = x.scales(r)[g];
     for (int h = 0; h < 2; ++h) {
-      const auto load = [tile, h](int at) CONVOY_TARGET_AVX2_FMA {
-        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + at + 32 * h));
-      };
       __m256i p = _mm256_setzero_si256();
       const auto dot = [&](int c, __m256i q) CONVOY_TARGET_AVX2_FMA {
         const __m256i xv = _mm256_set1_epi32(Dword(x.values(r) + 32 * g + 4 * c));
@@ -812,24 +837,7 @@ CONVOY_TARGET_AVX2_FMA void InterleavedRowAvx2(const std::byte* tiles, int64_t b
                      : _mm256_maddubs_epi16(q, xv);
         p = _mm256_add_epi32(p, _mm256_madd_epi16(pairs, ones));
       };
-      if (kT.bytes) {
-        for (int c = 0; c < 8; ++c) dot(c, _mm256_xor_si256(load(kT.quants_at + 64 * c), flip));
-      } else {
-        const __m256i high = kT.high_at >= 0 ? load(kT.high_at) : low4;
-        for (int c = 0; c < 4; ++c) {
-          const __m256i v = load(kT.quants_at + 64 * c);
-          __m256i lo = _mm256_and_si256(v, low4);
-          __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-          if (kT.high_at >= 0) {
-            lo = _mm256_or_si256(
-                lo, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(high, c), bit0), 4));
-            hi = _mm256_or_si256(
-                hi, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(high, c + 4), bit0), 4));
-          }
-          dot(c, lo);
-          dot(c + 4, hi);
-        }
-      }
+      ChunksAvx2<kT>(tile, h, dot);
       // Q8_0's P is already signed here: no bias to take off.
       const int bias = kT.bytes ? 0 : kT.bias;
       if (bias != 0) p = _mm256_sub_epi32(p, _mm256_set1_epi32(bias * s));
@@ -845,6 +853,51 @@ CONVOY_TARGET_AVX2_FMA void InterleavedRowAvx2(const std::byte* tiles, int64_t b
   }
   _mm256_storeu_ps(out, acc[0]);
   _mm256_storeu_ps(out + 8, acc[1]);
+}
+
+// kRows (more than one) activation rows from r0 with AVX2: weight rows 8h .. 8h + 7 a pass, each
+// group's quants made once for every activation row (InterleavedRowAvx2's operations otherwise).
+template <const Interleaved& kT, int kRows>
+CONVOY_TARGET_AVX2_FMA void InterleavedRowsAvx2(const std::byte* tiles, int64_t blocks,
+                                                const QuantizedRows& x, int64_t r0,
+                                                float (*out)[kPackedRows]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int h = 0; h < 2; ++h) {
+    __m256 acc[kRows];
+    for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < blocks; ++g) {
+      const std::byte* tile = tiles + g * kT.tile_bytes;
+      __m256i p[kRows];
+      for (int r = 0; r < kRows; ++r) p[r] = _mm256_setzero_si256();
+      const auto dot = [&](int c, __m256i q) CONVOY_TARGET_AVX2_FMA {
+        // Q8_0: the quants' signs moved to x, as in InterleavedRowAvx2.
+        const __m256i magnitude = kT.bytes ? _mm256_abs_epi8(q) : q;
+        for (int r = 0; r < kRows; ++r) {
+          __m256i xv = _mm256_set1_epi32(Dword(x.values(r0 + r) + 32 * g + 4 * c));
+          if (kT.bytes) xv = _mm256_sign_epi8(xv, q);
+          p[r] =
+              _mm256_add_epi32(p[r], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, xv), ones));
+        }
+      };
+      ChunksAvx2<kT>(tile, h, dot);
+      const __m256 d =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 16 * h)));
+      for (int r = 0; r < kRows; ++r) {
+        const int32_t s = x.group_sums(r0 + r)[g];
+        const float dx = x.scales(r0 + r)[g];
+        __m256i sum = p[r];
+        if (!kT.bytes && kT.bias != 0) sum = _mm256_sub_epi32(sum, _mm256_set1_epi32(kT.bias * s));
+        acc[r] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(d, _mm256_set1_ps(dx)), acc[r]);
+        if (kT.min_at >= 0) {
+          const __m256 m = _mm256_cvtph_ps(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + kT.min_at + 16 * h)));
+          acc[r] = _mm256_fmadd_ps(m, _mm256_set1_ps(dx * static_cast<float>(s)), acc[r]);
+        }
+      }
+    }
+    for (int r = 0; r < kRows; ++r) _mm256_storeu_ps(out[r] + 8 * h, acc[r]);
+  }
 }
 
 // Value v (0 .. 31) of row w in a tile, as the contract's q (before the bias).
@@ -902,6 +955,9 @@ void InterleavedMatmul(const std::byte* packed, int64_t n, int64_t k, const Quan
         rows = 4;
       } else if (path == QuantPath::kAvx512Vnni) {
         InterleavedRowsVnni<kT, 1>(tiles, blocks, x, r, out);
+      } else if (path == QuantPath::kAvx2 && r + 4 <= m) {
+        InterleavedRowsAvx2<kT, 4>(tiles, blocks, x, r, out);
+        rows = 4;
       } else if (path == QuantPath::kAvx2) {
         InterleavedRowAvx2<kT>(tiles, blocks, x, r, out[0]);
       } else {
