@@ -9,7 +9,7 @@
 # The files: the default model's Q4_1 (SmolLM2-135M) and two files of a 1.1B Llama (TinyLlama's
 # shape with the Llama SentencePiece vocabulary llama.cpp keeps for its tests: random F16 weights
 # written by scripts/lib/random_llama_gguf.py, quantized by llama.cpp's llama-quantize to Q4_K_M
-# and Q8_0, or Q5_K_M when FILES asks), made once into LLAMACPP_DIR/models. Per file:
+# and Q8_0, or Q2_K, Q3_K_M and Q5_K_M when FILES asks), made once into LLAMACPP_DIR/models. Per file:
 #   1. memory and load time: convoyd (its default config, the KV cache's budget set to the bytes
 #      of llama-server's f16 cache for CTX tokens, and 16-bit) and llama-server (-c CTX, one
 #      slot), each started ROUNDS times in turn with the file in the page cache: resident memory
@@ -24,9 +24,9 @@
 #      the SLOs SLO_TTFT_MS and SLO_ITL_MS.
 #
 # Environment (all optional): BUILD_DIR (build: convoyd, convoy-bench and cpu_forward_bench must be
-# built there), LLAMACPP_DIR (/var/tmp/convoy-llamacpp), FILES (any of "q4_1 q4_k_m q5_k_m q8_0";
-# default "q4_1 q4_k_m q8_0"), ROUNDS (3), CPUS (0), THREADS (1), SERVE_CPUS (0-1), SERVE_THREADS (2), CTX (2048),
-# USERS (16), DURATION_S (30), WORKLOAD (bench/workloads/chat.pbtxt), SLO_TTFT_MS (2000),
+# built there), LLAMACPP_DIR (/var/tmp/convoy-llamacpp), FILES (any of "q4_1 q2_k q3_k_m q4_k_m
+# q5_k_m q8_0"; default "q4_1 q4_k_m q8_0"), ROUNDS (3), CPUS (0), THREADS (1), SERVE_CPUS (0-1),
+# SERVE_THREADS (2), CTX (2048), USERS (16), DURATION_S (30), WORKLOAD (bench/workloads/chat.pbtxt), SLO_TTFT_MS (2000),
 # SLO_ITL_MS (200), OUT_DIR (a new /tmp/convoy-quant-compare-*). About 20 minutes for the three
 # files once both engines are built (llama.cpp's first build: about 25 minutes on two cores).
 set -euo pipefail
@@ -76,7 +76,7 @@ for f in $files; do
       scripts/fetch-default-model.sh >/dev/null
       gguf[q4_1]=$repo/models/SmolLM2-135M-Instruct.Q4_1.gguf
       ;;
-    q4_k_m | q5_k_m | q8_0)
+    q2_k | q3_k_m | q4_k_m | q5_k_m | q8_0)
       gguf[$f]=$models/tinyllama-random.${f^^}.gguf
       if [ ! -s "${gguf[$f]}" ]; then
         f16=$models/tinyllama-random.F16.gguf
@@ -93,7 +93,7 @@ for f in $files; do
       fi
       ;;
     *)
-      echo "quant-compare: unknown file '$f' in FILES (q4_1, q4_k_m, q5_k_m, q8_0)" >&2
+      echo "quant-compare: unknown file '$f' in FILES (q4_1, q2_k, q3_k_m, q4_k_m, q5_k_m, q8_0)" >&2
       exit 2
       ;;
   esac

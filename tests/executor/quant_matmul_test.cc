@@ -18,8 +18,6 @@
 
 #include "common/half.h"
 #include "executor/cpu/quant_packed.h"
-#include "executor/cpu/quant_unpack.h"
-#include "executor/cpu/quant_vnni.h"
 #include "gtest/gtest.h"
 #include "model/gguf_dequantize.h"
 
@@ -136,7 +134,7 @@ class QuantMatmulTest : public ::testing::TestWithParam<TypeCase> {};
 // superblock's scale, as the type's contract quantizes it), plus
 // 2^-16 dx for the rounding of x * (127 / amax) before it is rounded to an integer; the product
 // then computes sum of (s q + mn) x' with fp32 arithmetic. Each output lane is a chain of k / 32
-// (and k / 128) fused multiply-adds, then 4 additions; with c = s * dx and the half-sums each
+// (or k / 128) fused multiply-adds, then 4 additions; with each fp32 factor (d * dx, m * dx * S)
 // rounded once, every term is off by at most (k / 32 + 8) units of 2^-24 of the sum of the terms'
 // magnitudes, which the amplitude bounds: |s q| + |mn| <= amplitude, |x'| <= |x| + dx. The
 // dequantizer's own rounding of s q + mn (two roundings) fits in the same budget, doubled:
@@ -187,8 +185,7 @@ TEST_P(QuantMatmulTest, MatchesTheDequantizedProductWithinTheBound) {
   ExpectWithinTheBound(GetParam(), QuantPath::kPortable);
 }
 
-// Sizes whose half-group count is not a multiple of 8 (zero padding) for the 32-value types, and
-// weight row counts that leave partial tiles.
+// Odd numbers of blocks per row, and weight row counts that leave partial groups of 16.
 int64_t OddK(const TypeCase& t) { return t.block_elements == 32 ? 32 * 11 : 256 * 3; }
 
 TEST_P(QuantMatmulTest, BothPathsGiveTheSameBits) {
@@ -208,9 +205,8 @@ TEST_P(QuantMatmulTest, BothPathsGiveTheSameBits) {
 }
 
 // The AVX-512 VNNI kernels against the AVX2 ones (and the portable one): the one-row kernels
-// (m = 1: every type) and the tile kernels, with an odd and an even
-// number of groups (of blocks, for the 256-value types) per row, and 1 to 4 weight rows in a
-// one-row kernel's last tile.
+// (m = 1: every type) and the others, with an odd and an even number of blocks per row, and 1 to
+// 13 weight rows in the last group of 16.
 TEST_P(QuantMatmulTest, TheVnniPathGivesTheAvx2PathsBits) {
   if (!QuantPathAvailable(QuantPath::kAvx2)) GTEST_SKIP() << "this CPU lacks AVX2, FMA or F16C";
   if (!QuantPathAvailable(QuantPath::kAvx512Vnni)) {
@@ -231,54 +227,6 @@ TEST_P(QuantMatmulTest, TheVnniPathGivesTheAvx2PathsBits) {
       }
     }
   }
-}
-
-// A type's one-row kernel called on its own, for 1 to 4 weight rows (a tile) and 1 to 3
-// activation rows (it runs every row of x; QuantMatmul hands it one): the portable path's bits,
-// at the outputs it must write and nowhere else.
-void ExpectTheOneRowKernelsBits(const TypeCase& t, quant::DirectFn direct) {
-  for (int64_t k : {OddK(t), OddK(t) + t.block_elements}) {
-    for (int count = 1; count <= 4; ++count) {
-      const Weights w = RandomWeights(t, count, k, 31 + count, /*extremes=*/true);
-      for (int64_t m : {1, 2, 3}) {
-        const std::vector<float> x = RandomActivations(m, k, 37, /*specials=*/true);
-        QuantizedRows rows;
-        rows.Quantize(x.data(), m, k);
-        const int64_t ldy = count + 2;
-        std::vector<float> y(m * ldy, -7.0f);
-        direct(w.data(), w.row_bytes, count, k, rows, y.data(), ldy);
-        const std::vector<float> portable = Product(t, w, count, k, x, m, QuantPath::kPortable);
-        for (int64_t r = 0; r < m; ++r) {
-          const std::vector<float> row(y.begin() + r * ldy, y.begin() + r * ldy + count);
-          const std::vector<float> expected(portable.begin() + r * count,
-                                            portable.begin() + (r + 1) * count);
-          EXPECT_TRUE(SameBits(row, expected))
-              << "k " << k << " count " << count << " m " << m << " row " << r;
-          for (int64_t j = count; j < ldy; ++j) EXPECT_EQ(y[r * ldy + j], -7.0f);
-        }
-      }
-    }
-  }
-}
-
-TEST_P(QuantMatmulTest, TheOneRowVnniKernelGivesThePortablePathsBits) {
-  if (!QuantPathAvailable(QuantPath::kAvx512Vnni)) {
-    GTEST_SKIP() << "this CPU lacks AVX-512 VNNI (or AVX-512 F, BW or VL): avx512vnni";
-  }
-  if (quant::IsPackedType(GetParam().type)) GTEST_SKIP() << "packed: no separate one-row kernel";
-  const quant::DirectFn direct = quant::FindDirectVnni(GetParam().type);
-  ASSERT_NE(direct, nullptr) << "every group-contract type has a one-row VNNI kernel";
-  ExpectTheOneRowKernelsBits(GetParam(), direct);
-}
-
-// The AVX2 path's one-row kernel (quant_unpack.h's direct_avx2), which QuantMatmul runs at m = 1
-// on a CPU with AVX2 but not AVX-512 VNNI (or with CONVOY_QUANT_PATH=avx2).
-TEST_P(QuantMatmulTest, TheOneRowAvx2KernelGivesThePortablePathsBits) {
-  if (!QuantPathAvailable(QuantPath::kAvx2)) GTEST_SKIP() << "this CPU lacks AVX2, FMA or F16C";
-  if (quant::IsPackedType(GetParam().type)) GTEST_SKIP() << "packed: no separate one-row kernel";
-  const quant::DirectFn direct = quant::FindFormat(GetParam().type)->direct_avx2;
-  ASSERT_NE(direct, nullptr) << "every group-contract type has a one-row AVX2 kernel";
-  ExpectTheOneRowKernelsBits(GetParam(), direct);
 }
 
 TEST_P(QuantMatmulTest, ARowsOutputsDoNotDependOnTheOtherRowsNorOnTheThreads) {
@@ -371,7 +319,7 @@ TEST(QuantMatmulTest, WritesOnlyItsOutputsWithALeadingDimension) {
 
 // The contract's quantization of one group, written out as the header says it, in doubles where
 // that is exact (127 / amax and x * (127 / amax) are rounded to float, as the contract's fp32).
-void ReferenceGroup(const float* x, int8_t* xq, float* dx, float* half_sums) {
+void ReferenceGroup(const float* x, int8_t* xq, float* dx, int* sum) {
   float amax = 0.0f;
   bool nan = false;
   for (int i = 0; i < 32; ++i) {
@@ -384,20 +332,18 @@ void ReferenceGroup(const float* x, int8_t* xq, float* dx, float* half_sums) {
   }
   if (amax < 0x1p-100f) {
     std::fill_n(xq, 32, 0);
-    *dx = half_sums[0] = half_sums[1] = 0.0f;
+    *dx = 0.0f;
+    *sum = 0;
     return;
   }
   const float inverse = 127.0f / amax;
   *dx = amax / 127.0f;
-  for (int h = 0; h < 2; ++h) {
-    int sum = 0;
-    for (int i = 16 * h; i < 16 * h + 16; ++i) {
-      const float v = x[i] * inverse;
-      xq[i] = std::isnan(v) ? -127
-                            : static_cast<int8_t>(std::nearbyint(std::clamp(v, -127.0f, 127.0f)));
-      sum += xq[i];
-    }
-    half_sums[h] = *dx * static_cast<float>(sum);
+  *sum = 0;
+  for (int i = 0; i < 32; ++i) {
+    const float v = x[i] * inverse;
+    xq[i] =
+        std::isnan(v) ? -127 : static_cast<int8_t>(std::nearbyint(std::clamp(v, -127.0f, 127.0f)));
+    *sum += xq[i];
   }
 }
 
@@ -436,16 +382,16 @@ TEST(QuantizedRowsTest, GivesTheContractsBits) {
   for (int64_t r = 0; r < 3; ++r) {
     for (int64_t g = 0; g < k / 32; ++g) {
       int8_t xq[32];
-      float dx, sums[2];
-      ReferenceGroup(x.data() + r * k + 32 * g, xq, &dx, sums);
+      float dx;
+      int sum;
+      ReferenceGroup(x.data() + r * k + 32 * g, xq, &dx, &sum);
       if (std::isnan(dx)) {
         EXPECT_TRUE(std::isnan(rows.scales(r)[g])) << "row " << r << " group " << g;
         continue;
       }
       EXPECT_EQ(std::memcmp(xq, rows.values(r) + 32 * g, 32), 0) << "row " << r << " group " << g;
       EXPECT_EQ(std::memcmp(&dx, rows.scales(r) + g, 4), 0) << "row " << r << " group " << g;
-      EXPECT_EQ(std::memcmp(sums, rows.half_sums(r) + 2 * g, 8), 0)
-          << "row " << r << " group " << g;
+      EXPECT_EQ(rows.group_sums(r)[g], sum) << "row " << r << " group " << g;
     }
   }
 }
@@ -460,33 +406,27 @@ TEST(QuantizedRowsTest, QuantizesEachGroupToItsLargestMagnitude) {
   rows.Quantize(x.data(), 2, k);
   ASSERT_EQ(rows.m(), 2);
   ASSERT_EQ(rows.k(), k);
-  ASSERT_EQ(rows.half_sum_stride(), 8);  // 6 half-groups, padded
   for (int64_t g : {1, 2}) {
     EXPECT_EQ(rows.scales(0)[g], 0.0f);
     for (int i = 0; i < 32; ++i) EXPECT_EQ(rows.values(0)[32 * g + i], 0);
-    EXPECT_EQ(rows.half_sums(0)[2 * g], 0.0f);
-    EXPECT_EQ(rows.half_sums(0)[2 * g + 1], 0.0f);
+    EXPECT_EQ(rows.group_sums(0)[g], 0);
   }
-  EXPECT_EQ(rows.half_sums(0)[6], 0.0f);
-  EXPECT_EQ(rows.half_sums(0)[7], 0.0f);
   EXPECT_EQ(rows.scales(1)[0], 2.5f / 127.0f);
   EXPECT_EQ(rows.values(1)[5], -127);
   for (int64_t r = 0; r < 2; ++r) {
     for (int64_t g = 0; g < k / 32; ++g) {
       const float dx = rows.scales(r)[g];
-      for (int h = 0; h < 2; ++h) {
-        int sum = 0;
-        for (int i = 0; i < 16; ++i) {
-          const int64_t at = 32 * g + 16 * h + i;
-          const int xq = rows.values(r)[at];
-          EXPECT_LE(std::abs(xq), 127);
-          if (dx > 0) {
-            EXPECT_LE(std::abs(xq * dx - x[r * k + at]), dx * 0.5001f);
-          }
-          sum += xq;
+      int sum = 0;
+      for (int i = 0; i < 32; ++i) {
+        const int64_t at = 32 * g + i;
+        const int xq = rows.values(r)[at];
+        EXPECT_LE(std::abs(xq), 127);
+        if (dx > 0) {
+          EXPECT_LE(std::abs(xq * dx - x[r * k + at]), dx * 0.5001f);
         }
-        EXPECT_EQ(rows.half_sums(r)[2 * g + h], dx * static_cast<float>(sum));
+        sum += xq;
       }
+      EXPECT_EQ(rows.group_sums(r)[g], sum);
     }
   }
   // A NaN spoils its group's scale (and so every output that reads it), not its neighbours'.
@@ -501,10 +441,10 @@ TEST(QuantizedRowsTest, QuantizesEachGroupToItsLargestMagnitude) {
   EXPECT_EQ(rows.values(0)[5], -127);
 }
 
-// ---- The superblock contract (Q4_K, Q5_K and Q6_K), written out from the header's words on the
-// file's blocks: q, sc, mn, d and dm decoded here as model/gguf_dequantize.cc's comments lay the
-// blocks out, the integer sums in int64, the fp32 steps in the header's order. Every path gives its
-// bits.
+// ---- The superblock contract (Q2_K, Q3_K, Q4_K, Q5_K and Q6_K), written out from the header's
+// words on the file's blocks: q, sc, mn, d and dm decoded here as model/gguf_dequantize.cc's
+// comments lay the blocks out, the integer sums in int64, the fp32 steps in the header's order.
+// Every path gives its bits.
 
 struct SuperblockTerms {
   int q[256];
@@ -531,6 +471,30 @@ SuperblockTerms DecodeSuperblock(GgmlType type, const std::byte* b) {
         if (fifth) t.q[32 * s + l] |= ((u8(16 + l) >> s) & 1) << 4;
       }
     }
+  } else if (type == GgmlType::kQ2_K || type == GgmlType::kQ3_K) {
+    // Value 128h + 32j + l: bits 2j, 2j + 1 of quant byte 32h + l (at 16 in Q2_K, 32 in Q3_K).
+    const bool third = type == GgmlType::kQ3_K;
+    for (int v = 0; v < 256; ++v) {
+      const int h = v / 128, j = (v % 128) / 32, l = v % 32;
+      t.q[v] = (u8((third ? 32 : 16) + 32 * h + l) >> (2 * j)) & 3;
+      if (third) t.q[v] |= ((u8(l) >> (4 * h + j)) & 1) << 2;  // the third bit: +4
+    }
+    if (third) {  // w = d (sc - 32) (q - 4): sc and mn are sc - 32, dm = -4 d
+      t.d = FP16ToFloat(HalfBits(b + 108));
+      t.dm = -4.0f * t.d;
+      for (int s = 0; s < 16; ++s) {
+        const int low = s < 8 ? u8(96 + s) & 15 : u8(96 + s - 8) >> 4;
+        const int high = (u8(96 + 8 + s % 4) >> (2 * (s / 4))) & 3;
+        t.sc[s] = t.mn[s] = (low | (high << 4)) - 32;
+      }
+    } else {  // w = d sc q - dmin mi
+      t.d = FP16ToFloat(HalfBits(b + 80));
+      t.dm = -FP16ToFloat(HalfBits(b + 82));
+      for (int s = 0; s < 16; ++s) {
+        t.sc[s] = u8(s) & 15;
+        t.mn[s] = u8(s) >> 4;
+      }
+    }
   } else {  // Q6_K
     t.d = FP16ToFloat(HalfBits(b + 208));
     t.dm = -32.0f * t.d;
@@ -547,7 +511,7 @@ SuperblockTerms DecodeSuperblock(GgmlType type, const std::byte* b) {
 
 float SuperblockReference(GgmlType type, const std::byte* row, int64_t k, const QuantizedRows& x,
                           int64_t r) {
-  const int64_t block_bytes = type == GgmlType::kQ4_K ? 144 : type == GgmlType::kQ5_K ? 176 : 210;
+  const int64_t block_bytes = FindGgmlType(static_cast<uint32_t>(type))->block_bytes;
   float acc = 0.0f;
   for (int64_t b = 0; b < k / 256; ++b) {
     const SuperblockTerms t = DecodeSuperblock(type, row + b * block_bytes);
@@ -604,7 +568,6 @@ float InterleavedGroupReference(const TypeCase& t, const std::byte* row, int64_t
 
 TEST(PackedContractTest, EveryPathGivesTheContractWrittenOut) {
   for (const TypeCase& t : kTypes) {
-    if (!quant::IsPackedType(t.type)) continue;
     const int64_t k = 256 * 3;
     for (int64_t n : {1, 16, 21}) {
       const Weights w = RandomWeights(t, n, k, 41 + n, /*extremes=*/true);
@@ -686,9 +649,8 @@ TEST(QuantWeightsTest, GivesBackEveryRowAsTheFileStoresIt) {
       const Weights w = RandomWeights(t, n, k, 61, /*extremes=*/true);
       const QuantWeights held(t.type, w.data(), n, k);
       EXPECT_EQ(held.row_bytes(), w.row_bytes);
-      // The packed types: groups of 16 rows, the last one filled with zero blocks.
-      const int64_t expected =
-          quant::IsPackedType(t.type) ? (n + 15) / 16 * 16 * w.row_bytes : n * w.row_bytes;
+      // Groups of 16 rows, the last one filled with zero blocks.
+      const int64_t expected = (n + 15) / 16 * 16 * w.row_bytes;
       EXPECT_EQ(held.bytes(), expected) << t.name << " n " << n;
       std::vector<std::byte> row(w.row_bytes);
       for (int64_t j = 0; j < n; ++j) {

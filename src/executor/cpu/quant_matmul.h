@@ -1,34 +1,14 @@
 // y = x W^T with W kept in its GGUF blocks and x quantized to 8 bits: the CPU's product for
-// quantized weights. Batch-invariant, as gemm_f32.h. Each type is computed under one of three
-// contracts: the group contract (Q2_K and Q3_K), the interleaved group contract (the 32-value
-// types: Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0) or the superblock contract (Q4_K, Q5_K and Q6_K); each
-// names every rounding, so every path gives the same bits.
-//
-// ---- The group contract.
-//
-// Weights. Each group of 32 consecutive values of a weight row is unpacked exactly into 32 small
-// integers q and, for each half of 16 values h, a scale s[h] and an offset mn[h] (fp32), so that
-// every value is w = s * q + mn in real arithmetic (the dequantizer rounds it once more). With d,
-// dmin and m the block's fp16 fields as floats, sc and mi its sub-block scale and min as integers,
-// and every product below one fp32 multiplication:
-//   Q2_K: q 0..3,  s = d * sc, mn = -(dmin * mi)   Q3_K: q 0..7, s = d * (sc - 32), mn = -4 * s
+// quantized weights. Batch-invariant, as gemm_f32.h. Each type is computed under one of two
+// contracts: the interleaved group contract (the 32-value types: Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0)
+// or the superblock contract (the K types: Q2_K, Q3_K, Q4_K, Q5_K and Q6_K); each names every
+// rounding, so every path gives the same bits. The weights are repacked at load, 16 rows
+// interleaved (quant_packed.h).
 //
 // Activations (QuantizedRows, the group form). For a group of 32 values x of a row: amax = max |x|
 // (NaN if any x is NaN); a group with amax < 2^-100 is all zeros (scale 0); otherwise dx = amax /
 // 127 and xq[i] = clamp(round_half_even(x[i] * (127 / amax)), -127, 127), a NaN product clamping to
-// -127; and for each half of 16, xsum[h] = dx * (the integer sum of its xq).
-//
-// Output y[r][j], with G = k / 32 groups, the row's offsets mn[0 .. k/16) and xsum[0 .. k/16)
-// zero-padded to T * 8 entries (T = ceil(k / 128)), in 8 lanes:
-//   acc[l] = 0;  for g = 0 .. G-1, l = 0 .. 7:
-//     P = sum of q[32g + 4l + t] * xq[32g + 4l + t] over t = 0..3    (exact, an integer)
-//     c = s[2g + l / 4] * dx[g];   acc[l] = fma(float(P), c, acc[l])
-//   off[l] = 0;  for t = 0 .. T-1, l = 0 .. 7:  off[l] = fma(mn[8t + l], xsum[8t + l], off[l])
-//   v[l] = acc[l] + off[l]
-//   y = ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7))
-// every operation rounded to fp32 (the AVX2 path is _mm256_maddubs_epi16 + _mm256_madd_epi16 +
-// _mm256_fmadd_ps; the AVX-512 VNNI one _mm512_dpbusd_epi32 + _mm256_fmadd_ps; the portable one
-// std::fma).
+// -127.
 //
 // ---- The interleaved group contract (the 32-value types): one fp32 step per group of 32 (two
 // with an m), 16 weight rows at once (quant_packed.h). Weights: per block, integers q with d and m
@@ -42,9 +22,8 @@
 //     (Q4_1, Q5_1:)  acc = fma(m[g], dx[g] * float(S[g]), acc)
 //   y = acc
 //
-// ---- The superblock contract (Q4_K, Q5_K, Q6_K): the block's sub-block scales applied in
-// integers, one fp32 step per 256 values, where the group contract takes one per 32 (llama.cpp's
-// K-type products do the same).
+// ---- The superblock contract (the K types): the block's sub-block scales applied in integers,
+// one fp32 step per 256 values (llama.cpp's K-type products do the same).
 //
 // Weights. Each block of 256 values is unpacked exactly into 256 integers q, and for each
 // sub-block of 16 values j an integer scale sc[j] and an integer factor mn[j], and two fp32
@@ -54,6 +33,10 @@
 //         (j / 2); d = d, dm = -dmin
 //   Q5_K: q 0..31; the rest as Q4_K
 //   Q6_K: q 0..63; sc[j] = mn[j] = its int8 scale; d = d, dm = -32 * d (exact)
+//   Q2_K: q 0..3; sc[j], mn[j] = the low and high nibbles of sub-block j's scale byte;
+//         d = d, dm = -dmin
+//   Q3_K: q 0..7 (the 2 low bits, plus 4 where the high bit is set); sc[j] = mn[j] = its 6-bit
+//         scale - 32; d = d, dm = -4 * d (exact)
 //
 // Activations (QuantizedRows, the superblock form): each superblock of 256 values of a row is
 // quantized as a group is above, with amax and the scale dxs over its 256 values; S[j] = the
@@ -67,16 +50,17 @@
 //   y = acc
 // every operation rounded to fp32 (float(I) rounds when |I| > 2^24). The kernels compute 16
 // weight rows at once, one per lane (quant_packed.h): _mm512_dpbusd_epi32 and
-// _mm512_mullo_epi32 for I, _mm512_dpwssd_epi32 for M (AVX2: maddubs, madd and mullo).
+// _mm512_mullo_epi32 for I, _mm512_dpwssd_epi32 for M (AVX2: maddubs, madd and mullo); the
+// portable path std::fma.
 //
 // ---- Every contract: y[r][j] depends on row r of x and row j of W only: not on m, on the other
 // rows, on the number of threads, nor on which path runs; the bits are the same. Non-finite
 // scales in a block (a corrupt file) make the outputs that read it NaN or infinite, and nothing
 // else.
 //
-// Work: threads split the weight rows in tiles of a few rows (16 for the packed types: the
-// 32-value and the superblock ones); a tile is unpacked once (if at all) into a thread-local buffer
-// and every activation row runs against it.
+// Work: threads split the weight rows in groups of 16; a superblock type's tile is unpacked once
+// into a thread-local buffer for several activation rows (one row reads it straight from the
+// packed bytes), and every activation row runs against it.
 #ifndef CONVOY_EXECUTOR_CPU_QUANT_MATMUL_H_
 #define CONVOY_EXECUTOR_CPU_QUANT_MATMUL_H_
 
@@ -94,9 +78,9 @@ namespace convoy {
 bool QuantMatmulSupports(GgmlType type);
 
 // Activations quantized for QuantMatmul, as the contracts above say: m rows of k values, each
-// group of 32 as int8 with one fp32 scale, plus the fp32 sum of each half-group of 16 (the group
-// form); and where k is a multiple of 256 and it is asked for, each superblock of 256 as int8
-// with one fp32 scale, plus the integer sum of each sub-block of 16 (the superblock form).
+// group of 32 as int8 with one fp32 scale, plus the integer sum of each group (the group form);
+// and where k is a multiple of 256 and it is asked for, each superblock of 256 as int8 with one
+// fp32 scale, plus the integer sum of each sub-block of 16 (the superblock form).
 class QuantizedRows {
  public:
   static constexpr int64_t kGroup = 32;
@@ -109,12 +93,9 @@ class QuantizedRows {
 
   int64_t m() const { return m_; }
   int64_t k() const { return k_; }
-  // Row r: k int8 values; k / 32 scales (dx); half_sum_stride() half-group sums, the k / 16 sums
-  // followed by zeros.
+  // Row r: k int8 values; k / 32 scales (dx).
   const int8_t* values(int64_t r) const { return values_.data() + r * k_; }
   const float* scales(int64_t r) const { return scales_.data() + r * (k_ / kGroup); }
-  const float* half_sums(int64_t r) const { return half_sums_.data() + r * half_sum_stride_; }
-  int64_t half_sum_stride() const { return half_sum_stride_; }
   // Row r: the integer sum of each group's xq (k / 32).
   const int32_t* group_sums(int64_t r) const { return group_sums_.data() + r * (k_ / kGroup); }
 
@@ -130,11 +111,9 @@ class QuantizedRows {
  private:
   int64_t m_ = 0;
   int64_t k_ = 0;
-  int64_t half_sum_stride_ = 0;  // k / 16 rounded up to a multiple of 8
   bool has_superblocks_ = false;
   std::vector<int8_t> values_;
   std::vector<float> scales_;
-  std::vector<float> half_sums_;
   std::vector<int32_t> group_sums_;
   std::vector<int8_t> sb_values_;
   std::vector<float> sb_scales_;
@@ -148,7 +127,7 @@ enum class QuantPath {
   // variable CONVOY_QUANT_PATH, read once, caps it: "avx2" or "portable" (for A/B measurements;
   // another value is named on stderr and ignored).
   kBest,
-  kAvx512Vnni,  // AVX-512 F, BW, VL and VNNI, with AVX2, FMA and F16C (quant_vnni.h)
+  kAvx512Vnni,  // AVX-512 F, BW, VL and VNNI, with AVX2, FMA and F16C
   kAvx2,        // AVX2, FMA and F16C
   kPortable,    // plain C++, std::fma
 };
@@ -156,13 +135,13 @@ enum class QuantPath {
 // Whether the CPU has what `path` needs (kBest and kPortable: always).
 bool QuantPathAvailable(QuantPath path);
 
-// Whether `type` is computed under the superblock contract (Q4_K, Q5_K and Q6_K): its products need
-// the activations' superblock form.
+// Whether `type` is computed under the superblock contract (the K types): its products need the
+// activations' superblock form.
 bool QuantUsesSuperblocks(GgmlType type);
 
 // A weight matrix held for QuantMatmul: n rows of k values in `type`'s blocks, copied from the
-// file's rows (64-byte aligned), the 32-value and the superblock types' repacked 16 rows at a time
-// (quant_packed.h), in the same bytes but for the last group's padding rows.
+// file's rows (64-byte aligned) and repacked 16 rows at a time (quant_packed.h), in the same bytes
+// but for the last group's padding rows.
 class QuantWeights {
  public:
   // Row j at rows + j * row_bytes (row_bytes = k / block_elements * block_bytes); any alignment.
@@ -177,7 +156,7 @@ class QuantWeights {
   int64_t bytes() const { return bytes_; }
   // Row j as the file stores it: row_bytes() bytes at `out`.
   void CopyRow(int64_t j, std::byte* out) const;
-  // The bytes held (the rows as the file stores them, or the packed types' packed form).
+  // The bytes held: the packed form.
   const std::byte* data() const { return data_.get(); }
 
  private:
@@ -186,7 +165,6 @@ class QuantWeights {
   };
   GgmlType type_;
   int64_t n_, k_, row_bytes_, bytes_;
-  bool packed_;
   std::unique_ptr<std::byte[], Free> data_;
 };
 
@@ -198,9 +176,8 @@ void QuantMatmul(const QuantWeights& w, const QuantizedRows& x, float* y, int64_
                  QuantPath path = QuantPath::kBest);
 
 // The same on the file's rows as they are: `w` points at row 0 of W, n rows of k values in
-// `type`'s blocks, row j at w + j * row_bytes; any alignment. The packed types (all but Q2_K and
-// Q3_K) are copied into a QuantWeights first (for tests and fuzzers: a server holds its
-// QuantWeights).
+// `type`'s blocks, row j at w + j * row_bytes; any alignment; copied into a QuantWeights first
+// (for tests and fuzzers: a server holds its QuantWeights).
 // REQUIRES: QuantMatmulSupports(type); x.k() == k; k a multiple of the type's block; ldy >= n.
 void QuantMatmul(GgmlType type, const std::byte* w, int64_t n, int64_t k, const QuantizedRows& x,
                  float* y, int64_t ldy, QuantPath path = QuantPath::kBest);

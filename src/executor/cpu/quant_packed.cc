@@ -88,6 +88,19 @@ constexpr Field kQ6KFields[] = {{208, 2, 1, 0, InOrder},
                                 {0, 4, 32, 288, Q6KLowSlot},
                                 {128, 4, 16, 288, Q6KHighSlot}};
 
+// Q2_K: the 16 rows' d, their dmin, dwords 0-3 of the 16 scale bytes (sub-blocks 4i .. 4i + 3),
+// dwords 0-15 of the 64 bytes of 2-bit quants.
+constexpr Field kQ2KFields[] = {{80, 2, 1, 0, InOrder},
+                                {82, 2, 1, 32, InOrder},
+                                {0, 4, 4, 64, InOrder},
+                                {16, 4, 16, 320, InOrder}};
+// Q3_K: the 16 rows' d, dwords 0-2 of the 12 scale bytes, dwords 0-7 of the 32 bytes of third
+// bits, dwords 0-15 of the 64 bytes of 2-bit quants.
+constexpr Field kQ3KFields[] = {{108, 2, 1, 0, InOrder},
+                                {96, 4, 3, 32, InOrder},
+                                {0, 4, 8, 224, InOrder},
+                                {32, 4, 16, 736, InOrder}};
+
 // The 32-value types: the 16 rows' d, then m (Q4_1, Q5_1), then the fifth bits (Q5_0, Q5_1, one
 // word a row), then the quants' dwords (4 of nibbles, or Q8_0's 8).
 constexpr Field kQ40Fields[] = {{0, 2, 1, 0, InOrder}, {2, 4, 4, 32, InOrder}};
@@ -111,6 +124,8 @@ const Layout& LayoutOf(GgmlType type) {
   static constexpr Layout kQ4K{256, 144, kQ4KFields, 4};
   static constexpr Layout kQ5K{256, 176, kQ5KFields, 5};
   static constexpr Layout kQ6K{256, 210, kQ6KFields, 4};
+  static constexpr Layout kQ2K{256, 84, kQ2KFields, 4};
+  static constexpr Layout kQ3K{256, 110, kQ3KFields, 4};
   static constexpr Layout kQ40{32, 18, kQ40Fields, 2};
   static constexpr Layout kQ41{32, 20, kQ41Fields, 3};
   static constexpr Layout kQ50{32, 22, kQ50Fields, 3};
@@ -123,6 +138,10 @@ const Layout& LayoutOf(GgmlType type) {
       return kQ5K;
     case GgmlType::kQ6_K:
       return kQ6K;
+    case GgmlType::kQ2_K:
+      return kQ2K;
+    case GgmlType::kQ3_K:
+      return kQ3K;
     case GgmlType::kQ4_0:
       return kQ40;
     case GgmlType::kQ4_1:
@@ -260,6 +279,78 @@ CONVOY_INLINE void UnpackQ6K(const std::byte* tile, Tile* t) {
   }
 }
 
+// Q2_K and Q3_K: quant dword i = 8h + c (bytes 32h + 4c .. + 3 of a row's 64) holds in bits 2j and
+// 2j + 1 of its bytes values 128h + 32j + 4c .. + 3 (chunk 32h + 8j + c, in sub-block 8h + 2j +
+// c / 4); Q3_K's third bits of those values are bit 4h + j of the bytes of third-bit dword c.
+constexpr int Q23KQuantsAt(GgmlType type) { return type == GgmlType::kQ2_K ? 320 : 736; }
+constexpr int kQ3KBitsAt = 224;
+
+// Q2_K: s = d * sc, mn = -(dmin * mi) per sub-block of 16, sc and mi the low and high nibbles of
+// its scale byte (byte j % 4 of scale dword j / 4); dm = -dmin.
+CONVOY_INLINE void UnpackQ2KScales(const std::byte* tile, Tile* t) {
+  const uint8_t* scales = reinterpret_cast<const uint8_t*>(tile + 64);
+  for (int j = 0; j < 16; ++j) {
+    for (int w = 0; w < kPackedRows; ++w) t->sc[j][w] = scales[64 * (j / 4) + 4 * w + j % 4] & 15;
+  }
+  for (int p = 0; p < 8; ++p) {
+    for (int w = 0; w < kPackedRows; ++w) {
+      const uint8_t* at = scales + 64 * (p / 2) + 4 * w + 2 * (p % 2);
+      t->mn[p][w] = Pair(at[0] >> 4, at[1] >> 4);
+    }
+  }
+}
+
+// Scales 4i .. 4i + 3 (0 .. 63, a byte each) of a Q3_K row from its three scale words: scale s's
+// low nibble is in byte s % 8 (the low nibble for s < 8), its top two bits in byte 8 + s % 4 at
+// bit 2 (s / 4) (model/gguf_dequantize.cc's Q3_KScale).
+CONVOY_INLINE uint32_t Q3KScaleWord(uint32_t w0, uint32_t w1, uint32_t w2, int i) {
+  const uint32_t nibbles = ((i % 2 == 0 ? w0 : w1) >> (4 * (i / 2))) & 0x0F0F0F0Fu;
+  return nibbles | (((w2 >> (2 * i)) & 0x03030303u) << 4);
+}
+
+// Q3_K: s = d * (sc - 32), mn = -4 * s per sub-block of 16: the M term's factor is sc - 32 itself
+// and dm = -4 * d (exact).
+CONVOY_INLINE void UnpackQ3KScales(const std::byte* tile, Tile* t) {
+  uint32_t words[3][kPackedRows];
+  std::memcpy(words, tile + 32, sizeof(words));
+  for (int w = 0; w < kPackedRows; ++w) {
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t four = Q3KScaleWord(words[0][w], words[1][w], words[2][w], i);
+      for (int e = 0; e < 4; ++e) {
+        t->sc[4 * i + e][w] = static_cast<int32_t>((four >> (8 * e)) & 0xFF) - 32;
+      }
+    }
+  }
+  for (int p = 0; p < 8; ++p) {
+    for (int w = 0; w < kPackedRows; ++w) t->mn[p][w] = Pair(t->sc[2 * p][w], t->sc[2 * p + 1][w]);
+  }
+}
+
+CONVOY_INLINE void UnpackQ23K(GgmlType type, const std::byte* tile, Tile* t) {
+  const bool third = type == GgmlType::kQ3_K;
+  for (int w = 0; w < kPackedRows; ++w) {
+    t->d[w] = FP16ToFloat(HalfAt(tile + 2 * w));
+    t->dm[w] = third ? -4.0f * t->d[w] : -FP16ToFloat(HalfAt(tile + 32 + 2 * w));
+  }
+  if (third) {
+    UnpackQ3KScales(tile, t);
+  } else {
+    UnpackQ2KScales(tile, t);
+  }
+  for (int i = 0; i < 16; ++i) {
+    const int h = i / 8, c = i % 8;
+    const uint8_t* src = reinterpret_cast<const uint8_t*>(tile + Q23KQuantsAt(type) + 64 * i);
+    const uint8_t* bits = reinterpret_cast<const uint8_t*>(tile + kQ3KBitsAt + 64 * c);
+    for (int j = 0; j < 4; ++j) {
+      uint8_t* q = &t->q[32 * h + 8 * j + c][0][0];
+      for (int b = 0; b < 64; ++b) q[b] = (src[b] >> (2 * j)) & 3;
+      if (third) {
+        for (int b = 0; b < 64; ++b) q[b] |= ((bits[b] >> (4 * h + j)) & 1) << 2;
+      }
+    }
+  }
+}
+
 // Each byte's bit `bit` (0 .. 7) at bit 4, the other bits anything (the caller masks bit 4).
 CONVOY_TARGET_AVX2_FMA __m256i Shift4(__m256i v, int bit) {
   return bit <= 4 ? _mm256_slli_epi16(v, 4 - bit) : _mm256_srli_epi16(v, bit - 4);
@@ -268,8 +359,14 @@ CONVOY_TARGET_VNNI __m512i Shift4(__m512i v, int bit) {
   return bit <= 4 ? _mm512_slli_epi16(v, 4 - bit) : _mm512_srli_epi16(v, bit - 4);
 }
 
+CONVOY_INLINE bool IsQ23K(GgmlType type) {
+  return type == GgmlType::kQ2_K || type == GgmlType::kQ3_K;
+}
+
 CONVOY_INLINE void UnpackBody(GgmlType type, const std::byte* tile, Tile* t) {
-  if (type != GgmlType::kQ6_K) {
+  if (IsQ23K(type)) {
+    UnpackQ23K(type, tile, t);
+  } else if (type != GgmlType::kQ6_K) {
     UnpackQ4K(type, tile, t);
   } else {
     UnpackQ6K(tile, t);
@@ -279,8 +376,12 @@ CONVOY_INLINE void UnpackBody(GgmlType type, const std::byte* tile, Tile* t) {
 void UnpackPortable(GgmlType type, const std::byte* tile, Tile* t) { UnpackBody(type, tile, t); }
 
 // UnpackBody's bytes with the quants 32 bytes at a time (the loops as written vectorize poorly:
-// Q6_K's products at one row took twice the group contract's time).
+// Q6_K's products at one row took twice as long as they take now).
 CONVOY_TARGET_AVX2_FMA void UnpackAvx2(GgmlType type, const std::byte* tile, Tile* t) {
+  if (IsQ23K(type)) {  // its loops vectorize as written
+    UnpackQ23K(type, tile, t);
+    return;
+  }
   const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
   const auto load = [tile](int at) CONVOY_TARGET_AVX2_FMA {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + at));
@@ -341,6 +442,10 @@ CONVOY_TARGET_AVX2_FMA void UnpackAvx2(GgmlType type, const std::byte* tile, Til
 // The same bytes as UnpackBody, the quants and d a vector at a time. The scales' loops over the
 // 16 rows vectorize as they are.
 CONVOY_TARGET_VNNI void UnpackVnni(GgmlType type, const std::byte* tile, Tile* t) {
+  if (IsQ23K(type)) {
+    UnpackQ23K(type, tile, t);
+    return;
+  }
   const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
   const auto load = [tile](int at) CONVOY_TARGET_VNNI { return _mm512_loadu_si512(tile + at); };
   const auto store = [t](int chunk, __m512i v)
@@ -713,6 +818,184 @@ CONVOY_TARGET_VNNI void OneRowQ6KVnni(const std::byte* tiles, int64_t blocks, co
   _mm512_storeu_ps(out, acc);
 }
 
+// ---- One activation row against a group's Q2_K (or Q3_K) tiles, straight to registers: the
+// integers and fp32 steps of UnpackQ23K + RowVnni. Per superblock, sub-block 8h + 2j + u takes
+// chunks 32h + 8j + c for c = 4u .. 4u + 3 (UnpackQ23K's order); its scale is in scale dword
+// 2h + j / 2, at byte (8h + 2j + u) % 4.
+template <bool kThird>
+CONVOY_TARGET_VNNI void OneRowQ23KVnni(const std::byte* tiles, int64_t blocks, const int8_t* xq,
+                                       const int16_t* sums, const float* dxs, float* out) {
+  constexpr GgmlType kType = kThird ? GgmlType::kQ3_K : GgmlType::kQ2_K;
+  constexpr int kTileBytes = kThird ? 1760 : 1344;
+  const __m512i low2 = _mm512_set1_epi8(3), bit2 = _mm512_set1_epi8(4);
+  const __m512i byte = _mm512_set1_epi32(0xFF), even = _mm512_set1_epi32(0x00FF00FF);
+  const __m512i low4w = _mm512_set1_epi32(0x0F0F0F0F), low2w = _mm512_set1_epi32(0x03030303);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const std::byte* tile = tiles + b * kTileBytes;
+    const int8_t* x = xq + 256 * b;
+    const int16_t* s16 = sums + 16 * b;
+    const auto load = [tile](int at) CONVOY_TARGET_VNNI { return _mm512_loadu_si512(tile + at); };
+    // Scale dword i: the scale bytes of sub-blocks 4i .. 4i + 3 (Q2_K: sc | mi << 4; Q3_K: the
+    // 6-bit scale, 32 above sc).
+    __m512i scales[4];
+    if (kThird) {
+      const __m512i w0 = load(32), w1 = load(96), w2 = load(160);
+      for (int i = 0; i < 4; ++i) {  // Q3KScaleWord, 16 rows a vector
+        const __m512i nibbles =
+            _mm512_and_si512(_mm512_srli_epi32(i % 2 == 0 ? w0 : w1, 4 * (i / 2)), low4w);
+        scales[i] = _mm512_or_si512(
+            nibbles, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w2, 2 * i), low2w), 4));
+      }
+    } else {
+      for (int i = 0; i < 4; ++i) scales[i] = load(64 + 64 * i);
+    }
+    const auto scale = [&](int sub) CONVOY_TARGET_VNNI {
+      const __m512i v = _mm512_and_si512(_mm512_srli_epi32(scales[sub / 4], 8 * (sub % 4)), byte);
+      return kThird ? _mm512_sub_epi32(v, _mm512_set1_epi32(32))
+                    : _mm512_and_si512(v, _mm512_set1_epi32(15));
+    };
+    __m512i total = _mm512_setzero_si512(), m = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      for (int u = 0; u < 2; ++u) {
+        __m512i p[4];
+        for (int j = 0; j < 4; ++j) p[j] = _mm512_setzero_si512();
+        for (int c = 4 * u; c < 4 * u + 4; ++c) {
+          const __m512i v = load(Q23KQuantsAt(kType) + 64 * (8 * h + c));
+          const __m512i bits = kThird ? load(kQ3KBitsAt + 64 * c) : v;
+          for (int j = 0; j < 4; ++j) {
+            __m512i q = _mm512_and_si512(_mm512_srli_epi16(v, 2 * j), low2);
+            if (kThird) {  // bit 4h + j of each byte to bit 2
+              const int bit = 4 * h + j;
+              const __m512i moved =
+                  bit >= 2 ? _mm512_srli_epi16(bits, bit - 2) : _mm512_slli_epi16(bits, 2 - bit);
+              q = _mm512_or_si512(q, _mm512_and_si512(moved, bit2));
+            }
+            p[j] = _mm512_dpbusd_epi32(p[j], q,
+                                       _mm512_set1_epi32(Dword(x + 4 * (32 * h + 8 * j + c))));
+          }
+        }
+        for (int j = 0; j < 4; ++j) {
+          total = _mm512_add_epi32(total, _mm512_mullo_epi32(p[j], scale(8 * h + 2 * j + u)));
+        }
+      }
+    }
+    // M: the factors of sub-blocks 4i and 4i + 2 (bytes 0 and 2 of dword i), then 4i + 1 and
+    // 4i + 3, as int16 pairs.
+    for (int i = 0; i < 4; ++i) {
+      const __m512i factors =
+          kThird ? scales[i] : _mm512_and_si512(_mm512_srli_epi32(scales[i], 4), low4w);
+      __m512i pairs[2] = {_mm512_and_si512(factors, even),
+                          _mm512_and_si512(_mm512_srli_epi32(factors, 8), even)};
+      for (int e = 0; e < 2; ++e) {
+        if (kThird) pairs[e] = _mm512_sub_epi16(pairs[e], _mm512_set1_epi16(32));
+        const uint32_t s = Pair(s16[4 * i + e], s16[4 * i + e + 2]);
+        m = _mm512_dpwssd_epi32(m, pairs[e], _mm512_set1_epi32(static_cast<int32_t>(s)));
+      }
+    }
+    const __m512 dxv = _mm512_set1_ps(dxs[b]);
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile)));
+    const __m512 dm = kThird ? _mm512_mul_ps(d, _mm512_set1_ps(-4.0f))
+                             : _mm512_sub_ps(_mm512_setzero_ps(),
+                                             _mm512_cvtph_ps(_mm256_loadu_si256(
+                                                 reinterpret_cast<const __m256i*>(tile + 32))));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(d, dxv), acc);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dm, dxv), acc);
+  }
+  _mm512_storeu_ps(out, acc);
+}
+
+// OneRowQ23KVnni's integers and fp32 steps with AVX2: rows 8r .. 8r + 7 in 8 lanes, both halves
+// of a tile's lines in one pass; maddubs + madd for vpdpbusd (pairs exact: q <= 7), madd for
+// vpdpwssd.
+template <bool kThird>
+CONVOY_TARGET_AVX2_FMA void OneRowQ23KAvx2(const std::byte* tiles, int64_t blocks, const int8_t* xq,
+                                           const int16_t* sums, const float* dxs, float* out) {
+  constexpr GgmlType kType = kThird ? GgmlType::kQ3_K : GgmlType::kQ2_K;
+  constexpr int kTileBytes = kThird ? 1760 : 1344;
+  const __m256i low2 = _mm256_set1_epi8(3), bit2 = _mm256_set1_epi8(4);
+  const __m256i byte = _mm256_set1_epi32(0xFF), even = _mm256_set1_epi32(0x00FF00FF);
+  const __m256i low4w = _mm256_set1_epi32(0x0F0F0F0F), low2w = _mm256_set1_epi32(0x03030303);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t b = 0; b < blocks; ++b) {
+    const std::byte* tile = tiles + b * kTileBytes;
+    const int8_t* x = xq + 256 * b;
+    const int16_t* s16 = sums + 16 * b;
+    for (int r = 0; r < 2; ++r) {
+      const auto load = [tile, r](int at) CONVOY_TARGET_AVX2_FMA {
+        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + at + 32 * r));
+      };
+      __m256i scales[4];
+      if (kThird) {
+        const __m256i w0 = load(32), w1 = load(96), w2 = load(160);
+        for (int i = 0; i < 4; ++i) {
+          const __m256i nibbles =
+              _mm256_and_si256(_mm256_srli_epi32(i % 2 == 0 ? w0 : w1, 4 * (i / 2)), low4w);
+          scales[i] = _mm256_or_si256(
+              nibbles, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w2, 2 * i), low2w), 4));
+        }
+      } else {
+        for (int i = 0; i < 4; ++i) scales[i] = load(64 + 64 * i);
+      }
+      const auto scale = [&](int sub) CONVOY_TARGET_AVX2_FMA {
+        const __m256i v = _mm256_and_si256(_mm256_srli_epi32(scales[sub / 4], 8 * (sub % 4)), byte);
+        return kThird ? _mm256_sub_epi32(v, _mm256_set1_epi32(32))
+                      : _mm256_and_si256(v, _mm256_set1_epi32(15));
+      };
+      __m256i total = _mm256_setzero_si256(), m = _mm256_setzero_si256();
+      for (int h = 0; h < 2; ++h) {
+        for (int u = 0; u < 2; ++u) {
+          __m256i p[4];
+          for (int j = 0; j < 4; ++j) p[j] = _mm256_setzero_si256();
+          for (int c = 4 * u; c < 4 * u + 4; ++c) {
+            const __m256i v = load(Q23KQuantsAt(kType) + 64 * (8 * h + c));
+            const __m256i bits = kThird ? load(kQ3KBitsAt + 64 * c) : v;
+            for (int j = 0; j < 4; ++j) {
+              __m256i q = _mm256_and_si256(_mm256_srli_epi16(v, 2 * j), low2);
+              if (kThird) {
+                const int bit = 4 * h + j;
+                const __m256i moved =
+                    bit >= 2 ? _mm256_srli_epi16(bits, bit - 2) : _mm256_slli_epi16(bits, 2 - bit);
+                q = _mm256_or_si256(q, _mm256_and_si256(moved, bit2));
+              }
+              const __m256i xv = _mm256_set1_epi32(Dword(x + 4 * (32 * h + 8 * j + c)));
+              p[j] = _mm256_add_epi32(p[j], _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv), ones));
+            }
+          }
+          for (int j = 0; j < 4; ++j) {
+            total = _mm256_add_epi32(total, _mm256_mullo_epi32(p[j], scale(8 * h + 2 * j + u)));
+          }
+        }
+      }
+      for (int i = 0; i < 4; ++i) {
+        const __m256i factors =
+            kThird ? scales[i] : _mm256_and_si256(_mm256_srli_epi32(scales[i], 4), low4w);
+        __m256i pairs[2] = {_mm256_and_si256(factors, even),
+                            _mm256_and_si256(_mm256_srli_epi32(factors, 8), even)};
+        for (int e = 0; e < 2; ++e) {
+          if (kThird) pairs[e] = _mm256_sub_epi16(pairs[e], _mm256_set1_epi16(32));
+          const uint32_t s = Pair(s16[4 * i + e], s16[4 * i + e + 2]);
+          m = _mm256_add_epi32(
+              m, _mm256_madd_epi16(pairs[e], _mm256_set1_epi32(static_cast<int32_t>(s))));
+        }
+      }
+      const __m256 dxv = _mm256_set1_ps(dxs[b]);
+      const __m256 d =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 16 * r)));
+      const __m256 dm =
+          kThird ? _mm256_mul_ps(d, _mm256_set1_ps(-4.0f))
+                 : _mm256_sub_ps(_mm256_setzero_ps(),
+                                 _mm256_cvtph_ps(_mm_loadu_si128(
+                                     reinterpret_cast<const __m128i*>(tile + 32 + 16 * r))));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, dxv), acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dm, dxv), acc[r]);
+    }
+  }
+  _mm256_storeu_ps(out, acc[0]);
+  _mm256_storeu_ps(out + 8, acc[1]);
+}
+
 // ---- The 32-value types under the interleaved group contract. A tile's quants need no
 // unpacking but the nibbles' split and the fifth bits' OR: Q8_0's flipped quants are vpdpbusd's
 // unsigned operand as they are (P = sum (q + 128) xq - 128 * S, exact), and Q4_0's and Q5_0's
@@ -991,6 +1274,8 @@ bool IsPackedType(GgmlType type) {
     case GgmlType::kQ4_K:
     case GgmlType::kQ5_K:
     case GgmlType::kQ6_K:
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
       return true;
     default:
       return false;
@@ -998,7 +1283,8 @@ bool IsPackedType(GgmlType type) {
 }
 
 bool IsSuperblockType(GgmlType type) {
-  return type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K;
+  return type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K ||
+         IsQ23K(type);
 }
 
 int64_t PackedBytes(GgmlType type, int64_t n, int64_t k) {
@@ -1075,12 +1361,25 @@ void PackedMatmul(GgmlType type, const std::byte* packed, int64_t n, int64_t k,
   thread_local Scratch scratch;
   scratch.acc.resize(m * kPackedRows);
   for (int64_t g = first_group; g < end_group; ++g) {
-    if (m == 1 && path == QuantPath::kAvx2 && type != GgmlType::kQ6_K) {
+    if (m == 1 && path == QuantPath::kAvx2 &&
+        (type == GgmlType::kQ4_K || type == GgmlType::kQ5_K)) {
       float out[kPackedRows];
       (type == GgmlType::kQ4_K ? OneRowQ4KAvx2<false>
                                : OneRowQ4KAvx2<true>)(packed + g * blocks * tile_bytes, blocks,
                                                       x.superblock_values(0), x.superblock_sums(0),
                                                       x.superblock_scales(0), out);
+      std::memcpy(y + g * kPackedRows, out,
+                  sizeof(float) * std::min(kPackedRows, n - g * kPackedRows));
+      continue;
+    }
+    if (m == 1 && IsQ23K(type) && path != QuantPath::kPortable) {
+      float out[kPackedRows];
+      const bool third = type == GgmlType::kQ3_K;
+      const auto kernel = path == QuantPath::kAvx512Vnni
+                              ? (third ? OneRowQ23KVnni<true> : OneRowQ23KVnni<false>)
+                              : (third ? OneRowQ23KAvx2<true> : OneRowQ23KAvx2<false>);
+      kernel(packed + g * blocks * tile_bytes, blocks, x.superblock_values(0), x.superblock_sums(0),
+             x.superblock_scales(0), out);
       std::memcpy(y + g * kPackedRows, out,
                   sizeof(float) * std::min(kPackedRows, n - g * kPackedRows));
       continue;

@@ -1,6 +1,6 @@
-// QuantMatmul for the types whose weights are repacked at load with 16 rows interleaved: Q4_K, Q5_K
-// and Q6_K (the superblock contract, quant_matmul.h) and the 32-value types Q4_0, Q4_1, Q5_0, Q5_1 and
-// Q8_0 (the interleaved group contract). A
+// QuantMatmul's kernels, on weights repacked at load with 16 rows interleaved: the K types Q2_K,
+// Q3_K, Q4_K, Q5_K and Q6_K (the superblock contract, quant_matmul.h) and the 32-value types Q4_0,
+// Q4_1, Q5_0, Q5_1 and Q8_0 (the interleaved group contract). A
 // 512-bit vector holds the same 4 values of 16 weight rows: one vpdpbusd multiplies them by 4
 // activations broadcast, and the scales are applied to the 16 rows at once, lane by lane.
 // Internal to quant_matmul.cc and its tests.
@@ -16,6 +16,10 @@
 //     for the 16 rows (scale j of every row, j = 0 .. 15), then the 128 low-nibble bytes' dwords
 //     and the 64 high-bit bytes' in the order the kernel reads them: for h = 0, 1 and c = 0 .. 7,
 //     low dwords 16h + c and 16h + 8 + c, then high dword 8h + c.
+//   Q2_K (1,344 bytes): the 16 rows' d, then their dmin, then dwords 0-3 of the 16 scale bytes,
+//     then dwords 0-15 of the 64 bytes of 2-bit quants.
+//   Q3_K (1,760 bytes): the 16 rows' d, then dwords 0-2 of the 12 scale bytes, then dwords 0-7 of
+//     the 32 bytes of high bits, then dwords 0-15 of the 64 bytes of 2-bit quants.
 //   Q4_0 (288), Q4_1 (320), Q5_0 (352), Q5_1 (384 bytes): the 16 rows' d, then their m (Q4_1,
 //     Q5_1), then their words of fifth bits (Q5_0, Q5_1), bit j of the file's word (value j's)
 //     moved to bit 8 (j % 4) + j / 4 so that a shift and a mask give 4 values' bits in 4 bytes,
@@ -36,9 +40,10 @@ namespace convoy::quant {
 // Weight rows interleaved in a packed tile: one per 32-bit lane of a 512-bit vector.
 inline constexpr int64_t kPackedRows = 16;
 
-// Whether `type` is held packed: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K.
+// Whether `type` is held packed: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K
+// (every type QuantMatmul runs).
 bool IsPackedType(GgmlType type);
-// Whether `type` is computed under the superblock contract: Q4_K, Q5_K and Q6_K.
+// Whether `type` is computed under the superblock contract: the K types.
 bool IsSuperblockType(GgmlType type);
 
 // Bytes of the packed form of n rows of k values: ceil(n / 16) groups of one tile per block.
