@@ -72,6 +72,11 @@ constexpr int InOrder(int i) { return i; }
 // 8h + c8 (three slots of 64 bytes).
 constexpr int Q6KLowSlot(int i) { return 3 * (8 * (i / 16) + i % 8) + (i % 16) / 8; }
 constexpr int Q6KHighSlot(int e) { return 3 * e + 2; }
+// Q2_K's and Q3_K's quants in the order their kernels read them: for c = 0 .. 7, (Q3_K: third-bit
+// dword c, then) quant dwords c and 8 + c, whose values share c's third bits.
+constexpr int Q2KQuantSlot(int i) { return 2 * (i % 8) + i / 8; }
+constexpr int Q3KBitSlot(int c) { return 3 * c; }
+constexpr int Q3KQuantSlot(int i) { return 3 * (i % 8) + 1 + i / 8; }
 
 constexpr Field kQ4KFields[] = {{0, 2, 1, 0, InOrder},
                                 {2, 2, 1, 32, InOrder},
@@ -89,17 +94,17 @@ constexpr Field kQ6KFields[] = {{208, 2, 1, 0, InOrder},
                                 {128, 4, 16, 288, Q6KHighSlot}};
 
 // Q2_K: the 16 rows' d, their dmin, dwords 0-3 of the 16 scale bytes (sub-blocks 4i .. 4i + 3),
-// dwords 0-15 of the 64 bytes of 2-bit quants.
+// the 16 dwords of the 64 bytes of 2-bit quants.
 constexpr Field kQ2KFields[] = {{80, 2, 1, 0, InOrder},
                                 {82, 2, 1, 32, InOrder},
                                 {0, 4, 4, 64, InOrder},
-                                {16, 4, 16, 320, InOrder}};
-// Q3_K: the 16 rows' d, dwords 0-2 of the 12 scale bytes, dwords 0-7 of the 32 bytes of third
-// bits, dwords 0-15 of the 64 bytes of 2-bit quants.
+                                {16, 4, 16, 320, Q2KQuantSlot}};
+// Q3_K: the 16 rows' d, dwords 0-2 of the 12 scale bytes, then the 8 dwords of the 32 bytes of
+// third bits and the 16 of the 64 bytes of 2-bit quants.
 constexpr Field kQ3KFields[] = {{108, 2, 1, 0, InOrder},
                                 {96, 4, 3, 32, InOrder},
-                                {0, 4, 8, 224, InOrder},
-                                {32, 4, 16, 736, InOrder}};
+                                {0, 4, 8, 224, Q3KBitSlot},
+                                {32, 4, 16, 224, Q3KQuantSlot}};
 
 // The 32-value types: the 16 rows' d, then m (Q4_1, Q5_1), then the fifth bits (Q5_0, Q5_1, one
 // word a row), then the quants' dwords (4 of nibbles, or Q8_0's 8).
@@ -279,11 +284,16 @@ CONVOY_INLINE void UnpackQ6K(const std::byte* tile, Tile* t) {
   }
 }
 
-// Q2_K and Q3_K: quant dword i = 8h + c (bytes 32h + 4c .. + 3 of a row's 64) holds in bits 2j and
+// Q2_K and Q3_K: quant dword 8h + c (bytes 32h + 4c .. + 3 of a row's 64) holds in bits 2j and
 // 2j + 1 of its bytes values 128h + 32j + 4c .. + 3 (chunk 32h + 8j + c, in sub-block 8h + 2j +
 // c / 4); Q3_K's third bits of those values are bit 4h + j of the bytes of third-bit dword c.
-constexpr int Q23KQuantsAt(GgmlType type) { return type == GgmlType::kQ2_K ? 320 : 736; }
-constexpr int kQ3KBitsAt = 224;
+// Line c of a tile: (Q3_K: third-bit dword c, then) quant dwords c and 8 + c.
+constexpr int Q23KLineAt(GgmlType type, int c) {
+  return type == GgmlType::kQ2_K ? 320 + 128 * c : 224 + 192 * c;
+}
+constexpr int Q23KQuantAt(GgmlType type, int h, int c) {
+  return Q23KLineAt(type, c) + 64 * (type == GgmlType::kQ3_K ? 1 + h : h);
+}
 
 // Q2_K: s = d * sc, mn = -(dmin * mi) per sub-block of 16, sc and mi the low and high nibbles of
 // its scale byte (byte j % 4 of scale dword j / 4); dm = -dmin.
@@ -339,8 +349,8 @@ CONVOY_INLINE void UnpackQ23K(GgmlType type, const std::byte* tile, Tile* t) {
   }
   for (int i = 0; i < 16; ++i) {
     const int h = i / 8, c = i % 8;
-    const uint8_t* src = reinterpret_cast<const uint8_t*>(tile + Q23KQuantsAt(type) + 64 * i);
-    const uint8_t* bits = reinterpret_cast<const uint8_t*>(tile + kQ3KBitsAt + 64 * c);
+    const uint8_t* src = reinterpret_cast<const uint8_t*>(tile + Q23KQuantAt(type, h, c));
+    const uint8_t* bits = reinterpret_cast<const uint8_t*>(tile + Q23KLineAt(type, c));
     for (int j = 0; j < 4; ++j) {
       uint8_t* q = &t->q[32 * h + 8 * j + c][0][0];
       for (int b = 0; b < 64; ++b) q[b] = (src[b] >> (2 * j)) & 3;
@@ -377,9 +387,74 @@ void UnpackPortable(GgmlType type, const std::byte* tile, Tile* t) { UnpackBody(
 
 // UnpackBody's bytes with the quants 32 bytes at a time (the loops as written vectorize poorly:
 // Q6_K's products at one row took twice as long as they take now).
+// UnpackQ23K's bytes with AVX2: rows 8r .. 8r + 7 a vector.
+CONVOY_TARGET_AVX2_FMA void UnpackQ23KAvx2(GgmlType type, const std::byte* tile, Tile* t) {
+  const bool third = type == GgmlType::kQ3_K;
+  const __m256i low2 = _mm256_set1_epi8(3), bit2 = _mm256_set1_epi8(4);
+  const __m256i low4w = _mm256_set1_epi32(0x0F0F0F0F), low2w = _mm256_set1_epi32(0x03030303);
+  for (int r = 0; r < 2; ++r) {
+    const auto load = [tile, r](int at) CONVOY_TARGET_AVX2_FMA {
+      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + at + 32 * r));
+    };
+    const auto store = [](void* to, __m256i v) CONVOY_TARGET_AVX2_FMA {
+      _mm256_store_si256(static_cast<__m256i*>(to), v);
+    };
+    const __m256 d =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 16 * r)));
+    _mm256_store_ps(t->d + 8 * r, d);
+    _mm256_store_ps(
+        t->dm + 8 * r,
+        third ? _mm256_mul_ps(d, _mm256_set1_ps(-4.0f))
+              : _mm256_sub_ps(_mm256_setzero_ps(),
+                              _mm256_cvtph_ps(_mm_loadu_si128(
+                                  reinterpret_cast<const __m128i*>(tile + 32 + 16 * r)))));
+    __m256i scales[4];
+    if (third) {
+      const __m256i w0 = load(32), w1 = load(96), w2 = load(160);
+      for (int i = 0; i < 4; ++i) {
+        const __m256i nibbles =
+            _mm256_and_si256(_mm256_srli_epi32(i % 2 == 0 ? w0 : w1, 4 * (i / 2)), low4w);
+        scales[i] = _mm256_or_si256(
+            nibbles, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w2, 2 * i), low2w), 4));
+      }
+    } else {
+      for (int i = 0; i < 4; ++i) scales[i] = load(64 + 64 * i);
+    }
+    __m256i mn[16];
+    for (int j = 0; j < 16; ++j) {
+      const __m256i byte =
+          _mm256_and_si256(_mm256_srli_epi32(scales[j / 4], 8 * (j % 4)), _mm256_set1_epi32(0xFF));
+      const __m256i sc = third ? _mm256_sub_epi32(byte, _mm256_set1_epi32(32))
+                               : _mm256_and_si256(byte, _mm256_set1_epi32(15));
+      store(&t->sc[j][8 * r], sc);
+      mn[j] = third ? sc : _mm256_srli_epi32(byte, 4);
+    }
+    for (int p = 0; p < 8; ++p) {
+      const __m256i low = _mm256_and_si256(mn[2 * p], _mm256_set1_epi32(0xFFFF));
+      store(&t->mn[p][8 * r], _mm256_or_si256(low, _mm256_slli_epi32(mn[2 * p + 1], 16)));
+    }
+    for (int c = 0; c < 8; ++c) {
+      const __m256i bits = third ? load(Q23KLineAt(type, c)) : _mm256_setzero_si256();
+      for (int h = 0; h < 2; ++h) {
+        const __m256i v = load(Q23KQuantAt(type, h, c));
+        for (int j = 0; j < 4; ++j) {
+          __m256i q = _mm256_and_si256(_mm256_srli_epi16(v, 2 * j), low2);
+          if (third) {
+            const int bit = 4 * h + j;
+            const __m256i moved =
+                bit >= 2 ? _mm256_srli_epi16(bits, bit - 2) : _mm256_slli_epi16(bits, 2 - bit);
+            q = _mm256_or_si256(q, _mm256_and_si256(moved, bit2));
+          }
+          store(&t->q[32 * h + 8 * j + c][8 * r][0], q);
+        }
+      }
+    }
+  }
+}
+
 CONVOY_TARGET_AVX2_FMA void UnpackAvx2(GgmlType type, const std::byte* tile, Tile* t) {
-  if (IsQ23K(type)) {  // its loops vectorize as written
-    UnpackQ23K(type, tile, t);
+  if (IsQ23K(type)) {
+    UnpackQ23KAvx2(type, tile, t);
     return;
   }
   const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
@@ -441,9 +516,66 @@ CONVOY_TARGET_AVX2_FMA void UnpackAvx2(GgmlType type, const std::byte* tile, Til
 
 // The same bytes as UnpackBody, the quants and d a vector at a time. The scales' loops over the
 // 16 rows vectorize as they are.
+// UnpackQ23K's bytes, 16 rows a vector: the scales' loops gather bytes, which the compiler leaves
+// scalar.
+CONVOY_TARGET_VNNI void UnpackQ23KVnni(GgmlType type, const std::byte* tile, Tile* t) {
+  const bool third = type == GgmlType::kQ3_K;
+  const auto load = [tile](int at) CONVOY_TARGET_VNNI { return _mm512_loadu_si512(tile + at); };
+  const __m512i low2 = _mm512_set1_epi8(3), bit2 = _mm512_set1_epi8(4);
+  const __m512i low4w = _mm512_set1_epi32(0x0F0F0F0F), low2w = _mm512_set1_epi32(0x03030303);
+  const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile)));
+  _mm512_store_ps(t->d, d);
+  _mm512_store_ps(t->dm, third ? _mm512_mul_ps(d, _mm512_set1_ps(-4.0f))
+                               : _mm512_sub_ps(_mm512_setzero_ps(),
+                                               _mm512_cvtph_ps(_mm256_loadu_si256(
+                                                   reinterpret_cast<const __m256i*>(tile + 32)))));
+  // Scale dword i: sub-blocks 4i .. 4i + 3 (Q2_K: sc | mi << 4; Q3_K: sc + 32).
+  __m512i scales[4];
+  if (third) {
+    const __m512i w0 = load(32), w1 = load(96), w2 = load(160);
+    for (int i = 0; i < 4; ++i) {
+      const __m512i nibbles =
+          _mm512_and_si512(_mm512_srli_epi32(i % 2 == 0 ? w0 : w1, 4 * (i / 2)), low4w);
+      scales[i] = _mm512_or_si512(
+          nibbles, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w2, 2 * i), low2w), 4));
+    }
+  } else {
+    for (int i = 0; i < 4; ++i) scales[i] = load(64 + 64 * i);
+  }
+  __m512i mn[16];
+  for (int j = 0; j < 16; ++j) {
+    const __m512i byte =
+        _mm512_and_si512(_mm512_srli_epi32(scales[j / 4], 8 * (j % 4)), _mm512_set1_epi32(0xFF));
+    const __m512i sc = third ? _mm512_sub_epi32(byte, _mm512_set1_epi32(32))
+                             : _mm512_and_si512(byte, _mm512_set1_epi32(15));
+    _mm512_store_si512(&t->sc[j][0], sc);
+    mn[j] = third ? sc : _mm512_srli_epi32(byte, 4);
+  }
+  for (int p = 0; p < 8; ++p) {  // Pair(mn[2p], mn[2p + 1])
+    const __m512i low = _mm512_and_si512(mn[2 * p], _mm512_set1_epi32(0xFFFF));
+    _mm512_store_si512(&t->mn[p][0], _mm512_or_si512(low, _mm512_slli_epi32(mn[2 * p + 1], 16)));
+  }
+  for (int c = 0; c < 8; ++c) {
+    const __m512i bits = third ? load(Q23KLineAt(type, c)) : _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      const __m512i v = load(Q23KQuantAt(type, h, c));
+      for (int j = 0; j < 4; ++j) {
+        __m512i q = _mm512_and_si512(_mm512_srli_epi16(v, 2 * j), low2);
+        if (third) {
+          const int bit = 4 * h + j;
+          const __m512i moved =
+              bit >= 2 ? _mm512_srli_epi16(bits, bit - 2) : _mm512_slli_epi16(bits, 2 - bit);
+          q = _mm512_or_si512(q, _mm512_and_si512(moved, bit2));
+        }
+        _mm512_store_si512(&t->q[32 * h + 8 * j + c][0][0], q);
+      }
+    }
+  }
+}
+
 CONVOY_TARGET_VNNI void UnpackVnni(GgmlType type, const std::byte* tile, Tile* t) {
   if (IsQ23K(type)) {
-    UnpackQ23K(type, tile, t);
+    UnpackQ23KVnni(type, tile, t);
     return;
   }
   const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
@@ -856,13 +988,16 @@ CONVOY_TARGET_VNNI void OneRowQ23KVnni(const std::byte* tiles, int64_t blocks, c
                     : _mm512_and_si512(v, _mm512_set1_epi32(15));
     };
     __m512i total = _mm512_setzero_si512(), m = _mm512_setzero_si512();
-    for (int h = 0; h < 2; ++h) {
-      for (int u = 0; u < 2; ++u) {
-        __m512i p[4];
-        for (int j = 0; j < 4; ++j) p[j] = _mm512_setzero_si512();
-        for (int c = 4 * u; c < 4 * u + 4; ++c) {
-          const __m512i v = load(Q23KQuantsAt(kType) + 64 * (8 * h + c));
-          const __m512i bits = kThird ? load(kQ3KBitsAt + 64 * c) : v;
+    // The tile's lines front to back: u = 0 reads lines 0-3, u = 1 lines 4-7.
+    for (int u = 0; u < 2; ++u) {
+      __m512i p[2][4];
+      for (int h = 0; h < 2; ++h) {
+        for (int j = 0; j < 4; ++j) p[h][j] = _mm512_setzero_si512();
+      }
+      for (int c = 4 * u; c < 4 * u + 4; ++c) {
+        const __m512i bits = kThird ? load(Q23KLineAt(kType, c)) : _mm512_setzero_si512();
+        for (int h = 0; h < 2; ++h) {
+          const __m512i v = load(Q23KQuantAt(kType, h, c));
           for (int j = 0; j < 4; ++j) {
             __m512i q = _mm512_and_si512(_mm512_srli_epi16(v, 2 * j), low2);
             if (kThird) {  // bit 4h + j of each byte to bit 2
@@ -871,12 +1006,14 @@ CONVOY_TARGET_VNNI void OneRowQ23KVnni(const std::byte* tiles, int64_t blocks, c
                   bit >= 2 ? _mm512_srli_epi16(bits, bit - 2) : _mm512_slli_epi16(bits, 2 - bit);
               q = _mm512_or_si512(q, _mm512_and_si512(moved, bit2));
             }
-            p[j] = _mm512_dpbusd_epi32(p[j], q,
-                                       _mm512_set1_epi32(Dword(x + 4 * (32 * h + 8 * j + c))));
+            p[h][j] = _mm512_dpbusd_epi32(p[h][j], q,
+                                          _mm512_set1_epi32(Dword(x + 4 * (32 * h + 8 * j + c))));
           }
         }
+      }
+      for (int h = 0; h < 2; ++h) {
         for (int j = 0; j < 4; ++j) {
-          total = _mm512_add_epi32(total, _mm512_mullo_epi32(p[j], scale(8 * h + 2 * j + u)));
+          total = _mm512_add_epi32(total, _mm512_mullo_epi32(p[h][j], scale(8 * h + 2 * j + u)));
         }
       }
     }
@@ -944,13 +1081,15 @@ CONVOY_TARGET_AVX2_FMA void OneRowQ23KAvx2(const std::byte* tiles, int64_t block
                       : _mm256_and_si256(v, _mm256_set1_epi32(15));
       };
       __m256i total = _mm256_setzero_si256(), m = _mm256_setzero_si256();
-      for (int h = 0; h < 2; ++h) {
-        for (int u = 0; u < 2; ++u) {
-          __m256i p[4];
-          for (int j = 0; j < 4; ++j) p[j] = _mm256_setzero_si256();
-          for (int c = 4 * u; c < 4 * u + 4; ++c) {
-            const __m256i v = load(Q23KQuantsAt(kType) + 64 * (8 * h + c));
-            const __m256i bits = kThird ? load(kQ3KBitsAt + 64 * c) : v;
+      for (int u = 0; u < 2; ++u) {
+        __m256i p[2][4];
+        for (int h = 0; h < 2; ++h) {
+          for (int j = 0; j < 4; ++j) p[h][j] = _mm256_setzero_si256();
+        }
+        for (int c = 4 * u; c < 4 * u + 4; ++c) {
+          const __m256i bits = kThird ? load(Q23KLineAt(kType, c)) : _mm256_setzero_si256();
+          for (int h = 0; h < 2; ++h) {
+            const __m256i v = load(Q23KQuantAt(kType, h, c));
             for (int j = 0; j < 4; ++j) {
               __m256i q = _mm256_and_si256(_mm256_srli_epi16(v, 2 * j), low2);
               if (kThird) {
@@ -960,11 +1099,14 @@ CONVOY_TARGET_AVX2_FMA void OneRowQ23KAvx2(const std::byte* tiles, int64_t block
                 q = _mm256_or_si256(q, _mm256_and_si256(moved, bit2));
               }
               const __m256i xv = _mm256_set1_epi32(Dword(x + 4 * (32 * h + 8 * j + c)));
-              p[j] = _mm256_add_epi32(p[j], _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv), ones));
+              p[h][j] =
+                  _mm256_add_epi32(p[h][j], _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv), ones));
             }
           }
+        }
+        for (int h = 0; h < 2; ++h) {
           for (int j = 0; j < 4; ++j) {
-            total = _mm256_add_epi32(total, _mm256_mullo_epi32(p[j], scale(8 * h + 2 * j + u)));
+            total = _mm256_add_epi32(total, _mm256_mullo_epi32(p[h][j], scale(8 * h + 2 * j + u)));
           }
         }
       }

@@ -17,9 +17,10 @@
 //     and the 64 high-bit bytes' in the order the kernel reads them: for h = 0, 1 and c = 0 .. 7,
 //     low dwords 16h + c and 16h + 8 + c, then high dword 8h + c.
 //   Q2_K (1,344 bytes): the 16 rows' d, then their dmin, then dwords 0-3 of the 16 scale bytes,
-//     then dwords 0-15 of the 64 bytes of 2-bit quants.
-//   Q3_K (1,760 bytes): the 16 rows' d, then dwords 0-2 of the 12 scale bytes, then dwords 0-7 of
-//     the 32 bytes of high bits, then dwords 0-15 of the 64 bytes of 2-bit quants.
+//     then the 64 bytes of 2-bit quants in the order the kernel reads them: for c = 0 .. 7,
+//     dwords c and 8 + c.
+//   Q3_K (1,760 bytes): the 16 rows' d, then dwords 0-2 of the 12 scale bytes, then for c = 0 ..
+//     7: dword c of the 32 bytes of high bits, then dwords c and 8 + c of the 64 bytes of quants.
 //   Q4_0 (288), Q4_1 (320), Q5_0 (352), Q5_1 (384 bytes): the 16 rows' d, then their m (Q4_1,
 //     Q5_1), then their words of fifth bits (Q5_0, Q5_1), bit j of the file's word (value j's)
 //     moved to bit 8 (j % 4) + j / 4 so that a shift and a mask give 4 values' bits in 4 bytes,
