@@ -387,11 +387,47 @@ void UnpackPortable(GgmlType type, const std::byte* tile, Tile* t) { UnpackBody(
 
 // UnpackBody's bytes with the quants 32 bytes at a time (the loops as written vectorize poorly:
 // Q6_K's products at one row took twice as long as they take now).
+// The four scale dwords of a Q2_K or Q3_K tile: dword i holds the scale bytes of sub-blocks 4i ..
+// 4i + 3 (Q2_K: sc | mi << 4; Q3_K: the 6-bit scale, sc + 32, decoded as Q3KScaleWord does). AVX2:
+// rows 0-7 of `tile`'s lines (offset it by 32 for rows 8-15).
+CONVOY_TARGET_AVX2_FMA inline void Q23KScaleDwords(bool third, const std::byte* tile,
+                                                   __m256i* scales) {
+  const auto load = [tile](int at) CONVOY_TARGET_AVX2_FMA {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + at));
+  };
+  if (!third) {
+    for (int i = 0; i < 4; ++i) scales[i] = load(64 + 64 * i);
+    return;
+  }
+  const __m256i low4w = _mm256_set1_epi32(0x0F0F0F0F), low2w = _mm256_set1_epi32(0x03030303);
+  const __m256i w0 = load(32), w1 = load(96), w2 = load(160);
+  for (int i = 0; i < 4; ++i) {
+    const __m256i nibbles =
+        _mm256_and_si256(_mm256_srli_epi32(i % 2 == 0 ? w0 : w1, 4 * (i / 2)), low4w);
+    scales[i] = _mm256_or_si256(
+        nibbles, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w2, 2 * i), low2w), 4));
+  }
+}
+CONVOY_TARGET_VNNI inline void Q23KScaleDwords(bool third, const std::byte* tile, __m512i* scales) {
+  if (!third) {
+    for (int i = 0; i < 4; ++i) scales[i] = _mm512_loadu_si512(tile + 64 + 64 * i);
+    return;
+  }
+  const __m512i low4w = _mm512_set1_epi32(0x0F0F0F0F), low2w = _mm512_set1_epi32(0x03030303);
+  const __m512i w0 = _mm512_loadu_si512(tile + 32), w1 = _mm512_loadu_si512(tile + 96);
+  const __m512i w2 = _mm512_loadu_si512(tile + 160);
+  for (int i = 0; i < 4; ++i) {
+    const __m512i nibbles =
+        _mm512_and_si512(_mm512_srli_epi32(i % 2 == 0 ? w0 : w1, 4 * (i / 2)), low4w);
+    scales[i] = _mm512_or_si512(
+        nibbles, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w2, 2 * i), low2w), 4));
+  }
+}
+
 // UnpackQ23K's bytes with AVX2: rows 8r .. 8r + 7 a vector.
 CONVOY_TARGET_AVX2_FMA void UnpackQ23KAvx2(GgmlType type, const std::byte* tile, Tile* t) {
   const bool third = type == GgmlType::kQ3_K;
   const __m256i low2 = _mm256_set1_epi8(3), bit2 = _mm256_set1_epi8(4);
-  const __m256i low4w = _mm256_set1_epi32(0x0F0F0F0F), low2w = _mm256_set1_epi32(0x03030303);
   for (int r = 0; r < 2; ++r) {
     const auto load = [tile, r](int at) CONVOY_TARGET_AVX2_FMA {
       return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + at + 32 * r));
@@ -409,17 +445,7 @@ CONVOY_TARGET_AVX2_FMA void UnpackQ23KAvx2(GgmlType type, const std::byte* tile,
                               _mm256_cvtph_ps(_mm_loadu_si128(
                                   reinterpret_cast<const __m128i*>(tile + 32 + 16 * r)))));
     __m256i scales[4];
-    if (third) {
-      const __m256i w0 = load(32), w1 = load(96), w2 = load(160);
-      for (int i = 0; i < 4; ++i) {
-        const __m256i nibbles =
-            _mm256_and_si256(_mm256_srli_epi32(i % 2 == 0 ? w0 : w1, 4 * (i / 2)), low4w);
-        scales[i] = _mm256_or_si256(
-            nibbles, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w2, 2 * i), low2w), 4));
-      }
-    } else {
-      for (int i = 0; i < 4; ++i) scales[i] = load(64 + 64 * i);
-    }
+    Q23KScaleDwords(third, tile + 32 * r, scales);
     __m256i mn[16];
     for (int j = 0; j < 16; ++j) {
       const __m256i byte =
@@ -522,26 +548,14 @@ CONVOY_TARGET_VNNI void UnpackQ23KVnni(GgmlType type, const std::byte* tile, Til
   const bool third = type == GgmlType::kQ3_K;
   const auto load = [tile](int at) CONVOY_TARGET_VNNI { return _mm512_loadu_si512(tile + at); };
   const __m512i low2 = _mm512_set1_epi8(3), bit2 = _mm512_set1_epi8(4);
-  const __m512i low4w = _mm512_set1_epi32(0x0F0F0F0F), low2w = _mm512_set1_epi32(0x03030303);
   const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile)));
   _mm512_store_ps(t->d, d);
   _mm512_store_ps(t->dm, third ? _mm512_mul_ps(d, _mm512_set1_ps(-4.0f))
                                : _mm512_sub_ps(_mm512_setzero_ps(),
                                                _mm512_cvtph_ps(_mm256_loadu_si256(
                                                    reinterpret_cast<const __m256i*>(tile + 32)))));
-  // Scale dword i: sub-blocks 4i .. 4i + 3 (Q2_K: sc | mi << 4; Q3_K: sc + 32).
   __m512i scales[4];
-  if (third) {
-    const __m512i w0 = load(32), w1 = load(96), w2 = load(160);
-    for (int i = 0; i < 4; ++i) {
-      const __m512i nibbles =
-          _mm512_and_si512(_mm512_srli_epi32(i % 2 == 0 ? w0 : w1, 4 * (i / 2)), low4w);
-      scales[i] = _mm512_or_si512(
-          nibbles, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w2, 2 * i), low2w), 4));
-    }
-  } else {
-    for (int i = 0; i < 4; ++i) scales[i] = load(64 + 64 * i);
-  }
+  Q23KScaleDwords(third, tile, scales);
   __m512i mn[16];
   for (int j = 0; j < 16; ++j) {
     const __m512i byte =
@@ -961,27 +975,15 @@ CONVOY_TARGET_VNNI void OneRowQ23KVnni(const std::byte* tiles, int64_t blocks, c
   constexpr int kTileBytes = kThird ? 1760 : 1344;
   const __m512i low2 = _mm512_set1_epi8(3), bit2 = _mm512_set1_epi8(4);
   const __m512i byte = _mm512_set1_epi32(0xFF), even = _mm512_set1_epi32(0x00FF00FF);
-  const __m512i low4w = _mm512_set1_epi32(0x0F0F0F0F), low2w = _mm512_set1_epi32(0x03030303);
+  const __m512i low4w = _mm512_set1_epi32(0x0F0F0F0F);
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const std::byte* tile = tiles + b * kTileBytes;
     const int8_t* x = xq + 256 * b;
     const int16_t* s16 = sums + 16 * b;
     const auto load = [tile](int at) CONVOY_TARGET_VNNI { return _mm512_loadu_si512(tile + at); };
-    // Scale dword i: the scale bytes of sub-blocks 4i .. 4i + 3 (Q2_K: sc | mi << 4; Q3_K: the
-    // 6-bit scale, 32 above sc).
     __m512i scales[4];
-    if (kThird) {
-      const __m512i w0 = load(32), w1 = load(96), w2 = load(160);
-      for (int i = 0; i < 4; ++i) {  // Q3KScaleWord, 16 rows a vector
-        const __m512i nibbles =
-            _mm512_and_si512(_mm512_srli_epi32(i % 2 == 0 ? w0 : w1, 4 * (i / 2)), low4w);
-        scales[i] = _mm512_or_si512(
-            nibbles, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w2, 2 * i), low2w), 4));
-      }
-    } else {
-      for (int i = 0; i < 4; ++i) scales[i] = load(64 + 64 * i);
-    }
+    Q23KScaleDwords(kThird, tile, scales);
     const auto scale = [&](int sub) CONVOY_TARGET_VNNI {
       const __m512i v = _mm512_and_si512(_mm512_srli_epi32(scales[sub / 4], 8 * (sub % 4)), byte);
       return kThird ? _mm512_sub_epi32(v, _mm512_set1_epi32(32))
@@ -1052,7 +1054,7 @@ CONVOY_TARGET_AVX2_FMA void OneRowQ23KAvx2(const std::byte* tiles, int64_t block
   constexpr int kTileBytes = kThird ? 1760 : 1344;
   const __m256i low2 = _mm256_set1_epi8(3), bit2 = _mm256_set1_epi8(4);
   const __m256i byte = _mm256_set1_epi32(0xFF), even = _mm256_set1_epi32(0x00FF00FF);
-  const __m256i low4w = _mm256_set1_epi32(0x0F0F0F0F), low2w = _mm256_set1_epi32(0x03030303);
+  const __m256i low4w = _mm256_set1_epi32(0x0F0F0F0F);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int64_t b = 0; b < blocks; ++b) {
@@ -1064,17 +1066,7 @@ CONVOY_TARGET_AVX2_FMA void OneRowQ23KAvx2(const std::byte* tiles, int64_t block
         return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + at + 32 * r));
       };
       __m256i scales[4];
-      if (kThird) {
-        const __m256i w0 = load(32), w1 = load(96), w2 = load(160);
-        for (int i = 0; i < 4; ++i) {
-          const __m256i nibbles =
-              _mm256_and_si256(_mm256_srli_epi32(i % 2 == 0 ? w0 : w1, 4 * (i / 2)), low4w);
-          scales[i] = _mm256_or_si256(
-              nibbles, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w2, 2 * i), low2w), 4));
-        }
-      } else {
-        for (int i = 0; i < 4; ++i) scales[i] = load(64 + 64 * i);
-      }
+      Q23KScaleDwords(kThird, tile + 32 * r, scales);
       const auto scale = [&](int sub) CONVOY_TARGET_AVX2_FMA {
         const __m256i v = _mm256_and_si256(_mm256_srli_epi32(scales[sub / 4], 8 * (sub % 4)), byte);
         return kThird ? _mm256_sub_epi32(v, _mm256_set1_epi32(32))
