@@ -12,7 +12,8 @@
 #
 # Environment (all optional): BUILD_DIR (build), OUT_DIR (a new /tmp/convoy-tune-*), RATE (6
 # req/s), DURATION_S (10), DRAIN_S (5: the most a run waits for requests in flight), BUDGET_S,
-# MIN_RUN_S (3), TTFT_MS (500), ITL_MS (100), MODEL (a model directory or .gguf file, e.g.
+# MIN_RUN_S (3), MIN_RUN_REQUESTS (30: tune's shortest run holds this many arrivals), TTFT_MS
+# (500), ITL_MS (100), MODEL (a model directory or .gguf file, e.g.
 # models/SmolLM2-135M-Instruct.Q4_1.gguf; default: a random model made with MODEL_ARGS,
 # convoy-mkmodel's flags, by default the tiny preset).
 set -euo pipefail
@@ -22,6 +23,7 @@ out=${OUT_DIR:-$(mktemp -d /tmp/convoy-tune-XXXXXX)}
 rate=${RATE:-6}
 duration=${DURATION_S:-10}
 min_run=${MIN_RUN_S:-3}
+min_run_requests=${MIN_RUN_REQUESTS:-30}
 drain=${DRAIN_S:-5}
 ttft_ms=${TTFT_MS:-500}
 itl_ms=${ITL_MS:-100}
@@ -64,7 +66,7 @@ start=$(date +%s.%N)
 "$bench" tune --addr "127.0.0.1:$(cat "$out/port")" --http-addr "127.0.0.1:$(cat "$out/http-port")" \
   --config "$out/live.pbtxt" --pid "$pid" --workload "$workload" --rate "$rate" \
   --ttft-p99 "$ttft_ms" --itl-p99 "$itl_ms" "${space[@]}" --budget-s "$budget" \
-  --min-run-s "$min_run" --drain-s "$drain" --out "$out/tuned.pbtxt" --json "$out/tune.json" \
+  --min-run-s "$min_run" --min-run-requests "$min_run_requests" --drain-s "$drain" --out "$out/tuned.pbtxt" --json "$out/tune.json" \
   --markdown "$out/tune.md" --svg "$out/tune.svg" --noprogress >"$out/tune.txt" 2>"$out/tune.err"
 tune_s=$(echo "$(date +%s.%N) - $start" | bc)
 kill "$pid"

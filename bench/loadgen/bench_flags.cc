@@ -77,6 +77,9 @@ ABSL_FLAG(double, itl_p99, 0,
           "inter-token latency is within it");
 ABSL_FLAG(double, budget_s, 600, "tune: seconds for the whole search, repeats included");
 ABSL_FLAG(double, min_run_s, 5, "tune: the shortest measured run, in seconds");
+ABSL_FLAG(int32_t, min_run_requests, 30,
+          "tune: the shortest measured run holds at least this many arrivals of open-loop "
+          "traffic (at its rate; 0: --min-run-s alone), enough to rank configs");
 ABSL_FLAG(int32_t, repeats, 3, "tune: how many times the best points are measured at the end");
 ABSL_FLAG(int32_t, finalists, 3, "tune: how many of the best points are repeated at the end");
 ABSL_FLAG(int32_t, eta, 2, "tune: each rung keeps the best 1/eta of its points");

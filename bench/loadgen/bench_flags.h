@@ -53,6 +53,7 @@ ABSL_DECLARE_FLAG(double, ttft_p99);
 ABSL_DECLARE_FLAG(double, itl_p99);
 ABSL_DECLARE_FLAG(double, budget_s);
 ABSL_DECLARE_FLAG(double, min_run_s);
+ABSL_DECLARE_FLAG(int32_t, min_run_requests);
 ABSL_DECLARE_FLAG(int32_t, repeats);
 ABSL_DECLARE_FLAG(int32_t, finalists);
 ABSL_DECLARE_FLAG(int32_t, eta);

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -46,6 +47,7 @@ convoy::cli::CommandLine TuneCommandLine() {
       "                  (--workload FILE [--rate R | --concurrency N] | --trace FILE\n"
       "                   [--rate-scale X]) --ttft-p99 MS --itl-p99 MS\n"
       "                  --set KEY=V1,V2,... [--set ...] [--budget-s 600] [--min-run-s 5]\n"
+      "                  [--min-run-requests 30]\n"
       "                  [--out tuned.pbtxt] [--json F --svg F --markdown F]\n"
       "convoy-bench tune --watch --addr HOST:PORT --http-addr HOST:PORT --config FILE [--pid PID]\n"
       "                  --ttft-p99 MS --itl-p99 MS --set KEY=V1,V2,... [--watch-interval-s 60]\n\n"
@@ -55,7 +57,9 @@ convoy::cli::CommandLine TuneCommandLine() {
       "max_batch_size, max_queue_delay_microseconds, max_num_batched_tokens,\n"
       "preferred_batch_size, prefill_chunk_size, ...), checks that convoyd took it (convoy info's\n"
       "reload counters and effective config), and measures. Successive halving over short runs\n"
-      "within --budget-s; then the best points are measured again (--repeats) and the winner's\n"
+      "(the shortest --min-run-s, and long enough for --min-run-requests arrivals of open-loop\n"
+      "traffic) within --budget-s; then the best points are measured again (--repeats) and the "
+      "winner's\n"
       "goodput is reported with its spread. A refused reload is reported and the search goes\n"
       "on. The server is left on the best config (a tested one), written to --out too; the\n"
       "frontier goes to --json, --svg and --markdown.\n"
@@ -66,8 +70,8 @@ convoy::cli::CommandLine TuneCommandLine() {
       CommonFlagNames(),
       {"set"}};
   for (const char* f : {"addr", "http_addr", "config", "pid", "ttft_p99", "itl_p99", "budget_s",
-                        "min_run_s", "repeats", "finalists", "eta", "reload_timeout_s", "out",
-                        "watch", "watch_interval_s", "watch_for_s"}) {
+                        "min_run_s", "min_run_requests", "repeats", "finalists", "eta",
+                        "reload_timeout_s", "out", "watch", "watch_interval_s", "watch_for_s"}) {
     spec.flags.push_back(f);
   }
   return spec;
@@ -88,6 +92,14 @@ std::string SearchOptions(TuneOptions& options) {
         s.message());
   }
   return "";
+}
+
+// The mean arrival rate of open-loop traffic (--rate over the workload's own; a trace's, scaled);
+// 0 for a closed loop.
+double OpenLoopRate(const RunOptions& run, const v1::Workload& workload) {
+  if (run.concurrency > 0) return 0;
+  if (run.rate_rps > 0) return run.rate_rps;
+  return workload.arrival().has_open_loop() ? workload.arrival().open_loop().rate_rps() : 0;
 }
 
 std::string Dashed(const std::string& flag) {
@@ -243,13 +255,25 @@ int TuneCommand(int argc, char** argv) {
     return convoy::cli::BadUsage(spec,
                                  "give the space to search: --set KEY=V1,V2,... (one or more)");
   }
+  const int min_run_requests = absl::GetFlag(FLAGS_min_run_requests);
+  if (min_run_requests < 0) {
+    return convoy::cli::BadUsage(spec, "--min-run-requests must not be negative");
+  }
   std::optional<Trace> trace;
+  std::string shortest_run = absl::StrCat(search.min_run_s, " s");
   if (!watch) {
     absl::StatusOr<v1::Workload> workload = WorkloadFromFlags(trace, run);
     if (!workload.ok()) {
       return convoy::cli::BadUsage(spec, std::string(workload.status().message()));
     }
     live.workload = *std::move(workload);
+    // A run of a few requests ranks configs by chance: at a low rate the shortest run grows.
+    const double rate = OpenLoopRate(run, live.workload);
+    if (rate > 0 && min_run_requests / rate > search.min_run_s) {
+      search.min_run_s = std::ceil(min_run_requests / rate * 1000) / 1000;
+      shortest_run = absl::StrCat(search.min_run_s, " s (", min_run_requests, " requests at ", rate,
+                                  " req/s)");
+    }
   }
   live.config_path = absl::GetFlag(FLAGS_config);
   live.pid = absl::GetFlag(FLAGS_pid);
@@ -282,9 +306,10 @@ int TuneCommand(int argc, char** argv) {
   CatchInterrupts();
   if (watch) return Watch(**server, live.target, run.slo, axes, space);
   std::printf(
-      "tune: %zu point(s), budget %g s, SLO: TTFT <= %g ms, mean ITL <= %g ms, traffic %s\n",
-      space.size(), search.budget_s, run.slo.ttft_s * 1e3, run.slo.itl_s * 1e3,
-      live.workload.name().c_str());
+      "tune: %zu point(s), budget %g s, shortest run %s, SLO: TTFT <= %g ms, mean ITL <= %g ms, "
+      "traffic %s\n",
+      space.size(), search.budget_s, shortest_run.c_str(), run.slo.ttft_s * 1e3,
+      run.slo.itl_s * 1e3, live.workload.name().c_str());
   std::fflush(stdout);
 
   const TuneResult result = Tune(space, **server, search, [] { return absl::Now(); });

@@ -125,8 +125,9 @@ TEST_F(BenchE2eTest, ReportsMemoryErrorRateAndCostAndReplaysTheServersTrace) {
   const ProcessResult tune = Execute(Bench(absl::StrCat(
       "tune --addr ", daemon->address(), " --config ", daemon->config_path(), " --pid ",
       daemon->pid(), " --trace ", trace, " --rate-scale 4 --ttft-p99 5000",
-      " --set max_batch_size=4,8 --budget-s 20 --min-run-s 1 --repeats 1 --warmup 1 --out ", dir_,
-      "/from-trace.pbtxt")));
+      " --set max_batch_size=4,8 --budget-s 20 --min-run-s 1 --min-run-requests 0 --repeats 1"
+      " --warmup 1 --out ",
+      dir_, "/from-trace.pbtxt")));
   ASSERT_EQ(tune.exit_code, 0) << tune.out;
   EXPECT_THAT(tune.out, HasSubstr("traffic trace "));
   EXPECT_THAT(tune.out, HasSubstr("* best: max_batch_size="));
@@ -163,14 +164,16 @@ TEST_F(BenchE2eTest, TunesALiveServerAndWritesAConfigItLoads) {
   const std::string out = dir_ + "/tuned.pbtxt";
   const std::string json = dir_ + "/tune.json";
   // max_batch_size 0 does not validate: convoyd refuses that reload, and the search goes on.
-  const ProcessResult tune = Execute(Bench(absl::StrCat(
-      "tune --addr ", daemon->address(), " --config ", daemon->config_path(), " --pid ",
-      daemon->pid(), " --workload ", workload_,
-      " --ttft-p99 5000 --itl-p99 1000 --set max_batch_size=0,2,8"
-      " --set max_queue_delay_microseconds=0,1000 --budget-s 45 --min-run-s 1 --repeats 2"
-      " --finalists 2 --warmup 1 --drain-s 10 --out ",
-      out, " --json ", json, " --svg ", dir_, "/tune.svg")));
+  const ProcessResult tune = Execute(Bench(
+      absl::StrCat("tune --addr ", daemon->address(), " --config ", daemon->config_path(),
+                   " --pid ", daemon->pid(), " --workload ", workload_,
+                   " --ttft-p99 5000 --itl-p99 1000 --set max_batch_size=0,2,8"
+                   " --set max_queue_delay_microseconds=0,1000 --budget-s 45 --min-run-s 1"
+                   " --min-run-requests 9 --repeats 2 --finalists 2 --warmup 1 --drain-s 10 --out ",
+                   out, " --json ", json, " --svg ", dir_, "/tune.svg")));
   ASSERT_EQ(tune.exit_code, 0) << tune.out;
+  // 9 arrivals at the workload's 6 req/s take longer than --min-run-s.
+  EXPECT_THAT(tune.out, HasSubstr("shortest run 1.5 s (9 requests at 6 req/s)"));
   EXPECT_THAT(tune.out, HasSubstr("reload refused"));
   EXPECT_THAT(tune.out, HasSubstr("* best: "));
 
@@ -220,7 +223,8 @@ TEST_F(BenchE2eTest, AnInterruptedTunePutsTheConfigBack) {
       Bench(absl::StrCat("tune --addr ", daemon->address(), " --config ", daemon->config_path(),
                          " --pid ", daemon->pid(), " --workload ", workload_,
                          " --ttft-p99 5000 --set max_batch_size=2,4 --set "
-                         "max_queue_delay_microseconds=0,1000 --budget-s 60 --min-run-s 1")),
+                         "max_queue_delay_microseconds=0,1000 --budget-s 60 --min-run-s 1 "
+                         "--min-run-requests 0")),
       " & pid=$!; sleep 4; kill -INT $pid; wait $pid"));
   EXPECT_EQ(tune.exit_code, 130) << tune.out;
   EXPECT_EQ(ReadFile(daemon->config_path()), original) << tune.out;
@@ -267,6 +271,9 @@ TEST_F(BenchE2eTest, TuneRefusesBadUsageNamingIt) {
   r = Execute(tune + " --config x --ttft-p99 100 --set batch=1 --budget-s 0");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.out, HasSubstr("budget must be above 0"));
+  r = Execute(tune + " --config x --ttft-p99 100 --set batch=1 --min-run-requests -1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.out, HasSubstr("--min-run-requests must not be negative"));
   r = Execute(tune + " --config x --ttft-p99 100 --set batch=1 --duration-s 5");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.out, HasSubstr("not --duration-s"));
