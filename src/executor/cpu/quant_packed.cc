@@ -385,8 +385,6 @@ CONVOY_INLINE void UnpackBody(GgmlType type, const std::byte* tile, Tile* t) {
 
 void UnpackPortable(GgmlType type, const std::byte* tile, Tile* t) { UnpackBody(type, tile, t); }
 
-// UnpackBody's bytes with the quants 32 bytes at a time (the loops as written vectorize poorly:
-// Q6_K's products at one row took twice as long as they take now).
 // The four scale dwords of a Q2_K or Q3_K tile: dword i holds the scale bytes of sub-blocks 4i ..
 // 4i + 3 (Q2_K: sc | mi << 4; Q3_K: the 6-bit scale, sc + 32, decoded as Q3KScaleWord does). AVX2:
 // rows 0-7 of `tile`'s lines (offset it by 32 for rows 8-15).
@@ -478,6 +476,8 @@ CONVOY_TARGET_AVX2_FMA void UnpackQ23KAvx2(GgmlType type, const std::byte* tile,
   }
 }
 
+// UnpackBody's bytes with the quants 32 bytes at a time (the loops as written vectorize poorly:
+// Q6_K's products at one row took twice as long as they take now).
 CONVOY_TARGET_AVX2_FMA void UnpackAvx2(GgmlType type, const std::byte* tile, Tile* t) {
   if (IsQ23K(type)) {
     UnpackQ23KAvx2(type, tile, t);
@@ -540,8 +540,6 @@ CONVOY_TARGET_AVX2_FMA void UnpackAvx2(GgmlType type, const std::byte* tile, Til
   }
 }
 
-// The same bytes as UnpackBody, the quants and d a vector at a time. The scales' loops over the
-// 16 rows vectorize as they are.
 // UnpackQ23K's bytes, 16 rows a vector: the scales' loops gather bytes, which the compiler leaves
 // scalar.
 CONVOY_TARGET_VNNI void UnpackQ23KVnni(GgmlType type, const std::byte* tile, Tile* t) {
@@ -587,6 +585,8 @@ CONVOY_TARGET_VNNI void UnpackQ23KVnni(GgmlType type, const std::byte* tile, Til
   }
 }
 
+// The same bytes as UnpackBody, the quants and d a vector at a time. The scales' loops over the
+// 16 rows vectorize as they are.
 CONVOY_TARGET_VNNI void UnpackVnni(GgmlType type, const std::byte* tile, Tile* t) {
   if (IsQ23K(type)) {
     UnpackQ23KVnni(type, tile, t);
