@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +13,38 @@
 
 namespace convoy::bench {
 namespace {
+
+// `shuffled` reordered so that every prefix draws each value of each knob as evenly as its
+// length allows: each next point is the one whose values were drawn least so far (the sum over
+// its knobs), the earliest in `shuffled` among equals. A sample of the first n points then holds
+// every value of a knob with n values or fewer, which a random draw often misses (5 random points
+// of a 4 x 3 x 2 grid miss a given value of the first knob 20% of the time).
+std::vector<int> CoveringOrder(const std::vector<std::vector<Override>>& space,
+                               const std::vector<int>& shuffled) {
+  std::map<std::pair<std::string, std::string>, int> drawn;
+  std::vector<int> order;
+  std::vector<bool> taken(shuffled.size(), false);
+  for (size_t k = 0; k < shuffled.size(); ++k) {
+    size_t best = shuffled.size();
+    int best_score = 0;
+    for (size_t i = 0; i < shuffled.size(); ++i) {
+      if (taken[i]) continue;
+      int score = 0;
+      for (const Override& o : space[shuffled[i]]) {
+        const auto it = drawn.find({o.key, o.value});
+        score += it == drawn.end() ? 0 : it->second;
+      }
+      if (best == shuffled.size() || score < best_score) {
+        best = i;
+        best_score = score;
+      }
+    }
+    taken[best] = true;
+    order.push_back(shuffled[best]);
+    for (const Override& o : space[shuffled[best]]) ++drawn[{o.key, o.value}];
+  }
+  return order;
+}
 
 // Rounding room when a run is planned to end exactly at the budget.
 constexpr double kSlackS = 1e-6;
@@ -103,9 +137,10 @@ class Search {
     return m;
   }
 
-  // The whole space in a seeded random order, cut to what the search budget can race at the
-  // shortest run length. (Random, so that a rung cut short later drops no part of the space
-  // more than another.)
+  // The whole space in a seeded random order, rearranged so that each value of each knob comes
+  // early (CoveringOrder), cut to what the search budget can race at the shortest run length.
+  // (Random among equals, so that a rung cut short later drops no part of the space more than
+  // another.)
   std::vector<int> Candidates() {
     std::vector<int> all(space_.size());
     std::iota(all.begin(), all.end(), 0);
@@ -115,6 +150,7 @@ class Search {
           rng.UniformInt(static_cast<int64_t>(i), static_cast<int64_t>(all.size() - 1)));
       std::swap(all[i], all[j]);
     }
+    all = CoveringOrder(space_, all);
     all.resize(std::min(all.size(), Affordable(SearchBudget(), options_.min_run_s)));
     result_.candidates = static_cast<int>(all.size());
     return all;

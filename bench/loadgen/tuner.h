@@ -1,7 +1,8 @@
 // convoy tune's search: which server configs to measure, for how long, and which one wins, given a
 // time budget. Successive halving over short runs: every candidate is measured briefly, the best
 // 1/eta of them again for eta times as long, and so on until one is left; a grid too large for the
-// budget is first sampled down (seeded) to what the budget can run at the shortest run length.
+// budget is first sampled down (seeded, each value of each knob drawn as evenly as the sample's
+// size allows) to what the budget can run at the shortest run length.
 // The best few points are then measured again, `repeats` times each at the longest run length, in
 // turn; the winner is the best mean goodput, reported with its spread over those repeats.
 //

@@ -3,7 +3,9 @@
 // reload and ends on a config it measured.
 #include "bench/loadgen/tuner.h"
 
+#include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -167,6 +169,44 @@ TEST(TunerTest, AGridTooLargeForTheBudgetIsSampledAndTheBudgetKept) {
   FakeServer again;
   const TuneResult repeated = RunTune(space, again, options);
   EXPECT_EQ(again.measured, server.measured);
+}
+
+// A sample of a grid holds every value of each knob that has no more values than the sample has
+// points, as evenly as it can.
+TEST(TunerTest, ASampledGridDrawsEveryValueOfEachKnob) {
+  const auto space = CartesianProduct({{"max_batch_size", {"2", "4", "8", "32"}},
+                                       {"max_queue_delay_microseconds", {"0", "5000", "20000"}},
+                                       {"max_num_batched_tokens", {"256", "2048"}}});
+  for (uint64_t seed : {1, 2, 3, 4, 5}) {
+    FakeServer server;
+    TuneOptions options;
+    options.budget_s = 120;
+    options.min_run_s = 3;
+    options.seed = seed;
+    const TuneResult result = RunTune(space, server, options);
+    ASSERT_GE(result.candidates, 4) << "seed " << seed;
+    ASSERT_LT(result.candidates, 24) << "seed " << seed;
+    std::map<std::string, std::map<std::string, int>> drawn;  // knob -> value -> points
+    std::set<int> first_rung;
+    for (const TuneRun& run : result.runs) {
+      if (run.rung == 0) first_rung.insert(run.point);
+    }
+    for (int point : first_rung) {
+      for (const Override& o : space[point]) ++drawn[o.key][o.value];
+    }
+    for (const auto& [knob, values] : drawn) {
+      const size_t all = knob == "max_batch_size" ? 4 : knob == "max_num_batched_tokens" ? 2 : 3;
+      EXPECT_EQ(values.size(), std::min(all, first_rung.size())) << knob << ", seed " << seed;
+      int least = static_cast<int>(first_rung.size()), most = 0;
+      for (const auto& [value, count] : values) {
+        least = std::min(least, count);
+        most = std::max(most, count);
+      }
+      if (values.size() == all) {
+        EXPECT_LE(most - least, 1) << knob << ", seed " << seed;
+      }
+    }
+  }
 }
 
 // Runs cost far more than the search assumed before it ran one (a long drain under overload):
