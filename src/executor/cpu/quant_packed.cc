@@ -422,6 +422,25 @@ CONVOY_TARGET_VNNI inline void Q23KScaleDwords(bool third, const std::byte* tile
   }
 }
 
+// Sub-block `sub`'s scale byte from the scale dwords (a 32-bit lane each), and its sc: Q2_K's low
+// nibble, or Q3_K's 6-bit scale - 32.
+CONVOY_TARGET_AVX2_FMA inline __m256i Q23KScaleByte(const __m256i* scales, int sub) {
+  return _mm256_and_si256(_mm256_srli_epi32(scales[sub / 4], 8 * (sub % 4)),
+                          _mm256_set1_epi32(0xFF));
+}
+CONVOY_TARGET_AVX2_FMA inline __m256i Q23KSc(bool third, __m256i byte) {
+  return third ? _mm256_sub_epi32(byte, _mm256_set1_epi32(32))
+               : _mm256_and_si256(byte, _mm256_set1_epi32(15));
+}
+CONVOY_TARGET_VNNI inline __m512i Q23KScaleByte(const __m512i* scales, int sub) {
+  return _mm512_and_si512(_mm512_srli_epi32(scales[sub / 4], 8 * (sub % 4)),
+                          _mm512_set1_epi32(0xFF));
+}
+CONVOY_TARGET_VNNI inline __m512i Q23KSc(bool third, __m512i byte) {
+  return third ? _mm512_sub_epi32(byte, _mm512_set1_epi32(32))
+               : _mm512_and_si512(byte, _mm512_set1_epi32(15));
+}
+
 // UnpackQ23K's bytes with AVX2: rows 8r .. 8r + 7 a vector.
 CONVOY_TARGET_AVX2_FMA void UnpackQ23KAvx2(GgmlType type, const std::byte* tile, Tile* t) {
   const bool third = type == GgmlType::kQ3_K;
@@ -446,10 +465,8 @@ CONVOY_TARGET_AVX2_FMA void UnpackQ23KAvx2(GgmlType type, const std::byte* tile,
     Q23KScaleDwords(third, tile + 32 * r, scales);
     __m256i mn[16];
     for (int j = 0; j < 16; ++j) {
-      const __m256i byte =
-          _mm256_and_si256(_mm256_srli_epi32(scales[j / 4], 8 * (j % 4)), _mm256_set1_epi32(0xFF));
-      const __m256i sc = third ? _mm256_sub_epi32(byte, _mm256_set1_epi32(32))
-                               : _mm256_and_si256(byte, _mm256_set1_epi32(15));
+      const __m256i byte = Q23KScaleByte(scales, j);
+      const __m256i sc = Q23KSc(third, byte);
       store(&t->sc[j][8 * r], sc);
       mn[j] = third ? sc : _mm256_srli_epi32(byte, 4);
     }
@@ -556,10 +573,8 @@ CONVOY_TARGET_VNNI void UnpackQ23KVnni(GgmlType type, const std::byte* tile, Til
   Q23KScaleDwords(third, tile, scales);
   __m512i mn[16];
   for (int j = 0; j < 16; ++j) {
-    const __m512i byte =
-        _mm512_and_si512(_mm512_srli_epi32(scales[j / 4], 8 * (j % 4)), _mm512_set1_epi32(0xFF));
-    const __m512i sc = third ? _mm512_sub_epi32(byte, _mm512_set1_epi32(32))
-                             : _mm512_and_si512(byte, _mm512_set1_epi32(15));
+    const __m512i byte = Q23KScaleByte(scales, j);
+    const __m512i sc = Q23KSc(third, byte);
     _mm512_store_si512(&t->sc[j][0], sc);
     mn[j] = third ? sc : _mm512_srli_epi32(byte, 4);
   }
@@ -974,7 +989,7 @@ CONVOY_TARGET_VNNI void OneRowQ23KVnni(const std::byte* tiles, int64_t blocks, c
   constexpr GgmlType kType = kThird ? GgmlType::kQ3_K : GgmlType::kQ2_K;
   constexpr int kTileBytes = kThird ? 1760 : 1344;
   const __m512i low2 = _mm512_set1_epi8(3), bit2 = _mm512_set1_epi8(4);
-  const __m512i byte = _mm512_set1_epi32(0xFF), even = _mm512_set1_epi32(0x00FF00FF);
+  const __m512i even = _mm512_set1_epi32(0x00FF00FF);
   const __m512i low4w = _mm512_set1_epi32(0x0F0F0F0F);
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
@@ -984,11 +999,6 @@ CONVOY_TARGET_VNNI void OneRowQ23KVnni(const std::byte* tiles, int64_t blocks, c
     const auto load = [tile](int at) CONVOY_TARGET_VNNI { return _mm512_loadu_si512(tile + at); };
     __m512i scales[4];
     Q23KScaleDwords(kThird, tile, scales);
-    const auto scale = [&](int sub) CONVOY_TARGET_VNNI {
-      const __m512i v = _mm512_and_si512(_mm512_srli_epi32(scales[sub / 4], 8 * (sub % 4)), byte);
-      return kThird ? _mm512_sub_epi32(v, _mm512_set1_epi32(32))
-                    : _mm512_and_si512(v, _mm512_set1_epi32(15));
-    };
     __m512i total = _mm512_setzero_si512(), m = _mm512_setzero_si512();
     // The tile's lines front to back: u = 0 reads lines 0-3, u = 1 lines 4-7.
     for (int u = 0; u < 2; ++u) {
@@ -1015,7 +1025,9 @@ CONVOY_TARGET_VNNI void OneRowQ23KVnni(const std::byte* tiles, int64_t blocks, c
       }
       for (int h = 0; h < 2; ++h) {
         for (int j = 0; j < 4; ++j) {
-          total = _mm512_add_epi32(total, _mm512_mullo_epi32(p[h][j], scale(8 * h + 2 * j + u)));
+          total = _mm512_add_epi32(
+              total, _mm512_mullo_epi32(p[h][j],
+                                        Q23KSc(kThird, Q23KScaleByte(scales, 8 * h + 2 * j + u))));
         }
       }
     }
@@ -1053,7 +1065,7 @@ CONVOY_TARGET_AVX2_FMA void OneRowQ23KAvx2(const std::byte* tiles, int64_t block
   constexpr GgmlType kType = kThird ? GgmlType::kQ3_K : GgmlType::kQ2_K;
   constexpr int kTileBytes = kThird ? 1760 : 1344;
   const __m256i low2 = _mm256_set1_epi8(3), bit2 = _mm256_set1_epi8(4);
-  const __m256i byte = _mm256_set1_epi32(0xFF), even = _mm256_set1_epi32(0x00FF00FF);
+  const __m256i even = _mm256_set1_epi32(0x00FF00FF);
   const __m256i low4w = _mm256_set1_epi32(0x0F0F0F0F);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -1067,11 +1079,6 @@ CONVOY_TARGET_AVX2_FMA void OneRowQ23KAvx2(const std::byte* tiles, int64_t block
       };
       __m256i scales[4];
       Q23KScaleDwords(kThird, tile + 32 * r, scales);
-      const auto scale = [&](int sub) CONVOY_TARGET_AVX2_FMA {
-        const __m256i v = _mm256_and_si256(_mm256_srli_epi32(scales[sub / 4], 8 * (sub % 4)), byte);
-        return kThird ? _mm256_sub_epi32(v, _mm256_set1_epi32(32))
-                      : _mm256_and_si256(v, _mm256_set1_epi32(15));
-      };
       __m256i total = _mm256_setzero_si256(), m = _mm256_setzero_si256();
       for (int u = 0; u < 2; ++u) {
         __m256i p[2][4];
@@ -1098,7 +1105,9 @@ CONVOY_TARGET_AVX2_FMA void OneRowQ23KAvx2(const std::byte* tiles, int64_t block
         }
         for (int h = 0; h < 2; ++h) {
           for (int j = 0; j < 4; ++j) {
-            total = _mm256_add_epi32(total, _mm256_mullo_epi32(p[h][j], scale(8 * h + 2 * j + u)));
+            total = _mm256_add_epi32(
+                total, _mm256_mullo_epi32(
+                           p[h][j], Q23KSc(kThird, Q23KScaleByte(scales, 8 * h + 2 * j + u))));
           }
         }
       }
