@@ -3,6 +3,16 @@ find_package(Threads REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(absl REQUIRED)
 find_package(spdlog REQUIRED)
+# What every target links for logging. Under ThreadSanitizer spdlog compiles into our own objects
+# (its header-only form, -fsanitize=thread like them), so that TSan sees its async logger hand
+# messages and the logger's last reference between threads; Debian's libspdlog is not
+# instrumented. All or none: the two forms each have their own registry.
+add_library(convoy_spdlog INTERFACE)
+if(CONVOY_SANITIZE STREQUAL "thread")
+  target_link_libraries(convoy_spdlog INTERFACE spdlog::spdlog_header_only)
+else()
+  target_link_libraries(convoy_spdlog INTERFACE spdlog::spdlog)
+endif()
 find_package(nlohmann_json 3 REQUIRED)
 find_package(dnnl REQUIRED)
 # Regular expressions with Unicode properties and lookahead (tokenizer pre-splitting).

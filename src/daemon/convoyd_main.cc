@@ -99,6 +99,7 @@ std::string ApplyOverrides(const Specified& specified, convoy::v1::ServerConfig*
 }  // namespace
 
 int main(int argc, char** argv) {
+  convoy::BlockDaemonSignals();  // before any thread starts
   // Debian's abseil checks every Mutex acquisition for lock-order cycles (gRPC's locks too); that
   // costs on every streamed token and finds nothing our tests and sanitizers would not.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);

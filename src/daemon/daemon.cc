@@ -136,7 +136,10 @@ void WatchForReloads(ConfigReloader* reloader, const std::string& path, int sign
   }
 }
 
-// Notified at the first SIGTERM or SIGINT. Never destroyed (the watcher thread outlives main).
+// Installs the SIGTERM and SIGINT handlers and starts the signal thread (after WatchReloadSignal
+// has installed SIGHUP's): the one thread that waits with the daemon's signals unblocked
+// (BlockDaemonSignals). It notifies the returned notification at the first SIGTERM or SIGINT.
+// Never destroyed (the thread outlives main).
 absl::StatusOr<absl::Notification*> WatchShutdownSignals() {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError("pipe2() failed");
@@ -152,14 +155,23 @@ absl::StatusOr<absl::Notification*> WatchShutdownSignals() {
   // reported it as lost at exit, and the daemon's exit status became 1).
   static absl::Notification* const first_signal = new absl::Notification;
   std::thread([read_fd = fds[0]] {
+    // The signals stay blocked in this thread too, except inside ppoll and sigsuspend, which
+    // unblock them for as long as they wait: a handler runs within the wait (ThreadSanitizer, which
+    // defers a handler to a point it knows is safe, counts both as such, not a plain read), and a
+    // signal that comes between two waits stays pending until the next.
+    sigset_t none;
+    sigemptyset(&none);
+    pollfd fd{read_fd, POLLIN, 0};
+    while (ppoll(&fd, 1, nullptr, &none) <= 0 || (fd.revents & POLLIN) == 0) {
+    }
     char byte = 0;
-    ssize_t n;
-    do {
-      n = read(read_fd, &byte, 1);
-    } while (n < 0 && errno == EINTR);
-    if (n != 1) return;
-    spdlog::info("signal {}: draining (a second signal exits at once)", static_cast<int>(byte));
-    first_signal->Notify();
+    if (read(read_fd, &byte, 1) == 1) {
+      spdlog::info("signal {}: draining (a second signal exits at once)", static_cast<int>(byte));
+      first_signal->Notify();
+    }
+    // Stays the signals' thread: a second signal ends the process from its handler, and SIGHUP
+    // goes on reloading while the server drains.
+    while (true) sigsuspend(&none);
   }).detach();
   return first_signal;
 }
@@ -364,23 +376,31 @@ absl::StatusOr<Engine> LoadEngine(const v1::ServerConfig& config, Metrics* metri
 
 }  // namespace
 
+void BlockDaemonSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int signal_number : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&signals, signal_number);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+}
+
 int RunDaemon(const DaemonOptions& options) {
   const v1::ServerConfig& config = options.config;
   // What the config file held when `config` was read (moments ago, in main), before the model
   // loads: the watcher, started once serving, reloads if it changed meanwhile.
   const std::string config_file_hash =
       options.config_path.empty() ? "" : FileHash(options.config_path);
+  // SIGHUP's handler first: the signal thread that WatchShutdownSignals starts takes all three.
+  absl::StatusOr<int> reload_signals = WatchReloadSignal();
+  if (!reload_signals.ok()) {
+    spdlog::error("{}", reload_signals.status().ToString());
+    return 1;
+  }
   absl::StatusOr<absl::Notification*> watched = WatchShutdownSignals();
   if (!watched.ok()) {
     spdlog::error("{}", watched.status().ToString());
     return 1;
   }
   absl::Notification* first_signal = *watched;
-  absl::StatusOr<int> reload_signals = WatchReloadSignal();
-  if (!reload_signals.ok()) {
-    spdlog::error("{}", reload_signals.status().ToString());
-    return 1;
-  }
   RaiseOpenFileLimit();
 
   HealthService health({std::string(v1::Inference::service_full_name()),

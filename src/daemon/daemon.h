@@ -32,6 +32,14 @@ struct DaemonOptions {
   std::string request_trace_path;
 };
 
+// Blocks SIGTERM, SIGINT and SIGHUP in the calling thread, and so in every thread it starts from
+// then on. Call first in main, before any thread starts (the logger's, gRPC's, the engine's):
+// RunDaemon's own signal thread unblocks them once their handlers are installed, so the kernel
+// hands them to that thread, waiting in a read, and never interrupts a worker's system call. A
+// signal that comes before then waits, pending, and is handled then. (A thread that a library
+// starts with its own mask may still take one; the handlers work on any thread.)
+void BlockDaemonSignals();
+
 // Runs until a signal ends it. Returns the process exit code: 0 after a clean drain, 1 when the
 // server could not start (the reason is logged). Installs handlers for SIGTERM and SIGINT (the
 // first drains, a second exits the process at once, code 128 + the signal) and SIGHUP (reload).

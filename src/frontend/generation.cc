@@ -271,13 +271,14 @@ absl::Status GenerationSession::Submit(const v1::InferRequest& request, absl::Ti
   return_logprobs_ = request.return_logprobs();
   top_logprobs_ = request.top_logprobs() > 0;
   if (request.return_prompt_logprobs()) scored_prompt_ = engine_request.prompt_tokens;
-  prompt_tokens_ = static_cast<int32_t>(engine_request.prompt_tokens.size());
   priority_ = engine_request.priority;
   client_request_id_ = request.client_request_id();
-  seed_ = engine_request.sampling.seed;
   stop_strings_ = std::move(prepared.stop_strings);
   {
     absl::MutexLock lock(&mu_);
+    // End reads these two under mu_, from any thread, also while this runs (ClientGone).
+    prompt_tokens_ = static_cast<int32_t>(engine_request.prompt_tokens.size());
+    seed_ = engine_request.sampling.seed;
     if (request.return_prompt_token_ids()) end_.prompt_token_ids = engine_request.prompt_tokens;
     if (serving.limits.tokenizer != nullptr) {
       detokenizer_ = std::make_unique<IncrementalDetokenizer>(*serving.limits.tokenizer,

@@ -267,7 +267,6 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
 
   // The server's id of the request; 0 until Begin has submitted it.
   RequestId id() const { return id_; }
-  int32_t prompt_tokens() const { return prompt_tokens_; }
 
  private:
   GenerationSession(GenerationHub* hub, WakeFn wake);
@@ -312,8 +311,10 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   bool top_logprobs_ = false;
   // return_prompt_logprobs: the prompt's ids, handed out with its scores.
   std::vector<int32_t> scored_prompt_;
-  int32_t prompt_tokens_ = 0;
   int32_t priority_ = 0;
+  // Written under mu_, because End reads them under mu_ from any thread, also while Begin runs;
+  // read without it where Begin has returned or the engine has the request.
+  int32_t prompt_tokens_ = 0;
   uint64_t seed_ = 0;
   std::string client_request_id_;
   std::vector<std::string> stop_strings_;

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -216,6 +217,16 @@ DaemonProcess::~DaemonProcess() {
     ::kill(pid_, SIGKILL);
     int status = 0;
     ::waitpid(pid_, &status, 0);
+  }
+  // Under a sanitizer (scripts/sanitize.sh) convoyd is instrumented too and reports into its log: a
+  // report fails the test that started it, whether or not the daemon went on answering.
+  const std::string log = Log();
+  for (absl::string_view report : {"WARNING: ThreadSanitizer:", "ERROR: AddressSanitizer:",
+                                   "ERROR: LeakSanitizer:", ": runtime error: "}) {
+    if (absl::StrContains(log, report)) {
+      ADD_FAILURE() << "convoyd's log holds a sanitizer report (" << report << "):\n" << log;
+      break;
+    }
   }
   // The config and the log stay for a failed test to be looked at.
   if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir_);
