@@ -26,10 +26,11 @@ __global__ void __launch_bounds__(kThreads) DecodeKernel(PagedAttentionDecodePar
   const int group = p.num_q_heads / p.cache.num_kv_heads;
   const int tid = threadIdx.x;
   const int32_t context = p.positions[query] + 1;
+  const int32_t first_key = p.window > 0 ? max(0, context - p.window) : 0;
   const int32_t* blocks = p.block_ids + p.row_block_offset[p.token_row[query]];
-  int32_t chunk = (context + p.num_splits - 1) / p.num_splits;
+  int32_t chunk = (context - first_key + p.num_splits - 1) / p.num_splits;
   chunk = (chunk + kTile - 1) / kTile * kTile;
-  const int32_t begin = split * chunk;
+  const int32_t begin = first_key + split * chunk;
   const int32_t end = min(context, begin + chunk);
 
   const T* q = static_cast<const T*>(p.q) + query * p.q_row_stride +
@@ -213,7 +214,7 @@ cudaError_t LaunchPagedAttentionDecode(const PagedAttentionDecodeParams& params,
       (hd != 64 && hd != 128) || p.cache.num_kv_heads <= 0 || p.cache.block_size <= 0 ||
       p.num_q_heads % p.cache.num_kv_heads != 0 ||
       p.num_q_heads / p.cache.num_kv_heads > kMaxGqaGroup || p.num_q_heads <= 0 ||
-      p.q_row_stride < int64_t{p.num_q_heads} * hd || p.num_splits < 1 ||
+      p.q_row_stride < int64_t{p.num_q_heads} * hd || p.window < 0 || p.num_splits < 1 ||
       p.num_splits > kMaxAttentionSplits || p.num_queries < 0 || p.num_queries > 65535) {
     return cudaErrorInvalidValue;
   }

@@ -1,9 +1,10 @@
 // Paged attention with one query token per work item: query i (at position positions[i] of row
-// token_row[i]) attends to the keys at positions [0, positions[i]] of its row, read through the
-// row's block table. Every query head of a GQA group shares the K and V it loads. With num_splits
-// > 1 the context is cut into that many chunks processed in parallel and merged by their
-// log-sum-exp, so that a small batch still fills the GPU. Used for decode rows; correct for any
-// query whose own K and V are already in the cache.
+// token_row[i]) attends to the keys at positions [0, positions[i]] of its row (with a sliding
+// window W, the latest W of them: [positions[i] + 1 - W, positions[i]]), read through the row's
+// block table; block table entries wholly before a query's keys are never read. Every query head of
+// a GQA group shares the K and V it loads. With num_splits > 1 the context is cut into that many
+// chunks processed in parallel and merged by their log-sum-exp, so that a small batch still fills
+// the GPU. Used for decode rows; correct for any query whose own K and V are already in the cache.
 #ifndef CONVOY_KERNELS_PAGED_ATTENTION_DECODE_CUH_
 #define CONVOY_KERNELS_PAGED_ATTENTION_DECODE_CUH_
 
@@ -34,7 +35,8 @@ struct PagedAttentionDecodeParams {
   const int32_t* query_list = nullptr;  // [num_queries]
   int32_t num_q_heads = 0;  // a multiple of cache.num_kv_heads, at most kMaxGqaGroup times it
   float scale = 1.0f;       // usually 1 / sqrt(head_dim)
-  int32_t num_splits = 1;   // 1..kMaxAttentionSplits
+  int32_t window = 0;       // a sliding window of this many keys, the query's own included; 0: none
+  int32_t num_splits = 1;   // 1..kMaxAttentionSplits: the query's keys cut into that many chunks
   // Needed when num_splits > 1: num_queries * num_q_heads * num_splits entries.
   float* partial_out = nullptr;  // [entries, head_dim]
   float* partial_lse = nullptr;  // [entries]

@@ -47,7 +47,9 @@ __global__ void __launch_bounds__(kThreads) PrefillKernel(PagedAttentionPrefillP
   const int32_t first = p.tiles[2 * blockIdx.x];
   const int32_t n = p.tiles[2 * blockIdx.x + 1];
   const int32_t pos0 = p.positions[first];
-  const int32_t context = pos0 + n;  // keys [0, context)
+  const int32_t context = pos0 + n;  // keys [first_key, context)
+  // The first query's window starts the keys any query of the tile sees.
+  const int32_t first_key = p.window > 0 ? max(0, pos0 + 1 - p.window) : 0;
   const int32_t* blocks = p.block_ids + p.row_block_offset[p.token_row[first]];
   const int kv_head = q_head / (p.num_q_heads / p.cache.num_kv_heads);
   const T* cache = static_cast<const T*>(p.cache.base);
@@ -80,13 +82,13 @@ __global__ void __launch_bounds__(kThreads) PrefillKernel(PagedAttentionPrefillP
     }
   }
 
-  for (int32_t kbase = 0; kbase < context; kbase += kK) {
+  for (int32_t kbase = first_key / kK * kK; kbase < context; kbase += kK) {
     __syncthreads();  // the previous step's P and V (and, first time, nothing) are read
     for (int idx = tid; idx < kK * kChunks; idx += kThreads) {
       const int c = idx / kChunks, ch = idx % kChunks;
       const int32_t pos = kbase + c;
       float kf[8] = {0, 0, 0, 0, 0, 0, 0, 0}, vf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      if (pos < context) {
+      if (pos >= first_key && pos < context) {
         const int32_t block = blocks[pos / p.cache.block_size];
         const int32_t slot = pos % p.cache.block_size;
         const Pack8<T> kp = reinterpret_cast<const Pack8<T>*>(
@@ -131,8 +133,9 @@ __global__ void __launch_bounds__(kThreads) PrefillKernel(PagedAttentionPrefillP
     }
     __syncthreads();  // K is read; P goes where it was
 
-    // Causal mask, online softmax per row. Every query sees key 0, so after the first step each
-    // row's running max is finite and a row whose keys are all masked here gets exp(-inf) = 0.
+    // Causal (and window) mask, online softmax per row. A row whose keys are all masked so far
+    // has a running max of -inf: its exponentials are taken from 0 instead, giving exp(-inf) = 0
+    // where -inf - -inf would be NaN.
 #pragma unroll
     for (int i = 0; i < kRowsPerThread; ++i) {
       const int row = rg + 16 * i;
@@ -141,7 +144,9 @@ __global__ void __launch_bounds__(kThreads) PrefillKernel(PagedAttentionPrefillP
 #pragma unroll
       for (int j = 0; j < kColsPerThread; ++j) {
         const int32_t kpos = kbase + cg + 8 * j;
-        if (kpos > qpos || kpos >= context) s[i][j] = -INFINITY;
+        if (kpos > qpos || kpos >= context || (p.window > 0 && kpos <= qpos - p.window)) {
+          s[i][j] = -INFINITY;
+        }
         row_max = fmaxf(row_max, s[i][j]);
       }
       // The 8 threads of a row are consecutive lanes.
@@ -149,11 +154,12 @@ __global__ void __launch_bounds__(kThreads) PrefillKernel(PagedAttentionPrefillP
       row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 2));
       row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 4));
       const float new_max = fmaxf(m[i], row_max);
-      const float alpha = __expf(m[i] - new_max);
+      const float base = new_max == -INFINITY ? 0.0f : new_max;
+      const float alpha = __expf(m[i] - base);
       float row_sum = 0.0f;
 #pragma unroll
       for (int j = 0; j < kColsPerThread; ++j) {
-        const float e = __expf(s[i][j] - new_max);
+        const float e = __expf(s[i][j] - base);
         row_sum += e;
         p_s[row * S::kPStride + cg + 8 * j] = e;
       }
@@ -227,7 +233,7 @@ cudaError_t LaunchPagedAttentionPrefill(const PagedAttentionPrefillParams& param
       p.cache.base == nullptr || (hd != 64 && hd != 128) || p.cache.num_kv_heads <= 0 ||
       p.cache.block_size <= 0 || p.num_q_heads <= 0 || p.num_q_heads % p.cache.num_kv_heads != 0 ||
       p.q_row_stride < int64_t{p.num_q_heads} * hd || p.q_row_stride % 8 != 0 || p.num_tiles < 0 ||
-      p.num_tiles > INT32_MAX || p.num_q_heads > 65535) {
+      p.num_tiles > INT32_MAX || p.num_q_heads > 65535 || p.window < 0) {
     return cudaErrorInvalidValue;
   }
   if (p.num_tiles == 0) return cudaSuccess;

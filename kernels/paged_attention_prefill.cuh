@@ -1,9 +1,11 @@
 // Paged attention for prompt rows. A tile is up to kPrefillTile consecutive queries of one row
-// (positions p0 .. p0+n-1); each attends causally to the keys of its row at positions [0, own],
-// read through the row's block table. One block computes one tile for one query head: the tile's
-// queries stay in shared memory while the keys go by in tiles of 64 (online softmax in fp32), so K
-// and V are read once per 64 queries instead of once per query as the decode kernel does. The
-// queries' own K and V must already be in the cache (kv_write runs first in the same step).
+// (positions p0 .. p0+n-1); each attends causally to the keys of its row at positions [0, own]
+// (with a sliding window W, the latest W of them: [own + 1 - W, own]), read through the row's
+// block table; block table entries wholly before the tile's first query's keys are never read. One
+// block computes one tile for one query head: the tile's queries stay in shared memory while the
+// keys go by in tiles of 64 (online softmax in fp32), so K and V are read once per 64 queries
+// instead of once per query as the decode kernel does. The queries' own K and V must already be in
+// the cache (kv_write runs first in the same step).
 #ifndef CONVOY_KERNELS_PAGED_ATTENTION_PREFILL_CUH_
 #define CONVOY_KERNELS_PAGED_ATTENTION_PREFILL_CUH_
 
@@ -33,6 +35,7 @@ struct PagedAttentionPrefillParams {
   KvCacheLayout cache;      // head_dim 64 or 128
   int32_t num_q_heads = 0;  // a multiple of cache.num_kv_heads
   float scale = 1.0f;
+  int32_t window = 0;  // a sliding window of this many keys, the query's own included; 0: none
   HalfType dtype = HalfType::kBF16;
   bool tensor_cores = true;  // false: the CUDA-core kernel
 };

@@ -2,8 +2,9 @@
 // each owning 16 of the tile's 64 queries, compute S = Q K^T and O += P V with bf16/f16 mma.sync
 // m16n8k16 (fp32 accumulation), the online softmax staying in the score registers. K and V tiles
 // of 64 keys are copied into shared memory asynchronously (cp.async), two stages deep, so the
-// next tile's copy runs under this tile's products; keys past the tile's last query are never
-// loaded, and a warp skips a key tile that lies wholly after its own queries.
+// next tile's copy runs under this tile's products; keys past the tile's last query (and, with a
+// sliding window, before its first query's window) are never loaded, and a warp skips a key tile
+// that lies wholly after its own queries (or wholly before their windows).
 //
 // Register fragments follow the PTX ISA's layouts for m16n8k16: with g = lane / 4 and
 // t = lane % 4, a thread's accumulators c0, c1 are row g, columns 2t and 2t + 1 of an 8-column
@@ -118,7 +119,9 @@ __global__ void __launch_bounds__(kThreads) PrefillMmaKernel(PagedAttentionPrefi
   const int32_t first = p.tiles[2 * tile];
   const int32_t n = p.tiles[2 * tile + 1];
   const int32_t pos0 = p.positions[first];
-  const int32_t context = pos0 + n;  // keys [0, context)
+  const int32_t context = pos0 + n;  // keys [first_key, context)
+  // The first query's window starts the keys any query of the tile sees.
+  const int32_t first_key = p.window > 0 ? max(0, pos0 + 1 - p.window) : 0;
   const int32_t* blocks = p.block_ids + p.row_block_offset[p.token_row[first]];
   const int kv_head = q_head / (p.num_q_heads / p.cache.num_kv_heads);
   const T* cache = static_cast<const T*>(p.cache.base);
@@ -132,8 +135,9 @@ __global__ void __launch_bounds__(kThreads) PrefillMmaKernel(PagedAttentionPrefi
                          : q;
     CopyAsync16(q_s + r * S::kStride + ch * 8, src, r < n ? 16 : 0);
   }
-  // Keys at or past `context` are zeros in K and V: a masked score's weight is exactly 0, and
-  // 0 times a zero V adds nothing, where stale cache bytes could hold a NaN.
+  // Keys at or past `context` (or before `first_key`) are zeros in K and V: a masked score's
+  // weight is exactly 0, and 0 times a zero V adds nothing, where stale cache bytes could hold a
+  // NaN (and a block given back under the window, kNoBlock, is no block at all).
   auto load_kv = [&](int32_t kbase, int stage) {
     T* kd = k_s + stage * S::kTileElems;
     T* vd = v_s + stage * S::kTileElems;
@@ -142,7 +146,7 @@ __global__ void __launch_bounds__(kThreads) PrefillMmaKernel(PagedAttentionPrefi
       const int32_t pos = kbase + c;
       const T* ksrc = cache;
       const T* vsrc = cache;
-      const bool valid = pos < context;
+      const bool valid = pos >= first_key && pos < context;
       if (valid) {
         const int32_t block = blocks[pos / p.cache.block_size];
         const int32_t slot = pos % p.cache.block_size;
@@ -153,13 +157,14 @@ __global__ void __launch_bounds__(kThreads) PrefillMmaKernel(PagedAttentionPrefi
       CopyAsync16(vd + c * S::kStride + ch * 8, vsrc, valid ? 16 : 0);
     }
   };
-  load_kv(0, 0);
+  const int first_step = first_key / kK;
+  load_kv(first_step * kK, 0);
   CopyAsyncCommit();  // group: Q and the first K/V tile
 
   // Scores scaled into base 2: exp(s * scale) = exp2(s * scale * log2(e)).
   const float scale_log2 = p.scale * 1.4426950408889634f;
   const int32_t row_pos[2] = {pos0 + 16 * warp + g, pos0 + 16 * warp + g + 8};
-  const int32_t warp_last_pos = pos0 + 16 * warp + 15;
+  const int32_t warp_first_pos = pos0 + 16 * warp, warp_last_pos = warp_first_pos + 15;
   float m[2] = {-INFINITY, -INFINITY};  // running max, base 2 and scaled, of rows g and g + 8
   float l[2] = {0.0f, 0.0f};            // this thread's part of the running sums
   float o[kDimTiles][4];
@@ -170,9 +175,10 @@ __global__ void __launch_bounds__(kThreads) PrefillMmaKernel(PagedAttentionPrefi
   }
   uint32_t qf[kDimSteps][4];
 
-  const int num_steps = (context + kK - 1) / kK;
+  // Step i reads key tile first_step + i from stage i & 1.
+  const int num_steps = (context + kK - 1) / kK - first_step;
   for (int step = 0; step < num_steps; ++step) {
-    const int32_t kbase = step * kK;
+    const int32_t kbase = (first_step + step) * kK;
     if (step + 1 < num_steps) load_kv(kbase + kK, (step + 1) & 1);
     CopyAsyncCommit();   // possibly empty: keeps the wait below uniform
     CopyAsyncWait<1>();  // everything but the newest group: this step's tile (and Q) is in
@@ -186,9 +192,8 @@ __global__ void __launch_bounds__(kThreads) PrefillMmaKernel(PagedAttentionPrefi
     }
     const T* kt = k_s + (step & 1) * S::kTileElems;
     const T* vt = v_s + (step & 1) * S::kTileElems;
-    // Key 0 is in every query's view, so a warp's first step always computes; later steps
-    // wholly after the warp's queries are skipped.
-    if (kbase <= warp_last_pos) {
+    // A step wholly after the warp's queries, or wholly before their windows, is skipped.
+    if (kbase <= warp_last_pos && (p.window <= 0 || kbase + kK - 1 > warp_first_pos - p.window)) {
       float s[kKeyTiles][4];
 #pragma unroll
       for (int nt = 0; nt < kKeyTiles; ++nt) {
@@ -207,8 +212,9 @@ __global__ void __launch_bounds__(kThreads) PrefillMmaKernel(PagedAttentionPrefi
           Mma<T>(s[nt + 1], qf[ks], b[2], b[3]);
         }
       }
-      // Causal mask where the tile reaches past the tile's first query (or past the context).
-      const bool needs_mask = kbase + kK - 1 > pos0;
+      // Causal mask where the tile reaches past the tile's first query (or past the context);
+      // under a window, the window's start too.
+      const bool needs_mask = kbase + kK - 1 > pos0 || p.window > 0;
       float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
       for (int nt = 0; nt < kKeyTiles; ++nt) {
@@ -218,21 +224,27 @@ __global__ void __launch_bounds__(kThreads) PrefillMmaKernel(PagedAttentionPrefi
           float v = s[nt][e] * scale_log2;
           if (needs_mask) {
             const int32_t kpos = kbase + 8 * nt + 2 * t + (e & 1);
-            if (kpos > row_pos[half] || kpos >= context) v = -INFINITY;
+            if (kpos > row_pos[half] || kpos >= context ||
+                (p.window > 0 && kpos <= row_pos[half] - p.window)) {
+              v = -INFINITY;
+            }
           }
           s[nt][e] = v;
           tile_max[half] = fmaxf(tile_max[half], v);
         }
       }
-      float alpha[2];
+      // A row whose keys are all masked so far has a running max of -inf: its exponentials are
+      // taken from 0 instead, giving exp2(-inf) = 0 where -inf - -inf would be NaN.
+      float alpha[2], base[2];
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         // The four threads of a row are lanes 4g .. 4g + 3.
         float mx = tile_max[half];
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float new_max = fmaxf(m[half], mx);  // finite: key 0 was seen in step 0
-        alpha[half] = exp2f(m[half] - new_max);
+        const float new_max = fmaxf(m[half], mx);
+        base[half] = new_max == -INFINITY ? 0.0f : new_max;
+        alpha[half] = exp2f(m[half] - base[half]);
         m[half] = new_max;
         l[half] *= alpha[half];
       }
@@ -247,7 +259,7 @@ __global__ void __launch_bounds__(kThreads) PrefillMmaKernel(PagedAttentionPrefi
       for (int nt = 0; nt < kKeyTiles; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const float w = exp2f(s[nt][e] - m[e >> 1]);
+          const float w = exp2f(s[nt][e] - base[e >> 1]);
           s[nt][e] = w;
           l[e >> 1] += w;
         }

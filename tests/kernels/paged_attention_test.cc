@@ -9,6 +9,7 @@
 #include "kernels/gpu_test_util.h"
 #include "kernels/paged_attention_decode.cuh"
 #include "kernels/paged_attention_prefill.cuh"
+#include "kv/block_table.h"
 
 namespace convoy {
 namespace {
@@ -27,14 +28,16 @@ struct AttentionCase {
   int kv_heads;
   int block_size;
   int splits;
+  int window = 0;  // sliding window, keys; 0: none
 };
 
-// Each query attends to keys [0, its position] of its row: softmax(q k / sqrt(d)) v in double.
+// Each query attends to keys [0, its position] of its row (with a window W, the latest W of them):
+// softmax(q k / sqrt(d)) v in double.
 std::vector<float> ReferenceAttention(
     const std::vector<float>& q, int64_t q_stride, const std::vector<float>& cache,
     const kernels::KvCacheLayout& layout, const std::vector<int32_t>& positions,
     const std::vector<int32_t>& token_row, const std::vector<int32_t>& row_offset,
-    const std::vector<int32_t>& block_ids, int q_heads, float scale) {
+    const std::vector<int32_t>& block_ids, int q_heads, float scale, int window) {
   const int hd = layout.head_dim, bs = layout.block_size;
   const int group = q_heads / layout.num_kv_heads;
   const int queries = static_cast<int>(positions.size());
@@ -43,9 +46,10 @@ std::vector<float> ReferenceAttention(
     for (int h = 0; h < q_heads; ++h) {
       const int kvh = h / group;
       const int context = positions[i] + 1;
-      std::vector<double> scores(context);
+      const int first_key = window > 0 ? std::max(0, context - window) : 0;
+      std::vector<double> scores(context, 0.0);
       double max_score = -INFINITY;
-      for (int j = 0; j < context; ++j) {
+      for (int j = first_key; j < context; ++j) {
         const int block = block_ids[row_offset[token_row[i]] + j / bs];
         const float* k = cache.data() + KvOffset(layout, block, kvh, j % bs, false);
         double dot = 0.0;
@@ -54,10 +58,11 @@ std::vector<float> ReferenceAttention(
         max_score = std::max(max_score, scores[j]);
       }
       double sum = 0.0;
-      for (double& s : scores) sum += (s = std::exp(s - max_score));
+      for (int j = first_key; j < context; ++j)
+        sum += (scores[j] = std::exp(scores[j] - max_score));
       for (int d = 0; d < hd; ++d) {
         double acc = 0.0;
-        for (int j = 0; j < context; ++j) {
+        for (int j = first_key; j < context; ++j) {
           const int block = block_ids[row_offset[token_row[i]] + j / bs];
           acc += scores[j] * cache[KvOffset(layout, block, kvh, j % bs, true) + d];
         }
@@ -66,6 +71,34 @@ std::vector<float> ReferenceAttention(
     }
   }
   return want;
+}
+
+// Under a window, every block table entry wholly before the window of its row's earliest query
+// points at `poison`, a block of NaNs: a kernel that reads one (the scheduler gives such blocks
+// back) puts a NaN in the output. Returns how many entries it changed.
+int PoisonBlocksBeforeWindows(const AttentionCase& c, const std::vector<int32_t>& positions,
+                              const std::vector<int32_t>& token_row,
+                              const std::vector<int32_t>& row_offset, int32_t poison,
+                              std::vector<int32_t>* block_ids) {
+  if (c.window <= 0) return 0;
+  std::vector<int32_t> earliest(row_offset.size(), INT32_MAX);
+  for (size_t i = 0; i < positions.size(); ++i) {
+    earliest[token_row[i]] = std::min(earliest[token_row[i]], positions[i]);
+  }
+  int poisoned = 0;
+  for (size_t r = 0; r < row_offset.size(); ++r) {
+    const int64_t before = BlocksBeforeWindow(earliest[r], c.window, c.block_size);
+    for (int64_t b = 0; b < before; ++b) (*block_ids)[row_offset[r] + b] = poison;
+    poisoned += static_cast<int>(before);
+  }
+  return poisoned;
+}
+
+// Block `block`'s K and V, every layer and head, are NaN.
+void FillBlockWithNaN(const kernels::KvCacheLayout& layout, int32_t block,
+                      std::vector<float>* cache) {
+  std::fill(cache->begin() + int64_t{block} * layout.block_stride,
+            cache->begin() + int64_t{block + 1} * layout.block_stride, NAN);
 }
 
 void CheckAttention(const AttentionCase& c) {
@@ -95,6 +128,13 @@ void CheckAttention(const AttentionCase& c) {
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), std::mt19937(11));
   for (int32_t& b : block_ids) b = perm[b];
+  // An unused block (there are three) holds NaNs for the entries a window leaves unread.
+  const int32_t poison = perm[total_blocks];
+  const int poisoned =
+      PoisonBlocksBeforeWindows(c, positions, token_row, row_offset, poison, &block_ids);
+  if (c.window > 0) {
+    EXPECT_GT(poisoned, 0);
+  }
 
   kernels::KvCacheLayout layout;
   layout.block_size = c.block_size;
@@ -104,7 +144,8 @@ void CheckAttention(const AttentionCase& c) {
   layout.v_offset = int64_t{c.kv_heads} * c.block_size * c.head_dim;
   layout.block_stride = 2 * layout.v_offset * 3;  // three layers; test the middle one
   layout.layer_offset = 2 * layout.v_offset;
-  const std::vector<float> cache = RoundBF16(RandomFloats(num_blocks * layout.block_stride, 21));
+  std::vector<float> cache = RoundBF16(RandomFloats(num_blocks * layout.block_stride, 21));
+  FillBlockWithNaN(layout, poison, &cache);
   const int64_t q_stride = int64_t{c.q_heads + 2 * c.kv_heads} * c.head_dim;
   const std::vector<float> q = RoundBF16(RandomFloats(queries * q_stride, 22));
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -127,6 +168,7 @@ void CheckAttention(const AttentionCase& c) {
   p.num_queries = queries;
   p.num_q_heads = c.q_heads;
   p.scale = scale;
+  p.window = c.window;
   p.num_splits = c.splits;
   p.partial_out = d_partial.get();
   p.partial_lse = d_lse.get();
@@ -135,11 +177,13 @@ void CheckAttention(const AttentionCase& c) {
   CUDA_ASSERT_OK(cudaDeviceSynchronize());
 
   const int group = c.q_heads / c.kv_heads;
-  const std::vector<float> want = ReferenceAttention(
-      q, q_stride, cache, layout, positions, token_row, row_offset, block_ids, c.q_heads, scale);
+  const std::vector<float> want =
+      ReferenceAttention(q, q_stride, cache, layout, positions, token_row, row_offset, block_ids,
+                         c.q_heads, scale, c.window);
   const double err = RelativeError(FromBF16(d_out.Download()), want);
   ReportError("paged_attention_hd" + std::to_string(c.head_dim) + "_g" + std::to_string(group) +
-                  "_splits" + std::to_string(c.splits),
+                  "_splits" + std::to_string(c.splits) +
+                  (c.window > 0 ? "_window" + std::to_string(c.window) : ""),
               err);
   EXPECT_LT(err, 1e-2);
 }
@@ -159,6 +203,14 @@ TEST(PagedAttentionKernel, HeadDim64NoGqaOddBlocks) {
 TEST(PagedAttentionKernel, HeadDim64Group8Split) {
   CONVOY_SKIP_WITHOUT_GPU();
   CheckAttention({64, 8, 1, 16, 32});
+}
+// Mistral's and Phi-3's sliding window: a query sees only its latest `window` keys, split or not,
+// and never reads the blocks before them (NaN-filled here).
+TEST(PagedAttentionKernel, SlidingWindow) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  CheckAttention({128, 8, 2, 16, 1, 45});
+  CheckAttention({64, 3, 3, 7, 5, 45});
+  CheckAttention({64, 8, 1, 16, 32, 100});
 }
 
 // Prompt rows through the prefill kernel: whole prompts and chunks that continue a cached prefix
@@ -198,6 +250,13 @@ void CheckPrefill(const AttentionCase& c, bool tensor_cores) {
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), std::mt19937(5));
   for (int32_t& b : block_ids) b = perm[b];
+  // An unused block (there are two) holds NaNs for the entries a window leaves unread.
+  const int32_t poison = perm[total_blocks];
+  const int poisoned =
+      PoisonBlocksBeforeWindows(c, positions, token_row, row_offset, poison, &block_ids);
+  if (c.window > 0) {
+    EXPECT_GT(poisoned, 0);
+  }
 
   kernels::KvCacheLayout layout;
   layout.block_size = c.block_size;
@@ -207,7 +266,8 @@ void CheckPrefill(const AttentionCase& c, bool tensor_cores) {
   layout.v_offset = int64_t{c.kv_heads} * c.block_size * c.head_dim;
   layout.block_stride = 2 * layout.v_offset * 2;  // two layers; test the second
   layout.layer_offset = 2 * layout.v_offset;
-  const std::vector<float> cache = RoundBF16(RandomFloats(num_blocks * layout.block_stride, 31));
+  std::vector<float> cache = RoundBF16(RandomFloats(num_blocks * layout.block_stride, 31));
+  FillBlockWithNaN(layout, poison, &cache);
   const int64_t q_stride = int64_t{c.q_heads + 2 * c.kv_heads} * c.head_dim;
   const std::vector<float> q = RoundBF16(RandomFloats(queries * q_stride, 32, 2.0f));
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -230,6 +290,7 @@ void CheckPrefill(const AttentionCase& c, bool tensor_cores) {
   p.cache = layout;
   p.num_q_heads = c.q_heads;
   p.scale = scale;
+  p.window = c.window;
   p.tensor_cores = tensor_cores;
   CUDA_ASSERT_OK(kernels::LaunchPagedAttentionPrefill(p, nullptr));
   const int64_t entries = static_cast<int64_t>(decode_list.size()) * c.q_heads * c.splits;
@@ -247,6 +308,7 @@ void CheckPrefill(const AttentionCase& c, bool tensor_cores) {
   dp.query_list = d_list.get();
   dp.num_q_heads = c.q_heads;
   dp.scale = scale;
+  dp.window = c.window;
   dp.num_splits = c.splits;
   dp.partial_out = d_partial.get();
   dp.partial_lse = d_lse.get();
@@ -254,13 +316,15 @@ void CheckPrefill(const AttentionCase& c, bool tensor_cores) {
   CUDA_ASSERT_OK(kernels::LaunchPagedAttentionDecode(dp, nullptr));
   CUDA_ASSERT_OK(cudaDeviceSynchronize());
 
-  const std::vector<float> want = ReferenceAttention(
-      q, q_stride, cache, layout, positions, token_row, row_offset, block_ids, c.q_heads, scale);
+  const std::vector<float> want =
+      ReferenceAttention(q, q_stride, cache, layout, positions, token_row, row_offset, block_ids,
+                         c.q_heads, scale, c.window);
   const double err = RelativeError(FromBF16(d_out.Download()), want);  // NaN where unwritten
   ReportError(
       std::string(tensor_cores ? "paged_attention_prefill_mma" : "paged_attention_prefill") +
           "_hd" + std::to_string(c.head_dim) + "_g" + std::to_string(c.q_heads / c.kv_heads) +
-          "_bs" + std::to_string(c.block_size),
+          "_bs" + std::to_string(c.block_size) +
+          (c.window > 0 ? "_window" + std::to_string(c.window) : ""),
       err);
   EXPECT_LT(err, 1e-2);
 }
@@ -284,6 +348,18 @@ TEST(PagedAttentionPrefillKernel, CudaCoresHeadDim128Group4) {
 TEST(PagedAttentionPrefillKernel, CudaCoresHeadDim64NoGqaOddBlocks) {
   CONVOY_SKIP_WITHOUT_GPU();
   CheckPrefill({64, 3, 3, 7, 1}, /*tensor_cores=*/false);
+}
+
+// A sliding window shorter and longer than a tile, over whole prompts and continued chunks: a
+// tile's early queries see keys its late ones do not, and rows wholly outside every window of a
+// key tile (the window's first tiles) must give weights of exactly 0, not NaN.
+TEST(PagedAttentionPrefillKernel, SlidingWindow) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  for (bool tensor_cores : {true, false}) {
+    SCOPED_TRACE(tensor_cores ? "tensor cores" : "CUDA cores");
+    CheckPrefill({128, 8, 2, 16, 3, 45}, tensor_cores);
+    CheckPrefill({64, 3, 3, 7, 1, 100}, tensor_cores);
+  }
 }
 
 TEST(PagedAttentionPrefillKernel, RejectsBadShapes) {

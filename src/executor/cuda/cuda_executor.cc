@@ -23,6 +23,7 @@
 #include "kernels/rotary.cuh"
 #include "kernels/sampling.cuh"
 #include "kernels/silu_mul.cuh"
+#include "kv/block_table.h"
 #include "spdlog/spdlog.h"
 
 namespace convoy {
@@ -30,6 +31,16 @@ namespace convoy {
 using cuda::DeviceBuffer;
 using cuda::PinnedBuffer;
 using kernels::HalfType;
+
+namespace {
+
+// The sliding window layer `layer` attends through, for the attention kernels; 0: none.
+int32_t LayerWindow(const ModelConfig& c, int64_t layer) {
+  if (!c.LayerSliding(layer)) return 0;
+  return static_cast<int32_t>(std::min<int64_t>(c.sliding_window, INT32_MAX));
+}
+
+}  // namespace
 
 bool CudaDeviceAvailable() {
   int count = 0;
@@ -355,8 +366,10 @@ absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
     CUDA_RETURN_IF_ERROR(kernels::LaunchRotary(rope, stream));
     // Long rows' tokens by tiles, the rest one query at a time: disjoint parts of attn_out.
     prefill.cache = layer_cache;
+    prefill.window = LayerWindow(c, static_cast<int64_t>(l));
     CUDA_RETURN_IF_ERROR(kernels::LaunchPagedAttentionPrefill(prefill, stream));
     attn.cache = layer_cache;
+    attn.window = prefill.window;
     CUDA_RETURN_IF_ERROR(kernels::LaunchPagedAttentionDecode(attn, stream));
     RETURN_IF_ERROR(Product(attn_out.get(), w.o_proj, delta.get(), t, h, c.q_size(), true));
     norm.weight = w.post_norm;
@@ -446,6 +459,7 @@ absl::Status CudaExecutor::Impl::RunDecodeGraph(int64_t batch, const cuda::StepL
 }
 
 absl::Status CudaExecutor::Impl::CheckCapacity(const StepPlan& plan) const {
+  const int64_t kv_window = model->config().KvWindow();
   int64_t tokens = 0, logit_rows = 0;
   for (size_t r = 0; r < plan.rows.size(); ++r) {
     const StepRow& row = plan.rows[r];
@@ -458,7 +472,11 @@ absl::Status CudaExecutor::Impl::CheckCapacity(const StepPlan& plan) const {
           absl::StrFormat("row %d: block_table has %d blocks, positions up to %d need %d", r,
                           row.block_table.size(), row.start_pos + n, needed));
     }
+    // Under a sliding window through every layer, the blocks before the row's first token's
+    // window are never read, and the scheduler gives them back (kNoBlock).
+    const int64_t unread = BlocksBeforeWindow(row.start_pos, kv_window, spec.block_size);
     for (int64_t b = 0; b < needed; ++b) {
+      if (row.block_table[b] == kNoBlock && b < unread) continue;
       if (row.block_table[b] < 0 || row.block_table[b] >= spec.num_blocks) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "row %d: block_table[%d] = %d is not a block", r, b, row.block_table[b]));
@@ -664,17 +682,14 @@ HalfType ToHalfType(CudaWeightType type) {
   return type == CudaWeightType::kF16 ? HalfType::kF16 : HalfType::kBF16;
 }
 
-// The CUDA kernels run Llama's layout, Qwen2's QKV biases and Qwen3's per-head Q/K norms. Any
-// other departure from Llama (Mistral's and Gemma 3's sliding windows, Phi-3's fused projections
-// and LongRoPE, partial rotary embeddings, Gemma 3's activation and norms) is refused by name
+// The CUDA kernels run Llama's layout, Qwen2's QKV biases, Qwen3's per-head Q/K norms, Mistral's
+// and Phi-3's sliding windows, and Phi-3's fused projections (uploaded as the device's fused QKV
+// and gate/up matrices, which they already are). Any other departure from Llama (Phi-3's
+// LongRoPE, partial rotary embeddings, Gemma 3's activation, norms and scaling) is refused by name
 // rather than run without it.
 absl::Status CheckFamily(const ModelConfig& config) {
   const char* departure = nullptr;
-  if (config.sliding_window > 0 || !config.layer_sliding.empty()) {
-    departure = "sliding-window attention";
-  } else if (config.fused_projections) {
-    departure = "fused QKV and gate/up projections";
-  } else if (config.rope_scaling.rope_type == "longrope") {
+  if (config.rope_scaling.rope_type == "longrope") {
     departure = "LongRoPE scaling";
   } else if (config.RotaryDim() != config.head_dim) {
     departure = "partial rotary embeddings";
