@@ -9,7 +9,7 @@ template <typename T>
 __global__ void RotaryKernel(RotaryParams p) {
   GridDependencyWait();
   const int64_t token = blockIdx.x;
-  const int half_dim = p.head_dim / 2;
+  const int half_dim = (p.rotary_dim > 0 ? p.rotary_dim : p.head_dim) / 2;
   const int num_pairs = (p.num_q_heads + p.num_kv_heads) * half_dim;
   const float pos = static_cast<float>(p.positions[token]);
   T* row = static_cast<T*>(p.qkv) + token * p.row_stride;
@@ -45,6 +45,8 @@ __global__ void RotaryKernel(RotaryParams p) {
     const int i = pair - head * half_dim;
     float s, c;
     sincosf(pos * p.inv_freq[i], &s, &c);
+    s *= p.cos_sin_scale;
+    c *= p.cos_sin_scale;
     T* x = row + static_cast<int64_t>(head) * p.head_dim;
     const float a = ToFloat(x[i]);
     const float b = ToFloat(x[i + half_dim]);
@@ -62,9 +64,10 @@ __global__ void RotaryKernel(RotaryParams p) {
 cudaError_t LaunchRotary(const RotaryParams& params, cudaStream_t stream) {
   const RotaryParams& p = params;
   if (p.qkv == nullptr || p.positions == nullptr || p.inv_freq == nullptr || p.head_dim <= 0 ||
-      p.head_dim % 2 != 0 || p.num_q_heads <= 0 || p.num_kv_heads <= 0 ||
-      p.row_stride < int64_t{p.num_q_heads + p.num_kv_heads} * p.head_dim || p.num_tokens < 0 ||
-      p.num_tokens > INT32_MAX) {
+      p.head_dim % 2 != 0 || p.rotary_dim < 0 || p.rotary_dim % 2 != 0 ||
+      p.rotary_dim > p.head_dim || !(p.cos_sin_scale > 0.0f) || p.num_q_heads <= 0 ||
+      p.num_kv_heads <= 0 || p.row_stride < int64_t{p.num_q_heads + p.num_kv_heads} * p.head_dim ||
+      p.num_tokens < 0 || p.num_tokens > INT32_MAX) {
     return cudaErrorInvalidValue;
   }
   if ((p.q_norm == nullptr) != (p.k_norm == nullptr) || !(p.norm_eps > 0.0f)) {

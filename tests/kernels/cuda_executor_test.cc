@@ -430,11 +430,52 @@ TEST_F(CudaExecutorParityTest, SlidingWindowAndFusedProjectionsGiveTheCpuExecuto
   EXPECT_GE(agreed_, compared_ * 9 / 10);
 }
 
-// Every other departure from Llama (Phi-3's LongRoPE, Gemma 3's layout, activation and scaling) is
-// refused at load, naming the family, rather than run without it; the families it runs are not
+// Phi-3 with LongRoPE (its long factors, since the context served is past the original) and,
+// as Phi-4-mini, a partial rotary embedding (48 of 64 dimensions): the frequencies and the cos/sin
+// factor are model/rope_frequencies.h's on both executors.
+TEST_F(CudaExecutorParityTest, LongRopeAndPartialRotaryGiveTheCpuExecutorsLogitsAndTokens) {
+  for (const int rotary_dim : {0, 48}) {
+    SCOPED_TRACE(rotary_dim);
+    ModelConfig config = SmallConfig();
+    config.architecture = "Phi3ForCausalLM";
+    config.fused_projections = true;
+    config.rotary_dim = rotary_dim;
+    const int64_t pairs = config.RotaryDim() / 2;
+    config.rope_theta = 10000.0;
+    config.rope_scaling = RopeScaling();
+    config.rope_scaling.rope_type = "longrope";
+    config.rope_scaling.original_max_position_embeddings = 64;
+    for (int64_t i = 0; i < pairs; ++i) {
+      config.rope_scaling.short_factor.push_back(1.0 + 0.05 * static_cast<double>(i));
+      config.rope_scaling.long_factor.push_back(1.0 + 0.8 * static_cast<double>(i));
+    }
+    config.rope_scaling.attention_factor = 1.19;
+    ASSERT_NO_FATAL_FAILURE(Load(config));
+    const std::vector<int32_t> prompt = Tokens(100, 25);
+    StepPlan plan;
+    plan.rows.push_back(Row(0, prompt, 0, true, true));
+    plan.rows.push_back(Row(1, Tokens(7, 26), 0, true, true));
+    StepResult cpu, gpu;
+    ASSERT_NO_FATAL_FAILURE(RunBoth(plan, &cpu, &gpu));
+    std::vector<int32_t> next = {cpu.rows[0].token, cpu.rows[1].token}, pos = {100, 7};
+    for (int step = 0; step < 6; ++step) {
+      plan.rows.clear();
+      for (int r = 0; r < 2; ++r) plan.rows.push_back(Row(r, {next[r]}, pos[r], true, step % 2));
+      ASSERT_NO_FATAL_FAILURE(RunBoth(plan, &cpu, &gpu));
+      for (int r = 0; r < 2; ++r) {
+        next[r] = cpu.rows[r].token;
+        ++pos[r];
+      }
+    }
+  }
+  EXPECT_GE(agreed_, compared_ * 9 / 10);
+}
+
+// Gemma 3's departures from Llama (its activation, norms, scaling and per-layer rope bases) are
+// refused at load, naming the family, rather than run without them; the families it runs are not
 // (no device is touched first, so this holds on a machine without a GPU too).
 TEST(CudaExecutorFamilies, RefusesFamiliesItDoesNotRun) {
-  for (const char* model : {"phi3", "mistral", "qwen2", "qwen3"}) {
+  for (const char* model : {"phi3", "phi3_longrope", "phi4_mini", "mistral", "qwen2", "qwen3"}) {
     SCOPED_TRACE(model);
     auto weights = ModelWeights::Load(TestSourceDir() + "/tests/fixtures/families/" + model);
     ASSERT_OK(weights);
@@ -446,8 +487,7 @@ TEST(CudaExecutorFamilies, RefusesFamiliesItDoesNotRun) {
     EXPECT_NE(executor.status().code(), absl::StatusCode::kUnimplemented) << executor.status();
   }
   for (const auto& [model, architecture] :
-       {std::pair<std::string, std::string>{"phi3_longrope", "Phi3ForCausalLM"},
-        {"gemma3", "Gemma3ForCausalLM"}}) {
+       {std::pair<std::string, std::string>{"gemma3", "Gemma3ForCausalLM"}}) {
     auto weights = ModelWeights::Load(TestSourceDir() + "/tests/fixtures/families/" + model);
     ASSERT_OK(weights);
     absl::StatusOr<std::unique_ptr<CudaExecutor>> executor =

@@ -116,15 +116,18 @@ TEST(RmsNormKernel, FusedAddWithGatheredRows) {
   CheckRmsNorm(true, true);
 }
 
-TEST(RotaryKernel, RotatesQueryAndKeyHeadsOnly) {
-  CONVOY_SKIP_WITHOUT_GPU();
+// rotary_dim 0: every dimension turns; otherwise the first rotary_dim of each head (Phi-4-mini's
+// partial rotary embedding) and the rest pass unchanged. `scale` multiplies cos and sin
+// (LongRoPE's attention factor).
+void CheckRotary(int rotary_dim, float scale) {
   const int tokens = 11, q_heads = 6, kv_heads = 2, head_dim = 64;
+  const int r = rotary_dim > 0 ? rotary_dim : head_dim;
   const int64_t stride = (q_heads + 2 * kv_heads) * head_dim;
   const std::vector<float> qkv = RoundBF16(RandomFloats(tokens * stride, 5));
   std::vector<int32_t> positions(tokens);
   for (int t = 0; t < tokens; ++t) positions[t] = t * 97 + 3;
-  std::vector<float> inv_freq(head_dim / 2);
-  for (int i = 0; i < head_dim / 2; ++i) inv_freq[i] = std::pow(500000.0f, -2.0f * i / head_dim);
+  std::vector<float> inv_freq(r / 2);
+  for (int i = 0; i < r / 2; ++i) inv_freq[i] = std::pow(500000.0f, -2.0f * i / r);
   DeviceArray<uint16_t> d_qkv(ToBF16(qkv));
   DeviceArray<int32_t> d_pos(positions);
   DeviceArray<float> d_freq(inv_freq);
@@ -137,24 +140,47 @@ TEST(RotaryKernel, RotatesQueryAndKeyHeadsOnly) {
   p.num_q_heads = q_heads;
   p.num_kv_heads = kv_heads;
   p.head_dim = head_dim;
+  p.rotary_dim = rotary_dim;
+  p.cos_sin_scale = scale;
   CUDA_ASSERT_OK(kernels::LaunchRotary(p, nullptr));
   CUDA_ASSERT_OK(cudaDeviceSynchronize());
   std::vector<float> want = qkv;
   for (int t = 0; t < tokens; ++t) {
     for (int h = 0; h < q_heads + kv_heads; ++h) {
       float* x = want.data() + t * stride + h * head_dim;
-      for (int i = 0; i < head_dim / 2; ++i) {
+      for (int i = 0; i < r / 2; ++i) {
         const double angle = static_cast<double>(positions[t]) * inv_freq[i];
-        const double c = std::cos(angle), s = std::sin(angle);
-        const float a = x[i], b = x[i + head_dim / 2];
+        const double c = std::cos(angle) * scale, s = std::sin(angle) * scale;
+        const float a = x[i], b = x[i + r / 2];
         x[i] = static_cast<float>(a * c - b * s);
-        x[i + head_dim / 2] = static_cast<float>(b * c + a * s);
+        x[i + r / 2] = static_cast<float>(b * c + a * s);
       }
     }
   }
-  const double err = RelativeError(FromBF16(d_qkv.Download()), want);
-  ReportError("rotary", err);
+  const std::vector<float> got = FromBF16(d_qkv.Download());
+  const double err = RelativeError(got, want);
+  ReportError(rotary_dim > 0 ? "rotary_partial" : "rotary", err);
   EXPECT_LT(err, 1e-2);
+  // The dimensions past rotary_dim, and the values, are left exactly as they were.
+  for (int t = 0; t < tokens; ++t) {
+    for (int d = 0; d < stride; ++d) {
+      const bool turned = d < (q_heads + kv_heads) * head_dim && d % head_dim < r;
+      if (!turned) {
+        ASSERT_EQ(got[t * stride + d], qkv[t * stride + d]) << t << " " << d;
+      }
+    }
+  }
+}
+
+TEST(RotaryKernel, RotatesQueryAndKeyHeadsOnly) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  CheckRotary(0, 1.0f);
+}
+
+// Phi-4-mini's partial rotary embedding (48 of 64 dimensions) with LongRoPE's factor on cos, sin.
+TEST(RotaryKernel, PartialRotaryAndCosSinScale) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  CheckRotary(48, 1.19f);
 }
 
 TEST(KvWriteKernel, WritesEachTokenToItsBlockSlot) {

@@ -1,9 +1,9 @@
 #include "executor/cpu/ops.h"
 
 #include <cmath>
-#include <numbers>
 
 #include "common/simd.h"
+#include "model/rope_frequencies.h"
 
 namespace convoy {
 
@@ -91,37 +91,8 @@ void AddInPlace(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
-RopeTable::RopeTable(const ModelConfig& config) {
-  const int64_t dim = config.RotaryDim();
-  inv_freq_.resize(dim / 2);
-  const RopeScaling& s = config.rope_scaling;
-  const std::vector<double>& long_rope = config.LongRopeFactors();
-  if (!long_rope.empty()) scale_ = static_cast<float>(s.attention_factor);
-  for (int64_t i = 0; i < dim / 2; ++i) {
-    const float exponent = static_cast<float>(2 * i) / static_cast<float>(dim);
-    float inv =
-        static_cast<float>(1.0 / std::pow(config.rope_theta, static_cast<double>(exponent)));
-    if (!long_rope.empty()) {
-      // 1 / (factor * base^exponent), each step rounded to fp32 as transformers computes it.
-      const float base_power =
-          static_cast<float>(std::pow(config.rope_theta, static_cast<double>(exponent)));
-      inv = 1.0f / (static_cast<float>(long_rope[static_cast<size_t>(i)]) * base_power);
-    } else if (s.rope_type == "llama3") {
-      // Long wavelengths are slowed by `factor`, short ones kept, the band between blended.
-      const double low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
-      const double high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
-      const double wavelen = 2.0 * std::numbers::pi / inv;
-      if (wavelen > low_wavelen) {
-        inv = static_cast<float>(inv / s.factor);
-      } else if (wavelen >= high_wavelen) {
-        const double smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) /
-                              (s.high_freq_factor - s.low_freq_factor);
-        inv = static_cast<float>((1.0 - smooth) * inv / s.factor + smooth * inv);
-      }
-    }
-    inv_freq_[i] = inv;
-  }
-}
+RopeTable::RopeTable(const ModelConfig& config)
+    : inv_freq_(RopeInverseFrequencies(config)), scale_(RopeCosSinScale(config)) {}
 
 void GeluTanhMul(const float* gate_up, int64_t rows, int64_t inter, float* out) {
   // sqrt(2 / pi), as PyTorch's kBeta.

@@ -37,10 +37,9 @@ void SoftCap(float* x, int64_t n, float cap);
 void AddInPlace(float* x, const float* y, int64_t n);
 
 // Rotary embedding tables in the layout Hugging Face Llama uses (rotate-half, not interleaved):
-// the angle of pair i at position p is p * inv_freq[i], computed in fp32 as transformers does.
-// The model's rope scaling is applied here, and only here: llama3's frequency scaling, and
-// LongRoPE's frequency factors (those ModelConfig::LongRopeFactors chooses) with its attention
-// factor multiplying cos and sin.
+// the angle of pair i at position p is p * inv_freq[i], computed in fp32 as transformers does,
+// with the frequencies and the cos/sin factor that model/rope_frequencies.h derives from the
+// config (its rope scaling applied there).
 class RopeTable {
  public:
   explicit RopeTable(const ModelConfig& config);
@@ -61,7 +60,7 @@ class RopeTable {
 
  private:
   std::vector<float> inv_freq_;
-  float scale_ = 1.0f;  // multiplies cos and sin (LongRoPE's attention factor)
+  float scale_;  // multiplies cos and sin (LongRoPE's attention factor)
 };
 
 }  // namespace convoy

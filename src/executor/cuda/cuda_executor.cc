@@ -287,6 +287,8 @@ absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
   rope.row_stride = qkv_cols;
   rope.positions = positions;
   rope.inv_freq = model->inv_freq();
+  rope.rotary_dim = static_cast<int32_t>(c.RotaryDim());
+  rope.cos_sin_scale = model->rope_scale();
   rope.num_tokens = t;
   rope.num_q_heads = static_cast<int32_t>(c.num_attention_heads);
   rope.num_kv_heads = static_cast<int32_t>(c.num_key_value_heads);
@@ -683,25 +685,19 @@ HalfType ToHalfType(CudaWeightType type) {
 }
 
 // The CUDA kernels run Llama's layout, Qwen2's QKV biases, Qwen3's per-head Q/K norms, Mistral's
-// and Phi-3's sliding windows, and Phi-3's fused projections (uploaded as the device's fused QKV
-// and gate/up matrices, which they already are). Any other departure from Llama (Phi-3's
-// LongRoPE, partial rotary embeddings, Gemma 3's activation, norms and scaling) is refused by name
-// rather than run without it.
+// and Phi-3's sliding windows, Phi-3's fused projections (uploaded as the device's fused QKV and
+// gate/up matrices, which they already are), LongRoPE and partial rotary embeddings. Gemma 3's
+// departures (its activation, norms, scaling and per-layer rope bases) are refused by name rather
+// than run without them.
 absl::Status CheckFamily(const ModelConfig& config) {
-  const char* departure = nullptr;
-  if (config.rope_scaling.rope_type == "longrope") {
-    departure = "LongRoPE scaling";
-  } else if (config.RotaryDim() != config.head_dim) {
-    departure = "partial rotary embeddings";
-  } else if (config.activation != Activation::kSilu || config.sandwich_norms ||
-             config.norm_weight_offset != 0.0 || config.embedding_scale != 1.0 ||
-             config.query_pre_attn_scalar != 0.0 || config.final_logit_softcapping != 0.0) {
-    departure = "Gemma 3's activation, norms and scaling";
-  }
-  if (departure != nullptr) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "the CUDA executor does not run %s yet (%s); serve it with the CPU executor",
-        config.architecture, departure));
+  if (config.activation != Activation::kSilu || config.sandwich_norms ||
+      config.norm_weight_offset != 0.0 || config.embedding_scale != 1.0 ||
+      config.query_pre_attn_scalar != 0.0 || config.final_logit_softcapping != 0.0 ||
+      !config.layer_sliding.empty()) {
+    return absl::UnimplementedError(
+        absl::StrFormat("the CUDA executor does not run %s yet (Gemma 3's activation, norms, "
+                        "scaling and per-layer rope bases); serve it with the CPU executor",
+                        config.architecture));
   }
   return absl::OkStatus();
 }

@@ -2,13 +2,13 @@
 
 #include <cmath>
 #include <cstring>
-#include <numbers>
 
 #include "common/half.h"
 #include "convoy/status_macros.h"
 #include "executor/cuda/cuda_check.h"
 #include "kernels/fill_random.cuh"
 #include "model/gguf_file.h"
+#include "model/rope_frequencies.h"
 #include "model/tensor_rows.h"
 
 namespace convoy::cuda {
@@ -52,30 +52,6 @@ absl::Status Fill(const void* dst, int64_t elements, kernels::HalfType dtype, fl
 }
 
 }  // namespace
-
-std::vector<float> RopeInverseFrequencies(const ModelConfig& config) {
-  const int64_t dim = config.head_dim;
-  std::vector<float> result(dim / 2);
-  const RopeScaling& s = config.rope_scaling;
-  const bool llama3 = s.rope_type == "llama3";
-  const double low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
-  const double high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
-  for (int64_t i = 0; i < dim / 2; ++i) {
-    double inv = 1.0 / std::pow(config.rope_theta, static_cast<double>(2 * i) / dim);
-    if (llama3) {
-      const double wavelen = 2.0 * std::numbers::pi / inv;
-      if (wavelen > low_wavelen) {
-        inv /= s.factor;
-      } else if (wavelen >= high_wavelen) {
-        const double smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) /
-                              (s.high_freq_factor - s.low_freq_factor);
-        inv = (1.0 - smooth) * inv / s.factor + smooth * inv;
-      }
-    }
-    result[i] = static_cast<float>(inv);
-  }
-  return result;
-}
 
 namespace {
 
@@ -243,6 +219,7 @@ absl::Status DeviceModel::Allocate(const ModelConfig& config, kernels::HalfType 
                        at(o.qkv_bias), at(o.q_norm), at(o.k_norm)});
   }
   const std::vector<float> inv_freq = RopeInverseFrequencies(config);
+  rope_scale_ = RopeCosSinScale(config);
   ASSIGN_OR_RETURN(inv_freq_, DeviceBuffer::Allocate(inv_freq.size() * sizeof(float)));
   CUDA_RETURN_IF_ERROR(cudaMemcpy(inv_freq_.get(), inv_freq.data(), inv_freq.size() * sizeof(float),
                                   cudaMemcpyHostToDevice));

@@ -73,7 +73,9 @@ class DeviceModel {
   const void* final_norm() const { return final_norm_; }
   const DeviceMatrix& lm_head() const { return lm_head_; }  // [vocab, hidden]
   const std::vector<DeviceLayer>& layers() const { return layers_; }
-  const float* inv_freq() const { return inv_freq_.as<float>(); }  // [head_dim / 2]
+  // [RotaryDim() / 2]: model/rope_frequencies.h's, on the device.
+  const float* inv_freq() const { return inv_freq_.as<float>(); }
+  float rope_scale() const { return rope_scale_; }  // multiplies cos and sin (LongRoPE)
   int64_t weight_bytes() const { return static_cast<int64_t>(storage_.size()); }
 
  private:
@@ -87,14 +89,12 @@ class DeviceModel {
   kernels::HalfType dtype_ = kernels::HalfType::kBF16;
   DeviceBuffer storage_;
   DeviceBuffer inv_freq_;
+  float rope_scale_ = 1.0f;
   const void* embed_tokens_ = nullptr;
   const void* final_norm_ = nullptr;
   DeviceMatrix lm_head_;
   std::vector<DeviceLayer> layers_;
 };
-
-// The rotary inverse frequencies, with Llama 3 scaling when the config asks for it.
-std::vector<float> RopeInverseFrequencies(const ModelConfig& config);
 
 }  // namespace convoy::cuda
 
