@@ -178,6 +178,10 @@ class CudaExecutorParityTest : public ::testing::Test {
     *gpu_result = std::move(*gpu);
   }
 
+  // Two sequences' whole prompts (`a` and `b` tokens, from seeds `seed` and seed + 1) in one step,
+  // then `steps` decode steps side by side (logits every other step), each through both.
+  void PromptsThenDecode(int a, int b, int seed, int steps);
+
   void TearDown() override {
     if (compared_ > 0) {
       std::printf("GPU_CHECK parity logits_rel_err %.3e greedy_agree %d/%d\n", worst_error_,
@@ -196,6 +200,24 @@ std::vector<int32_t> Tokens(int n, int seed) {
   std::vector<int32_t> t(n);
   for (int32_t& x : t) x = static_cast<int32_t>(rng() % 503);
   return t;
+}
+
+void CudaExecutorParityTest::PromptsThenDecode(int a, int b, int seed, int steps) {
+  StepPlan plan;
+  plan.rows.push_back(Row(0, Tokens(a, seed), 0, true, true));
+  plan.rows.push_back(Row(1, Tokens(b, seed + 1), 0, true, true));
+  StepResult cpu, gpu;
+  ASSERT_NO_FATAL_FAILURE(RunBoth(plan, &cpu, &gpu));
+  std::vector<int32_t> next = {cpu.rows[0].token, cpu.rows[1].token}, pos = {a, b};
+  for (int step = 0; step < steps; ++step) {
+    plan.rows.clear();
+    for (int r = 0; r < 2; ++r) plan.rows.push_back(Row(r, {next[r]}, pos[r], true, step % 2));
+    ASSERT_NO_FATAL_FAILURE(RunBoth(plan, &cpu, &gpu));
+    for (int r = 0; r < 2; ++r) {
+      next[r] = cpu.rows[r].token;
+      ++pos[r];
+    }
+  }
 }
 
 TEST_F(CudaExecutorParityTest, MixedPromptsChunkedPrefillThenGreedyDecode) {
@@ -361,22 +383,7 @@ TEST_F(CudaExecutorParityTest, QwenFamiliesGiveTheCpuExecutorsLogitsAndTokens) {
     config.head_dim = 128;  // both head sizes the kernels take: 64 in the Llama tests
     config.num_attention_heads = 4;
     ASSERT_NO_FATAL_FAILURE(Load(config));
-    const std::vector<int32_t> prompt = Tokens(90, 21);
-    StepPlan plan;
-    plan.rows.push_back(Row(0, prompt, 0, true, true));
-    plan.rows.push_back(Row(1, Tokens(9, 22), 0, true, true));
-    StepResult cpu, gpu;
-    ASSERT_NO_FATAL_FAILURE(RunBoth(plan, &cpu, &gpu));
-    std::vector<int32_t> next = {cpu.rows[0].token, cpu.rows[1].token}, pos = {90, 9};
-    for (int step = 0; step < 6; ++step) {
-      plan.rows.clear();
-      for (int r = 0; r < 2; ++r) plan.rows.push_back(Row(r, {next[r]}, pos[r], true, step % 2));
-      ASSERT_NO_FATAL_FAILURE(RunBoth(plan, &cpu, &gpu));
-      for (int r = 0; r < 2; ++r) {
-        next[r] = cpu.rows[r].token;
-        ++pos[r];
-      }
-    }
+    ASSERT_NO_FATAL_FAILURE(PromptsThenDecode(90, 9, 21, 6));
   }
   EXPECT_GE(agreed_, compared_ * 9 / 10);
 }
@@ -451,22 +458,7 @@ TEST_F(CudaExecutorParityTest, LongRopeAndPartialRotaryGiveTheCpuExecutorsLogits
     }
     config.rope_scaling.attention_factor = 1.19;
     ASSERT_NO_FATAL_FAILURE(Load(config));
-    const std::vector<int32_t> prompt = Tokens(100, 25);
-    StepPlan plan;
-    plan.rows.push_back(Row(0, prompt, 0, true, true));
-    plan.rows.push_back(Row(1, Tokens(7, 26), 0, true, true));
-    StepResult cpu, gpu;
-    ASSERT_NO_FATAL_FAILURE(RunBoth(plan, &cpu, &gpu));
-    std::vector<int32_t> next = {cpu.rows[0].token, cpu.rows[1].token}, pos = {100, 7};
-    for (int step = 0; step < 6; ++step) {
-      plan.rows.clear();
-      for (int r = 0; r < 2; ++r) plan.rows.push_back(Row(r, {next[r]}, pos[r], true, step % 2));
-      ASSERT_NO_FATAL_FAILURE(RunBoth(plan, &cpu, &gpu));
-      for (int r = 0; r < 2; ++r) {
-        next[r] = cpu.rows[r].token;
-        ++pos[r];
-      }
-    }
+    ASSERT_NO_FATAL_FAILURE(PromptsThenDecode(100, 7, 25, 6));
   }
   EXPECT_GE(agreed_, compared_ * 9 / 10);
 }
