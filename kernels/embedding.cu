@@ -19,8 +19,11 @@ __global__ void EmbeddingKernel(EmbeddingParams p) {
     Pack8<T> v = row[i];
     float4 lo, hi;
     if (valid) {
-      lo = make_float4(ToFloat(v.v[0]), ToFloat(v.v[1]), ToFloat(v.v[2]), ToFloat(v.v[3]));
-      hi = make_float4(ToFloat(v.v[4]), ToFloat(v.v[5]), ToFloat(v.v[6]), ToFloat(v.v[7]));
+      const float s = p.scale;
+      lo = make_float4(ToFloat(v.v[0]) * s, ToFloat(v.v[1]) * s, ToFloat(v.v[2]) * s,
+                       ToFloat(v.v[3]) * s);
+      hi = make_float4(ToFloat(v.v[4]) * s, ToFloat(v.v[5]) * s, ToFloat(v.v[6]) * s,
+                       ToFloat(v.v[7]) * s);
     } else {
       lo = hi = make_float4(0.f, 0.f, 0.f, 0.f);
     }

@@ -17,6 +17,7 @@ struct EmbeddingParams {
   int64_t num_tokens = 0;
   int64_t hidden = 0;  // a multiple of 8
   int64_t vocab = 0;   // ids outside [0, vocab) give a zero row
+  float scale = 1.0f;  // multiplies every value (Gemma: sqrt(hidden))
   HalfType dtype = HalfType::kBF16;
 };
 

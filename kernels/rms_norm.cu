@@ -38,7 +38,8 @@ __global__ void __launch_bounds__(kThreads) RmsNormKernel(RmsNormParams p) {
   }
   const float inv_rms = rsqrtf(BlockSum(sum_sq, scratch) / static_cast<float>(p.hidden) + p.eps);
   const T* weight = static_cast<const T*>(p.weight);
-  T* out = static_cast<T*>(p.out) + static_cast<int64_t>(blockIdx.x) * p.hidden;
+  const int64_t out_row = static_cast<int64_t>(blockIdx.x) * p.hidden;
+  // Each thread writes only the values it read into x: out_f32 may be the residual itself.
 #pragma unroll
   for (int k = 0; k < kMaxVecsPerThread; ++k) {
     const int i = threadIdx.x + k * kThreads;
@@ -46,7 +47,12 @@ __global__ void __launch_bounds__(kThreads) RmsNormKernel(RmsNormParams p) {
       const float vals[4] = {x[k].x, x[k].y, x[k].z, x[k].w};
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        out[4 * i + j] = FromFloat<T>(vals[j] * inv_rms * ToFloat(weight[4 * i + j]));
+        const float y = vals[j] * inv_rms * (p.weight_offset + ToFloat(weight[4 * i + j]));
+        if (p.out_f32 != nullptr) {
+          p.out_f32[out_row + 4 * i + j] = y;
+        } else {
+          static_cast<T*>(p.out)[out_row + 4 * i + j] = FromFloat<T>(y);
+        }
       }
     }
   }
@@ -55,10 +61,11 @@ __global__ void __launch_bounds__(kThreads) RmsNormKernel(RmsNormParams p) {
 }  // namespace
 
 cudaError_t LaunchRmsNorm(const RmsNormParams& params, cudaStream_t stream) {
-  if (params.residual == nullptr || params.weight == nullptr || params.out == nullptr ||
-      params.hidden <= 0 || params.hidden % 4 != 0 ||
-      params.hidden > int64_t{4} * kThreads * kMaxVecsPerThread || params.num_rows < 0 ||
-      params.num_rows > INT32_MAX) {
+  if (params.residual == nullptr || params.weight == nullptr ||
+      (params.out == nullptr) == (params.out_f32 == nullptr) ||
+      (params.out_f32 != nullptr && params.row_index != nullptr) || params.hidden <= 0 ||
+      params.hidden % 4 != 0 || params.hidden > int64_t{4} * kThreads * kMaxVecsPerThread ||
+      params.num_rows < 0 || params.num_rows > INT32_MAX) {
     return cudaErrorInvalidValue;
   }
   if (params.num_rows == 0) return cudaSuccess;

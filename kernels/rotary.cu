@@ -35,7 +35,7 @@ __global__ void RotaryKernel(RotaryParams p) {
       }
       const float inv = rsqrtf(WarpSum(squares) / static_cast<float>(p.head_dim) + p.norm_eps);
       for (int i = lane; i < p.head_dim; i += 32) {
-        x[i] = FromFloat<T>(ToFloat(x[i]) * inv * ToFloat(w[i]));
+        x[i] = FromFloat<T>(ToFloat(x[i]) * inv * (p.norm_weight_offset + ToFloat(w[i])));
       }
     }
     __syncthreads();

@@ -35,6 +35,7 @@ struct RotaryParams {
   const void* q_norm = nullptr;
   const void* k_norm = nullptr;
   float norm_eps = 1e-6f;
+  float norm_weight_offset = 0.0f;  // added to each norm weight (Gemma 3: 1)
   // When set, each token's rotated K and its V then go into the paged cache as LaunchKvWrite
   // would write them (kv_write's qkv, row_stride, num_tokens and dtype must be this launch's),
   // in the same kernel: one launch per layer fewer at decode.

@@ -6,7 +6,7 @@
 namespace convoy::kernels {
 namespace {
 
-template <typename T>
+template <typename T, GateActivation kActivation>
 __global__ void SiluMulKernel(SiluMulParams p) {
   GridDependencyWait();
   const int64_t vecs_per_row = p.intermediate / 8;
@@ -23,7 +23,14 @@ __global__ void SiluMulKernel(SiluMulParams p) {
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const float g = ToFloat(gate.v[j]);
-      result.v[j] = FromFloat<T>(g / (1.0f + __expf(-g)) * ToFloat(up.v[j]));
+      float a;
+      if constexpr (kActivation == GateActivation::kSilu) {
+        a = g / (1.0f + __expf(-g));
+      } else {
+        // sqrt(2 / pi), as PyTorch's kBeta; tanhf, not the fast approximation.
+        a = 0.5f * g * (1.0f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g)));
+      }
+      result.v[j] = FromFloat<T>(a * ToFloat(up.v[j]));
     }
     reinterpret_cast<Pack8<T>*>(static_cast<T*>(p.out) + token * p.intermediate)[v] = result;
   }
@@ -42,9 +49,13 @@ cudaError_t LaunchSiluMul(const SiluMulParams& params, cudaStream_t stream) {
   const int threads = 256;
   const int64_t blocks = std::min<int64_t>((total + threads - 1) / threads, 65536);
   cudaError_t err = cudaSuccess;
+  const dim3 grid(static_cast<unsigned>(blocks));
   CONVOY_DISPATCH_HALF(p.dtype,
-                       err = LaunchKernel(SiluMulKernel<T>, dim3(static_cast<unsigned>(blocks)),
-                                          dim3(threads), 0, stream, p));
+                       err = p.activation == GateActivation::kSilu
+                                 ? LaunchKernel(SiluMulKernel<T, GateActivation::kSilu>, grid,
+                                                dim3(threads), 0, stream, p)
+                                 : LaunchKernel(SiluMulKernel<T, GateActivation::kGeluTanh>, grid,
+                                                dim3(threads), 0, stream, p));
   return err;
 }
 

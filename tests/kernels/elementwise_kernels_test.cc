@@ -10,6 +10,7 @@
 #include "kernels/rms_norm.cuh"
 #include "kernels/rotary.cuh"
 #include "kernels/silu_mul.cuh"
+#include "kernels/soft_cap.cuh"
 
 namespace convoy {
 namespace {
@@ -51,6 +52,34 @@ TEST(EmbeddingKernel, GathersRowsAndZeroesBadIds) {
   const double err = RelativeError(d_out.Download(), want);
   ReportError("embedding", err);
   EXPECT_EQ(err, 0.0);
+}
+
+// Gemma's embeddings times sqrt(hidden).
+TEST(EmbeddingKernel, ScalesRows) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  const int64_t vocab = 50, hidden = 64, tokens = 9;
+  const float scale = std::sqrt(1152.0f);
+  const std::vector<float> table = RoundBF16(RandomFloats(vocab * hidden, 11));
+  std::vector<int32_t> ids(tokens);
+  for (int64_t t = 0; t < tokens; ++t) ids[t] = static_cast<int32_t>((t * 7 + 3) % vocab);
+  DeviceArray<uint16_t> d_table(ToBF16(table));
+  DeviceArray<int32_t> d_ids(ids);
+  DeviceArray<float> d_out(tokens * hidden);
+  kernels::EmbeddingParams p;
+  p.table = d_table.get();
+  p.token_ids = d_ids.get();
+  p.out = d_out.get();
+  p.num_tokens = tokens;
+  p.hidden = hidden;
+  p.vocab = vocab;
+  p.scale = scale;
+  CUDA_ASSERT_OK(kernels::LaunchEmbedding(p, nullptr));
+  CUDA_ASSERT_OK(cudaDeviceSynchronize());
+  std::vector<float> want(tokens * hidden);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t i = 0; i < hidden; ++i) want[t * hidden + i] = table[ids[t] * hidden + i] * scale;
+  }
+  EXPECT_EQ(RelativeError(d_out.Download(), want), 0.0);
 }
 
 TEST(EmbeddingKernel, RejectsBadShapes) {
@@ -101,6 +130,43 @@ void CheckRmsNorm(bool with_delta, bool with_index) {
               err);
   EXPECT_LT(err, 1e-2);
   EXPECT_LT(RelativeError(d_residual.Download(), want_residual), 1e-6);
+}
+
+// Gemma 3's sandwich norm: a projection's fp32 output normed in place, each weight plus 1 (as
+// Gemma's checkpoints store them), no residual touched.
+TEST(RmsNormKernel, InPlaceFp32WithWeightOffset) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  const int64_t rows = 6, hidden = 1152;
+  const float eps = 1e-6f;
+  const std::vector<float> x = RandomFloats(rows * hidden, 12, 5.0f);
+  const std::vector<float> weight = RoundBF16(RandomFloats(hidden, 13, 0.1f));
+  DeviceArray<float> d_x(x);
+  DeviceArray<uint16_t> d_weight(ToBF16(weight));
+  kernels::RmsNormParams p;
+  p.residual = d_x.get();
+  p.weight = d_weight.get();
+  p.out_f32 = d_x.get();
+  p.num_rows = rows;
+  p.hidden = hidden;
+  p.eps = eps;
+  p.weight_offset = 1.0f;
+  CUDA_ASSERT_OK(kernels::LaunchRmsNorm(p, nullptr));
+  CUDA_ASSERT_OK(cudaDeviceSynchronize());
+  std::vector<float> want(rows * hidden);
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum_sq = 0.0;
+    for (int64_t i = 0; i < hidden; ++i) sum_sq += double{x[r * hidden + i]} * x[r * hidden + i];
+    const double inv = 1.0 / std::sqrt(sum_sq / hidden + eps);
+    for (int64_t i = 0; i < hidden; ++i) {
+      want[r * hidden + i] = static_cast<float>(x[r * hidden + i] * inv * (1.0 + weight[i]));
+    }
+  }
+  const double err = RelativeError(d_x.Download(), want);
+  ReportError("rms_norm_inplace_offset", err);
+  EXPECT_LT(err, 1e-5);
+  // One output, not both; not gathered rows in place.
+  p.out = d_weight.get();
+  EXPECT_EQ(kernels::LaunchRmsNorm(p, nullptr), cudaErrorInvalidValue);
 }
 
 TEST(RmsNormKernel, Plain) {
@@ -395,6 +461,53 @@ TEST(RotaryKernel, RefusesAFusedWriteThatDisagreesWithIt) {
   p.kv_write.num_tokens = 1;
   p.kv_write.k_column = 64;  // not where the key heads start
   EXPECT_EQ(kernels::LaunchRotary(p, nullptr), cudaErrorInvalidValue);
+}
+
+// Gemma's GeGLU: GELU with the tanh approximation on the gate.
+TEST(SiluMulKernel, GeluTanhGatesTheUpHalf) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  const int64_t tokens = 5, inter = 1000;
+  const std::vector<float> gate_up = RoundBF16(RandomFloats(tokens * 2 * inter, 14, 4.0f));
+  DeviceArray<uint16_t> d_in(ToBF16(gate_up));
+  DeviceArray<uint16_t> d_out(tokens * inter);
+  kernels::SiluMulParams p;
+  p.gate_up = d_in.get();
+  p.out = d_out.get();
+  p.num_tokens = tokens;
+  p.intermediate = inter;
+  p.activation = kernels::GateActivation::kGeluTanh;
+  CUDA_ASSERT_OK(kernels::LaunchSiluMul(p, nullptr));
+  CUDA_ASSERT_OK(cudaDeviceSynchronize());
+  std::vector<float> want(tokens * inter);
+  const double beta = std::sqrt(2.0 / 3.14159265358979323846);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t i = 0; i < inter; ++i) {
+      const double g = gate_up[t * 2 * inter + i], u = gate_up[t * 2 * inter + inter + i];
+      want[t * inter + i] =
+          static_cast<float>(0.5 * g * (1.0 + std::tanh(beta * (g + 0.044715 * g * g * g))) * u);
+    }
+  }
+  const double err = RelativeError(FromBF16(d_out.Download()), want);
+  ReportError("gelu_tanh_mul", err);
+  EXPECT_LT(err, 1e-2);
+}
+
+// Gemma 3's final logit soft-capping: cap * tanh(x / cap).
+TEST(SoftCapKernel, CapsEveryValue) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  const std::vector<float> x = RandomFloats(100003, 15, 80.0f);
+  DeviceArray<float> d_x(x);
+  kernels::SoftCapParams p;
+  p.values = d_x.get();
+  p.num_values = static_cast<int64_t>(x.size());
+  p.cap = 30.0f;
+  CUDA_ASSERT_OK(kernels::LaunchSoftCap(p, nullptr));
+  CUDA_ASSERT_OK(cudaDeviceSynchronize());
+  std::vector<float> want(x.size());
+  for (size_t i = 0; i < x.size(); ++i) want[i] = static_cast<float>(30.0 * std::tanh(x[i] / 30.0));
+  EXPECT_LT(RelativeError(d_x.Download(), want), 1e-6);
+  p.cap = 0.0f;
+  EXPECT_EQ(kernels::LaunchSoftCap(p, nullptr), cudaErrorInvalidValue);
 }
 
 TEST(SiluMulKernel, GatesTheUpHalf) {

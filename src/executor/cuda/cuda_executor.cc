@@ -23,6 +23,7 @@
 #include "kernels/rotary.cuh"
 #include "kernels/sampling.cuh"
 #include "kernels/silu_mul.cuh"
+#include "kernels/soft_cap.cuh"
 #include "kv/block_table.h"
 #include "spdlog/spdlog.h"
 
@@ -155,15 +156,6 @@ absl::Status CudaExecutor::Impl::Init(const CudaExecutorOptions& opts) {
         "CudaExecutorOptions: prefill_kernel_min_tokens must be 0 (off) or at least 2, got %d",
         opts.prefill_kernel_min_tokens));
   }
-  if (c.head_dim != 64 && c.head_dim != 128) {
-    return absl::UnimplementedError(
-        absl::StrFormat("the CUDA executor supports head_dim 64 and 128, not %d", c.head_dim));
-  }
-  if (c.num_attention_heads % c.num_key_value_heads != 0 ||
-      c.num_attention_heads / c.num_key_value_heads > kernels::kMaxGqaGroup ||
-      c.hidden_size % 8 != 0 || c.intermediate_size % 8 != 0 || c.hidden_size > 8192) {
-    return absl::UnimplementedError("the CUDA executor does not support this model shape");
-  }
   CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, options.device));
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -271,6 +263,7 @@ absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
   embed.num_tokens = t;
   embed.hidden = h;
   embed.vocab = c.vocab_size;
+  embed.scale = static_cast<float>(c.embedding_scale);
   embed.dtype = dt;
   CUDA_RETURN_IF_ERROR(kernels::LaunchEmbedding(embed, stream));
 
@@ -280,7 +273,13 @@ absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
   norm.num_rows = t;
   norm.hidden = h;
   norm.eps = static_cast<float>(c.rms_norm_eps);
+  norm.weight_offset = static_cast<float>(c.norm_weight_offset);
   norm.dtype = dt;
+  // Sandwich norms (Gemma 3): a projection's output normed in place before the residual add.
+  kernels::RmsNormParams sandwich = norm;
+  sandwich.residual = delta.as<float>();
+  sandwich.out = nullptr;
+  sandwich.out_f32 = delta.as<float>();
 
   kernels::RotaryParams rope;
   rope.qkv = qkv.get();
@@ -293,6 +292,7 @@ absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
   rope.num_q_heads = static_cast<int32_t>(c.num_attention_heads);
   rope.num_kv_heads = static_cast<int32_t>(c.num_key_value_heads);
   rope.head_dim = static_cast<int32_t>(c.head_dim);
+  rope.norm_weight_offset = norm.weight_offset;
   rope.dtype = dt;
 
   kernels::KvWriteParams kv_write;
@@ -320,7 +320,10 @@ absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
   attn.num_queries = layout.num_decode_tokens;
   attn.query_list = decode_tokens;
   attn.num_q_heads = static_cast<int32_t>(c.num_attention_heads);
-  attn.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  // Gemma 3 scales scores by query_pre_attn_scalar^-1/2, every other family by head_dim^-1/2.
+  attn.scale = static_cast<float>(1.0 / std::sqrt(c.query_pre_attn_scalar > 0
+                                                      ? c.query_pre_attn_scalar
+                                                      : static_cast<double>(c.head_dim)));
   attn.num_splits =
       kernels::ChooseAttentionSplits(layout.num_decode_tokens, spec.num_kv_heads, num_sms);
   attn.partial_out = partial_out.as<float>();
@@ -348,6 +351,8 @@ absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
   silu.out = act.get();
   silu.num_tokens = t;
   silu.intermediate = in;
+  silu.activation = c.activation == Activation::kGeluTanh ? kernels::GateActivation::kGeluTanh
+                                                          : kernels::GateActivation::kSilu;
   silu.dtype = dt;
 
   const int64_t layer_stride = int64_t{2} * cache_layout.v_offset;
@@ -361,6 +366,7 @@ absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
     layer_cache.layer_offset = static_cast<int64_t>(l) * layer_stride;
     // The family's biases and per-head norms, the rotary embedding, then K and V into the cache,
     // in one launch.
+    rope.inv_freq = model->inv_freq(c.LayerSliding(static_cast<int64_t>(l)));
     rope.qkv_bias = w.qkv_bias;
     rope.q_norm = w.q_norm;
     rope.k_norm = w.k_norm;
@@ -374,12 +380,22 @@ absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
     attn.window = prefill.window;
     CUDA_RETURN_IF_ERROR(kernels::LaunchPagedAttentionDecode(attn, stream));
     RETURN_IF_ERROR(Product(attn_out.get(), w.o_proj, delta.get(), t, h, c.q_size(), true));
-    norm.weight = w.post_norm;
+    if (w.pre_ffn_norm != nullptr) {
+      sandwich.weight = w.post_norm;
+      CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(sandwich, stream));
+      norm.weight = w.pre_ffn_norm;
+    } else {
+      norm.weight = w.post_norm;
+    }
     norm.delta = delta.as<float>();
     CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(norm, stream));
     RETURN_IF_ERROR(Product(normed.get(), w.gate_up, gate_up.get(), t, 2 * in, h, false));
     CUDA_RETURN_IF_ERROR(kernels::LaunchSiluMul(silu, stream));
     RETURN_IF_ERROR(Product(act.get(), w.down_proj, delta.get(), t, h, in, true));
+    if (w.post_ffn_norm != nullptr) {
+      sandwich.weight = w.post_ffn_norm;
+      CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(sandwich, stream));
+    }
   }
 
   const int64_t lr = layout.num_logit_rows;
@@ -393,6 +409,13 @@ absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
     CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(final_norm, stream));
     RETURN_IF_ERROR(
         Product(final_normed.get(), model->lm_head(), logits.get(), lr, c.vocab_size, h, true));
+    if (c.final_logit_softcapping > 0) {
+      kernels::SoftCapParams cap;
+      cap.values = logits.as<float>();
+      cap.num_values = lr * c.vocab_size;
+      cap.cap = static_cast<float>(c.final_logit_softcapping);
+      CUDA_RETURN_IF_ERROR(kernels::LaunchSoftCap(cap, stream));
+    }
   }
   kernels::SamplingKernelParams sampling;
   sampling.logits = logits.as<float>();
@@ -684,20 +707,26 @@ HalfType ToHalfType(CudaWeightType type) {
   return type == CudaWeightType::kF16 ? HalfType::kF16 : HalfType::kBF16;
 }
 
-// The CUDA kernels run Llama's layout, Qwen2's QKV biases, Qwen3's per-head Q/K norms, Mistral's
-// and Phi-3's sliding windows, Phi-3's fused projections (uploaded as the device's fused QKV and
-// gate/up matrices, which they already are), LongRoPE and partial rotary embeddings. Gemma 3's
-// departures (its activation, norms, scaling and per-layer rope bases) are refused by name rather
-// than run without them.
-absl::Status CheckFamily(const ModelConfig& config) {
-  if (config.activation != Activation::kSilu || config.sandwich_norms ||
-      config.norm_weight_offset != 0.0 || config.embedding_scale != 1.0 ||
-      config.query_pre_attn_scalar != 0.0 || config.final_logit_softcapping != 0.0 ||
-      !config.layer_sliding.empty()) {
+// Every family's departures from Llama run on the CUDA kernels (Qwen2's QKV biases, Qwen3's and
+// Gemma 3's per-head Q/K norms, sliding windows per layer, Phi-3's fused projections, LongRoPE,
+// partial rotary embeddings, Gemma 3's GeGLU, sandwich norms, norm offsets, embedding and query
+// scaling, per-layer rope bases and logit soft-capping); the kernels' shapes are what is left to
+// refuse, before anything is uploaded.
+absl::Status CheckShape(const ModelConfig& c) {
+  if (c.head_dim != 64 && c.head_dim != 128) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "the CUDA executor's attention kernels take head_dim 64 and 128, not %d (%s); serve it "
+        "with the CPU executor",
+        c.head_dim, c.architecture));
+  }
+  if (c.num_attention_heads % c.num_key_value_heads != 0 ||
+      c.num_attention_heads / c.num_key_value_heads > kernels::kMaxGqaGroup ||
+      c.hidden_size % 8 != 0 || c.intermediate_size % 8 != 0 || c.hidden_size > 8192) {
     return absl::UnimplementedError(
-        absl::StrFormat("the CUDA executor does not run %s yet (Gemma 3's activation, norms, "
-                        "scaling and per-layer rope bases); serve it with the CPU executor",
-                        config.architecture));
+        absl::StrFormat("the CUDA executor does not support this model shape (%s: hidden_size %d, "
+                        "intermediate_size %d, %d query heads over %d key/value heads)",
+                        c.architecture, c.hidden_size, c.intermediate_size, c.num_attention_heads,
+                        c.num_key_value_heads));
   }
   return absl::OkStatus();
 }
@@ -706,7 +735,7 @@ absl::Status CheckFamily(const ModelConfig& config) {
 
 absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(
     const ModelWeights& weights, const CudaExecutorOptions& options) {
-  RETURN_IF_ERROR(CheckFamily(weights.config()));
+  RETURN_IF_ERROR(CheckShape(weights.config()));
   CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
   auto impl = std::make_unique<Impl>();
   ASSIGN_OR_RETURN(impl->model, cuda::DeviceModel::Upload(weights, ToHalfType(options.weight_type),
@@ -717,7 +746,7 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(
 
 absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::CreateRandom(
     const ModelConfig& config, const CudaExecutorOptions& options, uint64_t seed) {
-  RETURN_IF_ERROR(CheckFamily(config));
+  RETURN_IF_ERROR(CheckShape(config));
   CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
   auto impl = std::make_unique<Impl>();
   ASSIGN_OR_RETURN(impl->model,

@@ -38,6 +38,13 @@ absl::Status UploadTensor(const TensorView& t, kernels::HalfType dtype, const vo
   return absl::OkStatus();
 }
 
+absl::StatusOr<DeviceBuffer> UploadFloats(const std::vector<float>& values) {
+  ASSIGN_OR_RETURN(DeviceBuffer buffer, DeviceBuffer::Allocate(values.size() * sizeof(float)));
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(buffer.get(), values.data(), values.size() * sizeof(float),
+                                  cudaMemcpyHostToDevice));
+  return buffer;
+}
+
 absl::Status Fill(const void* dst, int64_t elements, kernels::HalfType dtype, float scale,
                   float offset, uint64_t seed) {
   kernels::FillRandomParams p;
@@ -180,7 +187,7 @@ absl::Status DeviceModel::Allocate(const ModelConfig& config, kernels::HalfType 
   struct LayerPlan {
     int64_t input_norm, post_norm;
     MatrixPlan qkv, o, gate_up, down;
-    int64_t qkv_bias = -1, q_norm = -1, k_norm = -1;
+    int64_t qkv_bias = -1, q_norm = -1, k_norm = -1, pre_ffn_norm = -1, post_ffn_norm = -1;
   };
   std::vector<LayerPlan> plans(config.num_hidden_layers);
   for (size_t i = 0; i < plans.size(); ++i) {
@@ -205,6 +212,10 @@ absl::Status DeviceModel::Allocate(const ModelConfig& config, kernels::HalfType 
       o.q_norm = reserve(config.head_dim);
       o.k_norm = reserve(config.head_dim);
     }
+    if (config.sandwich_norms) {
+      o.pre_ffn_norm = reserve(h);
+      o.post_ffn_norm = reserve(h);
+    }
   }
   ASSIGN_OR_RETURN(storage_, DeviceBuffer::Allocate(bytes));
   const auto* base = storage_.as<const std::byte>();
@@ -216,13 +227,18 @@ absl::Status DeviceModel::Allocate(const ModelConfig& config, kernels::HalfType 
   for (const LayerPlan& o : plans) {
     layers_.push_back({base + o.input_norm, Place(o.qkv, base), Place(o.o, base),
                        base + o.post_norm, Place(o.gate_up, base), Place(o.down, base),
-                       at(o.qkv_bias), at(o.q_norm), at(o.k_norm)});
+                       at(o.qkv_bias), at(o.q_norm), at(o.k_norm), at(o.pre_ffn_norm),
+                       at(o.post_ffn_norm)});
   }
-  const std::vector<float> inv_freq = RopeInverseFrequencies(config);
   rope_scale_ = RopeCosSinScale(config);
-  ASSIGN_OR_RETURN(inv_freq_, DeviceBuffer::Allocate(inv_freq.size() * sizeof(float)));
-  CUDA_RETURN_IF_ERROR(cudaMemcpy(inv_freq_.get(), inv_freq.data(), inv_freq.size() * sizeof(float),
-                                  cudaMemcpyHostToDevice));
+  ASSIGN_OR_RETURN(inv_freq_, UploadFloats(RopeInverseFrequencies(config)));
+  if (!config.layer_sliding.empty()) {
+    // Gemma 3's sliding layers: their own base, no scaling (as the CPU executor's local table).
+    ModelConfig local = config;
+    local.rope_theta = config.rope_local_theta;
+    local.rope_scaling = RopeScaling();
+    ASSIGN_OR_RETURN(local_inv_freq_, UploadFloats(RopeInverseFrequencies(local)));
+  }
   return absl::OkStatus();
 }
 
@@ -258,6 +274,10 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> DeviceModel::Upload(const ModelWeig
       RETURN_IF_ERROR(UploadTensor(w.q_norm, dtype, d.q_norm, 0, c.head_dim));
       RETURN_IF_ERROR(UploadTensor(w.k_norm, dtype, d.k_norm, 0, c.head_dim));
     }
+    if (d.pre_ffn_norm != nullptr) {
+      RETURN_IF_ERROR(UploadTensor(w.pre_feedforward_layernorm, dtype, d.pre_ffn_norm, 0, h));
+      RETURN_IF_ERROR(UploadTensor(w.post_feedforward_layernorm, dtype, d.post_ffn_norm, 0, h));
+    }
   }
   return model;
 }
@@ -274,27 +294,33 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> DeviceModel::Random(const ModelConf
     return static_cast<float>(std::sqrt(3.0 / static_cast<double>(fan_in)));
   };
   uint64_t stream = seed * 1000003u;
+  // Norms that scale by about 1, whatever offset the kernels add to them.
+  const float norm_mean = static_cast<float>(1.0 - config.norm_weight_offset);
   RETURN_IF_ERROR(Fill(model->embed_tokens_, config.vocab_size * h, dtype, 1.0f, 0.0f, ++stream));
-  RETURN_IF_ERROR(Fill(model->final_norm_, h, dtype, 0.1f, 1.0f, ++stream));
+  RETURN_IF_ERROR(Fill(model->final_norm_, h, dtype, 0.1f, norm_mean, ++stream));
   if (!config.tie_word_embeddings) {
     RETURN_IF_ERROR(
         Fill(model->lm_head_.half, config.vocab_size * h, dtype, amplitude(h), 0.0f, ++stream));
   }
   for (const DeviceLayer& d : model->layers_) {
     const int64_t qkv_rows = config.q_size() + 2 * config.kv_size();
-    RETURN_IF_ERROR(Fill(d.input_norm, h, dtype, 0.1f, 1.0f, ++stream));
+    RETURN_IF_ERROR(Fill(d.input_norm, h, dtype, 0.1f, norm_mean, ++stream));
     RETURN_IF_ERROR(Fill(d.qkv.half, qkv_rows * h, dtype, amplitude(h), 0.0f, ++stream));
     RETURN_IF_ERROR(Fill(d.o_proj.half, h * config.q_size(), dtype, amplitude(config.q_size()),
                          0.0f, ++stream));
-    RETURN_IF_ERROR(Fill(d.post_norm, h, dtype, 0.1f, 1.0f, ++stream));
+    RETURN_IF_ERROR(Fill(d.post_norm, h, dtype, 0.1f, norm_mean, ++stream));
     RETURN_IF_ERROR(Fill(d.gate_up.half, 2 * in * h, dtype, amplitude(h), 0.0f, ++stream));
     RETURN_IF_ERROR(Fill(d.down_proj.half, h * in, dtype, amplitude(in), 0.0f, ++stream));
     if (d.qkv_bias != nullptr) {
       RETURN_IF_ERROR(Fill(d.qkv_bias, qkv_rows, dtype, 0.1f, 0.0f, ++stream));
     }
     if (d.q_norm != nullptr) {
-      RETURN_IF_ERROR(Fill(d.q_norm, config.head_dim, dtype, 0.1f, 1.0f, ++stream));
-      RETURN_IF_ERROR(Fill(d.k_norm, config.head_dim, dtype, 0.1f, 1.0f, ++stream));
+      RETURN_IF_ERROR(Fill(d.q_norm, config.head_dim, dtype, 0.1f, norm_mean, ++stream));
+      RETURN_IF_ERROR(Fill(d.k_norm, config.head_dim, dtype, 0.1f, norm_mean, ++stream));
+    }
+    if (d.pre_ffn_norm != nullptr) {
+      RETURN_IF_ERROR(Fill(d.pre_ffn_norm, h, dtype, 0.1f, norm_mean, ++stream));
+      RETURN_IF_ERROR(Fill(d.post_ffn_norm, h, dtype, 0.1f, norm_mean, ++stream));
     }
   }
   CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());

@@ -41,17 +41,22 @@ struct DeviceMatrix {
   bool packed() const { return half == nullptr; }
 };
 
+// Norm weights are uploaded as stored: ModelConfig::norm_weight_offset is the kernels' to add.
 struct DeviceLayer {
   const void* input_norm = nullptr;  // [hidden]
   DeviceMatrix qkv;                  // [q_size + 2 kv_size, hidden]
   DeviceMatrix o_proj;               // [hidden, q_size]
-  const void* post_norm = nullptr;   // [hidden]
-  DeviceMatrix gate_up;              // [2 intermediate, hidden]
-  DeviceMatrix down_proj;            // [hidden, intermediate]
+  // [hidden]: the MLP's input norm, or with sandwich norms (Gemma 3) the attention output's.
+  const void* post_norm = nullptr;
+  DeviceMatrix gate_up;    // [2 intermediate, hidden]
+  DeviceMatrix down_proj;  // [hidden, intermediate]
   // Only in a family with them (ModelConfig::attention_bias, qk_norm); null otherwise.
   const void* qkv_bias = nullptr;  // [q_size + 2 kv_size]: Qwen2's
   const void* q_norm = nullptr;    // [head_dim], every query head's RMS norm weight: Qwen3's
   const void* k_norm = nullptr;    // [head_dim], every key head's
+  // Only with ModelConfig::sandwich_norms (Gemma 3): the MLP's input and output norms, [hidden].
+  const void* pre_ffn_norm = nullptr;
+  const void* post_ffn_norm = nullptr;
 };
 
 class DeviceModel {
@@ -73,8 +78,12 @@ class DeviceModel {
   const void* final_norm() const { return final_norm_; }
   const DeviceMatrix& lm_head() const { return lm_head_; }  // [vocab, hidden]
   const std::vector<DeviceLayer>& layers() const { return layers_; }
-  // [RotaryDim() / 2]: model/rope_frequencies.h's, on the device.
-  const float* inv_freq() const { return inv_freq_.as<float>(); }
+  // [RotaryDim() / 2]: model/rope_frequencies.h's, on the device; for a sliding-window layer of a
+  // model whose sliding layers have a rope base of their own (Gemma 3), that base's.
+  const float* inv_freq(bool sliding_layer = false) const {
+    return (sliding_layer && local_inv_freq_.get() != nullptr ? local_inv_freq_ : inv_freq_)
+        .as<float>();
+  }
   float rope_scale() const { return rope_scale_; }  // multiplies cos and sin (LongRoPE)
   int64_t weight_bytes() const { return static_cast<int64_t>(storage_.size()); }
 
@@ -88,7 +97,7 @@ class DeviceModel {
   ModelConfig config_;
   kernels::HalfType dtype_ = kernels::HalfType::kBF16;
   DeviceBuffer storage_;
-  DeviceBuffer inv_freq_;
+  DeviceBuffer inv_freq_, local_inv_freq_;
   float rope_scale_ = 1.0f;
   const void* embed_tokens_ = nullptr;
   const void* final_norm_ = nullptr;
