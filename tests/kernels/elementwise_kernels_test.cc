@@ -463,35 +463,6 @@ TEST(RotaryKernel, RefusesAFusedWriteThatDisagreesWithIt) {
   EXPECT_EQ(kernels::LaunchRotary(p, nullptr), cudaErrorInvalidValue);
 }
 
-// Gemma's GeGLU: GELU with the tanh approximation on the gate.
-TEST(SiluMulKernel, GeluTanhGatesTheUpHalf) {
-  CONVOY_SKIP_WITHOUT_GPU();
-  const int64_t tokens = 5, inter = 1000;
-  const std::vector<float> gate_up = RoundBF16(RandomFloats(tokens * 2 * inter, 14, 4.0f));
-  DeviceArray<uint16_t> d_in(ToBF16(gate_up));
-  DeviceArray<uint16_t> d_out(tokens * inter);
-  kernels::SiluMulParams p;
-  p.gate_up = d_in.get();
-  p.out = d_out.get();
-  p.num_tokens = tokens;
-  p.intermediate = inter;
-  p.activation = kernels::GateActivation::kGeluTanh;
-  CUDA_ASSERT_OK(kernels::LaunchSiluMul(p, nullptr));
-  CUDA_ASSERT_OK(cudaDeviceSynchronize());
-  std::vector<float> want(tokens * inter);
-  const double beta = std::sqrt(2.0 / 3.14159265358979323846);
-  for (int64_t t = 0; t < tokens; ++t) {
-    for (int64_t i = 0; i < inter; ++i) {
-      const double g = gate_up[t * 2 * inter + i], u = gate_up[t * 2 * inter + inter + i];
-      want[t * inter + i] =
-          static_cast<float>(0.5 * g * (1.0 + std::tanh(beta * (g + 0.044715 * g * g * g))) * u);
-    }
-  }
-  const double err = RelativeError(FromBF16(d_out.Download()), want);
-  ReportError("gelu_tanh_mul", err);
-  EXPECT_LT(err, 1e-2);
-}
-
 // Gemma 3's final logit soft-capping: cap * tanh(x / cap).
 TEST(SoftCapKernel, CapsEveryValue) {
   CONVOY_SKIP_WITHOUT_GPU();
@@ -510,8 +481,9 @@ TEST(SoftCapKernel, CapsEveryValue) {
   EXPECT_EQ(kernels::LaunchSoftCap(p, nullptr), cudaErrorInvalidValue);
 }
 
-TEST(SiluMulKernel, GatesTheUpHalf) {
-  CONVOY_SKIP_WITHOUT_GPU();
+// The gate's activation times the up half, against `activation` in double.
+template <typename Activation>
+void CheckGatedProduct(kernels::GateActivation kind, Activation activation, const char* name) {
   const int64_t tokens = 7, inter = 1000;
   const std::vector<float> gate_up = RoundBF16(RandomFloats(tokens * 2 * inter, 8, 4.0f));
   DeviceArray<uint16_t> d_in(ToBF16(gate_up));
@@ -521,18 +493,36 @@ TEST(SiluMulKernel, GatesTheUpHalf) {
   p.out = d_out.get();
   p.num_tokens = tokens;
   p.intermediate = inter;
+  p.activation = kind;
   CUDA_ASSERT_OK(kernels::LaunchSiluMul(p, nullptr));
   CUDA_ASSERT_OK(cudaDeviceSynchronize());
   std::vector<float> want(tokens * inter);
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t i = 0; i < inter; ++i) {
       const double g = gate_up[t * 2 * inter + i], u = gate_up[t * 2 * inter + inter + i];
-      want[t * inter + i] = static_cast<float>(g / (1.0 + std::exp(-g)) * u);
+      want[t * inter + i] = static_cast<float>(activation(g) * u);
     }
   }
   const double err = RelativeError(FromBF16(d_out.Download()), want);
-  ReportError("silu_mul", err);
+  ReportError(name, err);
   EXPECT_LT(err, 1e-2);
+}
+
+TEST(SiluMulKernel, GatesTheUpHalf) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  CheckGatedProduct(
+      kernels::GateActivation::kSilu, [](double g) { return g / (1.0 + std::exp(-g)); },
+      "silu_mul");
+}
+
+// Gemma's GeGLU: GELU with the tanh approximation on the gate.
+TEST(SiluMulKernel, GeluTanhGatesTheUpHalf) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  const double beta = std::sqrt(2.0 / 3.14159265358979323846);
+  CheckGatedProduct(
+      kernels::GateActivation::kGeluTanh,
+      [beta](double g) { return 0.5 * g * (1.0 + std::tanh(beta * (g + 0.044715 * g * g * g))); },
+      "gelu_tanh_mul");
 }
 
 TEST(FillRandomKernel, UniformInRange) {
