@@ -211,8 +211,8 @@ cudaError_t LaunchPagedAttentionDecode(const PagedAttentionDecodeParams& params,
   const int hd = p.cache.head_dim;
   if (p.q == nullptr || p.out == nullptr || p.positions == nullptr || p.token_row == nullptr ||
       p.row_block_offset == nullptr || p.block_ids == nullptr || p.cache.base == nullptr ||
-      (hd != 64 && hd != 128) || p.cache.num_kv_heads <= 0 || p.cache.block_size <= 0 ||
-      p.num_q_heads % p.cache.num_kv_heads != 0 ||
+      (hd != 64 && hd != 128 && hd != 256) || p.cache.num_kv_heads <= 0 ||
+      p.cache.block_size <= 0 || p.num_q_heads % p.cache.num_kv_heads != 0 ||
       p.num_q_heads / p.cache.num_kv_heads > kMaxGqaGroup || p.num_q_heads <= 0 ||
       p.q_row_stride < int64_t{p.num_q_heads} * hd || p.window < 0 || p.num_splits < 1 ||
       p.num_splits > kMaxAttentionSplits || p.num_queries < 0 || p.num_queries > 65535) {
@@ -224,8 +224,9 @@ cudaError_t LaunchPagedAttentionDecode(const PagedAttentionDecodeParams& params,
   }
   if (p.num_queries == 0) return cudaSuccess;
   cudaError_t err = cudaSuccess;
-  CONVOY_DISPATCH_HALF(p.dtype,
-                       err = hd == 64 ? Launch<T, 64>(p, stream) : Launch<T, 128>(p, stream));
+  CONVOY_DISPATCH_HALF(p.dtype, err = hd == 64    ? Launch<T, 64>(p, stream)
+                                      : hd == 128 ? Launch<T, 128>(p, stream)
+                                                  : Launch<T, 256>(p, stream));
   return err;
 }
 

@@ -419,11 +419,11 @@ ModelConfig LongRopeConfig(int64_t rotary_dim) {
   return config;
 }
 
-// Gemma 3 (head_dim 128 here; Google's checkpoints use 256, which the kernels do not take): GeGLU,
+// Gemma 3 (its checkpoints' head_dim is 256, whose prefill goes through the decode kernel): GeGLU,
 // the norms around attention and MLP, norms stored as offsets from 1 (the per-head Q/K norms too),
 // embeddings times sqrt(hidden), scores scaled by query_pre_attn_scalar, sliding layers with their
 // own rope base beside global ones, logits soft-capped.
-ModelConfig Gemma3Config() {
+ModelConfig Gemma3Config(int64_t head_dim) {
   ModelConfig config = SmallConfig();
   config.architecture = "Gemma3ForCausalLM";
   config.qk_norm = true;
@@ -431,7 +431,7 @@ ModelConfig Gemma3Config() {
   config.sandwich_norms = true;
   config.norm_weight_offset = 1.0;
   config.embedding_scale = std::sqrt(static_cast<double>(config.hidden_size));
-  config.head_dim = 128;
+  config.head_dim = head_dim;
   config.num_attention_heads = 4;
   config.query_pre_attn_scalar = 96.0;
   config.sliding_window = 40;
@@ -509,8 +509,11 @@ TEST_F(CudaExecutorParityTest, LongRopeAndPartialRotaryGiveTheCpuExecutorsLogits
 }
 
 TEST_F(CudaExecutorParityTest, Gemma3GivesTheCpuExecutorsLogitsAndTokens) {
-  ASSERT_NO_FATAL_FAILURE(Load(Gemma3Config()));
-  ASSERT_NO_FATAL_FAILURE(PromptsThenDecode(90, 9, 27, 6));
+  for (const int64_t head_dim : {128, 256}) {
+    SCOPED_TRACE(head_dim);
+    ASSERT_NO_FATAL_FAILURE(Load(Gemma3Config(head_dim)));
+    ASSERT_NO_FATAL_FAILURE(PromptsThenDecode(90, 9, 27, 6));
+  }
   EXPECT_GE(agreed_, compared_ * 9 / 10);
 }
 
@@ -520,7 +523,7 @@ TEST(CudaExecutorParityModels, LoadAndRunOnTheCpu) {
   for (const ModelConfig& config :
        {QwenConfig("Qwen2ForCausalLM"), QwenConfig("Qwen3ForCausalLM"),
         WindowConfig("MistralForCausalLM", 40), WindowConfig("Phi3ForCausalLM", 40),
-        LongRopeConfig(0), LongRopeConfig(48), Gemma3Config()}) {
+        LongRopeConfig(0), LongRopeConfig(48), Gemma3Config(128), Gemma3Config(256)}) {
     SCOPED_TRACE(config.architecture);
     auto weights = ModelWeights::Load(WriteRandomModel(config));
     ASSERT_OK(weights);
@@ -557,21 +560,21 @@ TEST(CudaExecutorFamilies, RefusesOnlyShapesTheKernelsDoNotTake) {
   for (const ModelConfig& config :
        {QwenConfig("Qwen2ForCausalLM"), QwenConfig("Qwen3ForCausalLM"),
         WindowConfig("MistralForCausalLM", 40), WindowConfig("Phi3ForCausalLM", 40),
-        LongRopeConfig(48), Gemma3Config()}) {
+        LongRopeConfig(48), Gemma3Config(256)}) {
     SCOPED_TRACE(config.architecture);
     // Without a GPU it fails for want of a device: never as something the kernels do not run.
     EXPECT_NE(CudaExecutor::CreateRandom(config, options, 1).status().code(),
               absl::StatusCode::kUnimplemented);
   }
-  // Gemma-3-1b's head_dim: refused naming it and the family, from a file and at random.
-  ModelConfig config = SmallConfig();
-  config.head_dim = 256;
+  // Phi-3-mini's head_dim: refused naming it and the family, from a file and at random.
+  ModelConfig config = WindowConfig("Phi3ForCausalLM", 40);
+  config.head_dim = 96;
   auto weights = ModelWeights::Load(WriteRandomModel(config));
   ASSERT_OK(weights);
   for (const absl::Status& status : {CudaExecutor::Create(**weights, options).status(),
                                      CudaExecutor::CreateRandom(config, options, 1).status()}) {
     EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
-    EXPECT_NE(status.message().find("head_dim 64 and 128, not 256 (LlamaForCausalLM)"),
+    EXPECT_NE(status.message().find("head_dim 64, 128 and 256, not 96 (Phi3ForCausalLM)"),
               std::string::npos)
         << status;
   }

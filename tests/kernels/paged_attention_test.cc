@@ -200,6 +200,12 @@ TEST(PagedAttentionKernel, HeadDim64NoGqaOddBlocks) {
   CONVOY_SKIP_WITHOUT_GPU();
   CheckAttention({64, 3, 3, 7, 1});
 }
+// Gemma 3's head_dim, whose prompts go through this kernel too.
+TEST(PagedAttentionKernel, HeadDim256) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  CheckAttention({256, 4, 1, 16, 1});
+  CheckAttention({256, 8, 2, 16, 7, 45});
+}
 TEST(PagedAttentionKernel, HeadDim64Group8Split) {
   CONVOY_SKIP_WITHOUT_GPU();
   CheckAttention({64, 8, 1, 16, 32});
