@@ -12,7 +12,11 @@ constexpr int kTile = 64;  // keys per online-softmax step
 template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(kThreads) DecodeKernel(PagedAttentionDecodeParams p) {
   GridDependencyWait();
-  constexpr int kThreadsPerKey = kHeadDim / 8;
+  // Each of a key's threads reads 8 of its dimensions; a key's threads are a power of two (for the
+  // shuffle sums), the ones past kSubs idle (head_dim 96: 12 of 16).
+  constexpr int kSubs = kHeadDim / 8;
+  constexpr int kThreadsPerKey = kSubs <= 8 ? 8 : kSubs <= 16 ? 16 : 32;
+  static_assert(kHeadDim % 8 == 0 && kSubs <= 32, "8 dimensions a thread, 32 threads a key");
   constexpr int kKeyGroups = kThreads / kThreadsPerKey;
   __shared__ float q_s[kMaxGqaGroup][kHeadDim];
   __shared__ float score_s[kMaxGqaGroup][kTile];
@@ -45,6 +49,7 @@ __global__ void __launch_bounds__(kThreads) DecodeKernel(PagedAttentionDecodePar
   __syncthreads();
 
   const int sub = tid % kThreadsPerKey;  // which 8 dims of a key this thread reads
+  const bool reads = sub < kSubs;
   const int key_group = tid / kThreadsPerKey;
   float acc[kMaxGqaGroup][8];
 #pragma unroll
@@ -61,7 +66,7 @@ __global__ void __launch_bounds__(kThreads) DecodeKernel(PagedAttentionDecodePar
       float dots[kMaxGqaGroup];
 #pragma unroll
       for (int g = 0; g < kMaxGqaGroup; ++g) dots[g] = 0.0f;
-      if (pos < end) {
+      if (pos < end && reads) {
         const int32_t block = blocks[pos / p.cache.block_size];
         const Pack8<T> kv = reinterpret_cast<const Pack8<T>*>(
             cache + KvOffset(p.cache, block, kv_head, pos % p.cache.block_size, false))[sub];
@@ -119,7 +124,7 @@ __global__ void __launch_bounds__(kThreads) DecodeKernel(PagedAttentionDecodePar
         for (int j = 0; j < 8; ++j) acc[g][j] *= alpha;
       }
     }
-    for (int k = key_group; k < kTile && tile + k < end; k += kKeyGroups) {
+    for (int k = key_group; reads && k < kTile && tile + k < end; k += kKeyGroups) {
       const int32_t pos = tile + k;
       const int32_t block = blocks[pos / p.cache.block_size];
       const Pack8<T> vv = reinterpret_cast<const Pack8<T>*>(
@@ -143,8 +148,10 @@ __global__ void __launch_bounds__(kThreads) DecodeKernel(PagedAttentionDecodePar
 #pragma unroll
   for (int g = 0; g < kMaxGqaGroup; ++g) {
     if (g >= group) break;
+    if (reads) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) reduce_s[key_group][sub * 8 + j] = acc[g][j];
+      for (int j = 0; j < 8; ++j) reduce_s[key_group][sub * 8 + j] = acc[g][j];
+    }
     __syncthreads();
     const int q_head = kv_head * group + g;
     const float total = sum_s[g];
@@ -211,7 +218,7 @@ cudaError_t LaunchPagedAttentionDecode(const PagedAttentionDecodeParams& params,
   const int hd = p.cache.head_dim;
   if (p.q == nullptr || p.out == nullptr || p.positions == nullptr || p.token_row == nullptr ||
       p.row_block_offset == nullptr || p.block_ids == nullptr || p.cache.base == nullptr ||
-      (hd != 64 && hd != 128 && hd != 256) || p.cache.num_kv_heads <= 0 ||
+      (hd != 64 && hd != 96 && hd != 128 && hd != 256) || p.cache.num_kv_heads <= 0 ||
       p.cache.block_size <= 0 || p.num_q_heads % p.cache.num_kv_heads != 0 ||
       p.num_q_heads / p.cache.num_kv_heads > kMaxGqaGroup || p.num_q_heads <= 0 ||
       p.q_row_stride < int64_t{p.num_q_heads} * hd || p.window < 0 || p.num_splits < 1 ||
@@ -225,6 +232,7 @@ cudaError_t LaunchPagedAttentionDecode(const PagedAttentionDecodeParams& params,
   if (p.num_queries == 0) return cudaSuccess;
   cudaError_t err = cudaSuccess;
   CONVOY_DISPATCH_HALF(p.dtype, err = hd == 64    ? Launch<T, 64>(p, stream)
+                                      : hd == 96  ? Launch<T, 96>(p, stream)
                                       : hd == 128 ? Launch<T, 128>(p, stream)
                                                   : Launch<T, 256>(p, stream));
   return err;

@@ -28,7 +28,7 @@ struct PagedAttentionDecodeParams {
   const int32_t* token_row = nullptr;  // [num_queries]
   const int32_t* row_block_offset = nullptr;
   const int32_t* block_ids = nullptr;
-  KvCacheLayout cache;  // head_dim 64, 128 or 256
+  KvCacheLayout cache;  // head_dim 64, 96, 128 or 256
   int64_t num_queries = 0;
   // When set, work item z is query query_list[z] (the step's other queries are left alone);
   // otherwise it is query z.

@@ -390,8 +390,9 @@ ModelConfig QwenConfig(const std::string& architecture) {
 }
 
 // Mistral's or Phi-3's (fused projections) sliding window.
-ModelConfig WindowConfig(const std::string& architecture, int64_t window) {
+ModelConfig WindowConfig(const std::string& architecture, int64_t window, int64_t head_dim = 64) {
   ModelConfig config = SmallConfig();
+  config.head_dim = head_dim;
   config.architecture = architecture;
   config.fused_projections = architecture == "Phi3ForCausalLM";
   config.sliding_window = window;
@@ -466,9 +467,13 @@ TEST_F(CudaExecutorParityTest, SlidingWindowAndFusedProjectionsGiveTheCpuExecuto
     for (int64_t b = 0; b < before; ++b) row.block_table[b] = kNoBlock;
     return row;
   };
-  for (const char* architecture : {"MistralForCausalLM", "Phi3ForCausalLM"}) {
-    SCOPED_TRACE(architecture);
-    ASSERT_NO_FATAL_FAILURE(Load(WindowConfig(architecture, kWindow)));
+  // Phi-3-mini's head_dim, 96, whose prompts go through the decode kernel.
+  for (const auto& [architecture, head_dim] :
+       {std::pair<std::string, int64_t>{"MistralForCausalLM", 64},
+        {"Phi3ForCausalLM", 64},
+        {"Phi3ForCausalLM", 96}}) {
+    SCOPED_TRACE(architecture + " head_dim " + std::to_string(head_dim));
+    ASSERT_NO_FATAL_FAILURE(Load(WindowConfig(architecture, kWindow, head_dim)));
     const std::vector<int32_t> prompt = Tokens(150, 23);
     StepPlan plan;
     plan.rows.push_back(Row(0, {prompt.begin(), prompt.begin() + 70}, 0, false, true));
@@ -523,7 +528,8 @@ TEST(CudaExecutorParityModels, LoadAndRunOnTheCpu) {
   for (const ModelConfig& config :
        {QwenConfig("Qwen2ForCausalLM"), QwenConfig("Qwen3ForCausalLM"),
         WindowConfig("MistralForCausalLM", 40), WindowConfig("Phi3ForCausalLM", 40),
-        LongRopeConfig(0), LongRopeConfig(48), Gemma3Config(128), Gemma3Config(256)}) {
+        WindowConfig("Phi3ForCausalLM", 40, 96), LongRopeConfig(0), LongRopeConfig(48),
+        Gemma3Config(128), Gemma3Config(256)}) {
     SCOPED_TRACE(config.architecture);
     auto weights = ModelWeights::Load(WriteRandomModel(config));
     ASSERT_OK(weights);
@@ -559,22 +565,22 @@ TEST(CudaExecutorFamilies, RefusesOnlyShapesTheKernelsDoNotTake) {
   options.kv_cache_bytes = int64_t{1} << 20;
   for (const ModelConfig& config :
        {QwenConfig("Qwen2ForCausalLM"), QwenConfig("Qwen3ForCausalLM"),
-        WindowConfig("MistralForCausalLM", 40), WindowConfig("Phi3ForCausalLM", 40),
+        WindowConfig("MistralForCausalLM", 40), WindowConfig("Phi3ForCausalLM", 40, 96),
         LongRopeConfig(48), Gemma3Config(256)}) {
     SCOPED_TRACE(config.architecture);
     // Without a GPU it fails for want of a device: never as something the kernels do not run.
     EXPECT_NE(CudaExecutor::CreateRandom(config, options, 1).status().code(),
               absl::StatusCode::kUnimplemented);
   }
-  // Phi-3-mini's head_dim: refused naming it and the family, from a file and at random.
-  ModelConfig config = WindowConfig("Phi3ForCausalLM", 40);
-  config.head_dim = 96;
+  // A head_dim the kernels do not take: refused naming it and the family, from a file and at
+  // random.
+  const ModelConfig config = WindowConfig("Phi3ForCausalLM", 40, 80);
   auto weights = ModelWeights::Load(WriteRandomModel(config));
   ASSERT_OK(weights);
   for (const absl::Status& status : {CudaExecutor::Create(**weights, options).status(),
                                      CudaExecutor::CreateRandom(config, options, 1).status()}) {
     EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
-    EXPECT_NE(status.message().find("head_dim 64, 128 and 256, not 96 (Phi3ForCausalLM)"),
+    EXPECT_NE(status.message().find("head_dim 64, 96, 128 and 256, not 80 (Phi3ForCausalLM)"),
               std::string::npos)
         << status;
   }

@@ -200,11 +200,14 @@ TEST(PagedAttentionKernel, HeadDim64NoGqaOddBlocks) {
   CONVOY_SKIP_WITHOUT_GPU();
   CheckAttention({64, 3, 3, 7, 1});
 }
-// Gemma 3's head_dim, whose prompts go through this kernel too.
-TEST(PagedAttentionKernel, HeadDim256) {
+// Gemma 3's head_dim and Phi-3-mini's (12 threads a key of 16), whose prompts go through this
+// kernel too.
+TEST(PagedAttentionKernel, HeadDims256And96) {
   CONVOY_SKIP_WITHOUT_GPU();
   CheckAttention({256, 4, 1, 16, 1});
   CheckAttention({256, 8, 2, 16, 7, 45});
+  CheckAttention({96, 8, 2, 16, 1});
+  CheckAttention({96, 4, 4, 16, 5, 45});
 }
 TEST(PagedAttentionKernel, HeadDim64Group8Split) {
   CONVOY_SKIP_WITHOUT_GPU();

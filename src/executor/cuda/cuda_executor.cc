@@ -156,9 +156,9 @@ absl::Status CudaExecutor::Impl::Init(const CudaExecutorOptions& opts) {
         "CudaExecutorOptions: prefill_kernel_min_tokens must be 0 (off) or at least 2, got %d",
         opts.prefill_kernel_min_tokens));
   }
-  // The prefill kernels keep a tile of 64 queries in shared memory at head_dim 64 and 128; at 256
-  // (Gemma 3) every query goes through the decode kernel, which takes any number of them.
-  if (c.head_dim == 256) options.prefill_kernel_min_tokens = 0;
+  // The prefill kernels take head_dim 64 and 128; at 96 (Phi-3-mini) and 256 (Gemma 3) every query
+  // goes through the decode kernel, which takes any number of them.
+  if (c.head_dim != 64 && c.head_dim != 128) options.prefill_kernel_min_tokens = 0;
   CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, options.device));
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -716,10 +716,10 @@ HalfType ToHalfType(CudaWeightType type) {
 // scaling, per-layer rope bases and logit soft-capping); the kernels' shapes are what is left to
 // refuse, before anything is uploaded.
 absl::Status CheckShape(const ModelConfig& c) {
-  if (c.head_dim != 64 && c.head_dim != 128 && c.head_dim != 256) {
+  if (c.head_dim != 64 && c.head_dim != 96 && c.head_dim != 128 && c.head_dim != 256) {
     return absl::UnimplementedError(absl::StrFormat(
-        "the CUDA executor's attention kernels take head_dim 64, 128 and 256, not %d (%s); serve "
-        "it with the CPU executor",
+        "the CUDA executor's attention kernels take head_dim 64, 96, 128 and 256, not %d (%s); "
+        "serve it with the CPU executor",
         c.head_dim, c.architecture));
   }
   if (c.num_attention_heads % c.num_key_value_heads != 0 ||
