@@ -162,10 +162,12 @@ absl::StatusOr<absl::Notification*> WatchShutdownSignals() {
     sigset_t none;
     sigemptyset(&none);
     pollfd fd{read_fd, POLLIN, 0};
-    while (ppoll(&fd, 1, nullptr, &none) <= 0 || (fd.revents & POLLIN) == 0) {
-    }
+    int ready;
+    do {
+      ready = ppoll(&fd, 1, nullptr, &none);  // -1 with EINTR after each handler
+    } while (ready < 0 && errno == EINTR);
     char byte = 0;
-    if (read(read_fd, &byte, 1) == 1) {
+    if (ready > 0 && read(read_fd, &byte, 1) == 1) {
       spdlog::info("signal {}: draining (a second signal exits at once)", static_cast<int>(byte));
       first_signal->Notify();
     }
