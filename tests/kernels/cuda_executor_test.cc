@@ -444,6 +444,19 @@ ModelConfig Gemma3Config(int64_t head_dim) {
   return config;
 }
 
+// Every model the parity tests below load.
+std::vector<ModelConfig> ParityConfigs() {
+  return {QwenConfig("Qwen2ForCausalLM"),
+          QwenConfig("Qwen3ForCausalLM"),
+          WindowConfig("MistralForCausalLM", 40),
+          WindowConfig("Phi3ForCausalLM", 40),
+          WindowConfig("Phi3ForCausalLM", 40, 96),
+          LongRopeConfig(0),
+          LongRopeConfig(48),
+          Gemma3Config(128),
+          Gemma3Config(256)};
+}
+
 // Qwen2's QKV biases and Qwen3's per-head Q/K norms (the rotary kernel applies them) give the CPU
 // executor's logits and greedy tokens, through prompts, chunked prefill and graph-replayed decode.
 TEST_F(CudaExecutorParityTest, QwenFamiliesGiveTheCpuExecutorsLogitsAndTokens) {
@@ -525,11 +538,7 @@ TEST_F(CudaExecutorParityTest, Gemma3GivesTheCpuExecutorsLogitsAndTokens) {
 // The parity tests' models are what their configs say and run on the CPU executor (checked without
 // a GPU, so that a GPU session does not find a broken fixture).
 TEST(CudaExecutorParityModels, LoadAndRunOnTheCpu) {
-  for (const ModelConfig& config :
-       {QwenConfig("Qwen2ForCausalLM"), QwenConfig("Qwen3ForCausalLM"),
-        WindowConfig("MistralForCausalLM", 40), WindowConfig("Phi3ForCausalLM", 40),
-        WindowConfig("Phi3ForCausalLM", 40, 96), LongRopeConfig(0), LongRopeConfig(48),
-        Gemma3Config(128), Gemma3Config(256)}) {
+  for (const ModelConfig& config : ParityConfigs()) {
     SCOPED_TRACE(config.architecture);
     auto weights = ModelWeights::Load(WriteRandomModel(config));
     ASSERT_OK(weights);
@@ -563,10 +572,7 @@ TEST(CudaExecutorParityModels, LoadAndRunOnTheCpu) {
 TEST(CudaExecutorFamilies, RefusesOnlyShapesTheKernelsDoNotTake) {
   CudaExecutorOptions options;
   options.kv_cache_bytes = int64_t{1} << 20;
-  for (const ModelConfig& config :
-       {QwenConfig("Qwen2ForCausalLM"), QwenConfig("Qwen3ForCausalLM"),
-        WindowConfig("MistralForCausalLM", 40), WindowConfig("Phi3ForCausalLM", 40, 96),
-        LongRopeConfig(48), Gemma3Config(256)}) {
+  for (const ModelConfig& config : ParityConfigs()) {
     SCOPED_TRACE(config.architecture);
     // Without a GPU it fails for want of a device: never as something the kernels do not run.
     EXPECT_NE(CudaExecutor::CreateRandom(config, options, 1).status().code(),

@@ -24,8 +24,8 @@ using testing::ReportError;
 using testing::RoundBF16;
 using testing::ToBF16;
 
-TEST(EmbeddingKernel, GathersRowsAndZeroesBadIds) {
-  CONVOY_SKIP_WITHOUT_GPU();
+// Rows gathered by id (ids outside the vocabulary give zeros), times `scale`.
+void CheckEmbedding(float scale) {
   const int64_t vocab = 1001, hidden = 136, tokens = 37;
   const std::vector<float> table = RoundBF16(RandomFloats(vocab * hidden, 1));
   std::vector<int32_t> ids(tokens);
@@ -42,44 +42,28 @@ TEST(EmbeddingKernel, GathersRowsAndZeroesBadIds) {
   p.num_tokens = tokens;
   p.hidden = hidden;
   p.vocab = vocab;
+  p.scale = scale;
   CUDA_ASSERT_OK(kernels::LaunchEmbedding(p, nullptr));
   CUDA_ASSERT_OK(cudaDeviceSynchronize());
   std::vector<float> want(tokens * hidden, 0.0f);
   for (int64_t t = 0; t < tokens; ++t) {
     if (ids[t] < 0 || ids[t] >= vocab) continue;
-    for (int64_t i = 0; i < hidden; ++i) want[t * hidden + i] = table[ids[t] * hidden + i];
+    for (int64_t i = 0; i < hidden; ++i) want[t * hidden + i] = table[ids[t] * hidden + i] * scale;
   }
   const double err = RelativeError(d_out.Download(), want);
-  ReportError("embedding", err);
+  ReportError(scale == 1.0f ? "embedding" : "embedding_scaled", err);
   EXPECT_EQ(err, 0.0);
+}
+
+TEST(EmbeddingKernel, GathersRowsAndZeroesBadIds) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  CheckEmbedding(1.0f);
 }
 
 // Gemma's embeddings times sqrt(hidden).
 TEST(EmbeddingKernel, ScalesRows) {
   CONVOY_SKIP_WITHOUT_GPU();
-  const int64_t vocab = 50, hidden = 64, tokens = 9;
-  const float scale = std::sqrt(1152.0f);
-  const std::vector<float> table = RoundBF16(RandomFloats(vocab * hidden, 11));
-  std::vector<int32_t> ids(tokens);
-  for (int64_t t = 0; t < tokens; ++t) ids[t] = static_cast<int32_t>((t * 7 + 3) % vocab);
-  DeviceArray<uint16_t> d_table(ToBF16(table));
-  DeviceArray<int32_t> d_ids(ids);
-  DeviceArray<float> d_out(tokens * hidden);
-  kernels::EmbeddingParams p;
-  p.table = d_table.get();
-  p.token_ids = d_ids.get();
-  p.out = d_out.get();
-  p.num_tokens = tokens;
-  p.hidden = hidden;
-  p.vocab = vocab;
-  p.scale = scale;
-  CUDA_ASSERT_OK(kernels::LaunchEmbedding(p, nullptr));
-  CUDA_ASSERT_OK(cudaDeviceSynchronize());
-  std::vector<float> want(tokens * hidden);
-  for (int64_t t = 0; t < tokens; ++t) {
-    for (int64_t i = 0; i < hidden; ++i) want[t * hidden + i] = table[ids[t] * hidden + i] * scale;
-  }
-  EXPECT_EQ(RelativeError(d_out.Download(), want), 0.0);
+  CheckEmbedding(std::sqrt(1152.0f));
 }
 
 TEST(EmbeddingKernel, RejectsBadShapes) {
