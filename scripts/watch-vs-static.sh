@@ -16,7 +16,8 @@
 # Environment (all optional): BUILD_DIR (build), OUT_DIR (a new /tmp/convoy-watch-*), MODEL
 # (models/SmolLM2-135M-Instruct.Q4_1.gguf), PHASE_S (90), PHASES (4), CHAT_RATE (8), LONG_RATE
 # (1.5), TTFT_MS (1000), ITL_MS (100), INTERVAL_S (the watch's --watch-interval-s: 15), DRAIN_S
-# (10), REPEATS (2), SEED (1: the trace's), SPACE (the --set flags, one string).
+# (10), REPEATS (2), SEED (1: the trace's), SPACE (the --set flags, one string), REUSE_SWEEP (1:
+# take the sweep an earlier run left in OUT_DIR instead of sweeping again).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
@@ -70,14 +71,21 @@ EOF
 trace_s=$(echo "$phase_s * $phases" | bc)
 echo "trace: $(wc -l <"$out/trace.jsonl") requests over $trace_s s" >&2
 
-# 2. The best static config: a sweep of the space over the whole trace.
-echo "sweep over the trace ..." >&2
-start=$(date +%s)
-"$bench" sweep --convoyd "$convoyd" --model "$model" --base-config "$base" \
-  --trace "$out/trace.jsonl" --drain-s "$drain" "${slo[@]}" "${space[@]}" \
-  --work-dir "$out/sweep" --json "$out/sweep.json" --markdown "$out/sweep.md" \
-  --noprogress >"$out/sweep.txt" 2>"$out/sweep.err"
-sweep_s=$(($(date +%s) - start))
+# 2. The best static config: a sweep of the space over the whole trace (or the one already in
+# OUT_DIR with REUSE_SWEEP=1, made with the same settings).
+if [ -n "${REUSE_SWEEP:-}" ] && [ -s "$out/sweep.json" ]; then
+  echo "the sweep already in $out" >&2
+  sweep_s=$(cat "$out/sweep-seconds")
+else
+  echo "sweep over the trace ..." >&2
+  start=$(date +%s)
+  "$bench" sweep --convoyd "$convoyd" --model "$model" --base-config "$base" \
+    --trace "$out/trace.jsonl" --drain-s "$drain" "${slo[@]}" "${space[@]}" \
+    --work-dir "$out/sweep" --json "$out/sweep.json" --markdown "$out/sweep.md" \
+    --noprogress >"$out/sweep.txt" 2>"$out/sweep.err"
+  sweep_s=$(($(date +%s) - start))
+  echo "$sweep_s" >"$out/sweep-seconds"
+fi
 best=$(jq -r '.runs[.best].config' "$out/sweep.json")
 # The sweep wrote each point's whole config (the base with its values) as config-N/config.pbtxt,
 # N its place in the space, which is its run's with one load: what both runs below start from.

@@ -58,8 +58,8 @@ absl::StatusOr<WatchCounters> ReadWatchCounters(absl::string_view exposition,
   absl::Status s = ReadHistogram(exposition, "convoy_time_to_first_token_seconds", slo.ttft_s,
                                  &c.ttft_count, &c.ttft_within);
   if (s.ok()) {
-    s = ReadHistogram(exposition, "convoy_inter_token_latency_seconds", slo.itl_s, &c.itl_count,
-                      &c.itl_within);
+    s = ReadHistogram(exposition, "convoy_request_time_per_output_token_seconds", slo.itl_s,
+                      &c.itl_count, &c.itl_within);
   }
   if (!s.ok()) return s;
   return c;
@@ -72,10 +72,15 @@ WatchWindow Difference(const WatchCounters& before, const WatchCounters& after, 
   if (seconds > 0) w.requests_per_s = w.requests / seconds;
   if (w.requests > 0)
     w.mean_prompt_tokens = (after.prompt_tokens - before.prompt_tokens) / w.requests;
-  auto share = [](double within, double count) { return count > 0 ? within / count : 1.0; };
-  w.attainment =
-      share(after.ttft_within - before.ttft_within, after.ttft_count - before.ttft_count) *
-      share(after.itl_within - before.itl_within, after.itl_count - before.itl_count);
+  auto share = [](double within, double count) {
+    return count > 0 ? std::clamp(within / count, 0.0, 1.0) : 1.0;
+  };
+  // A request that ended without a first token (timed out in the queue, failed, cancelled)
+  // missed the TTFT SLO: the first tokens within it are a share of the requests that ended, or
+  // of the first tokens where more of those came in the window.
+  const double first_tokens = after.ttft_count - before.ttft_count;
+  w.attainment = share(after.ttft_within - before.ttft_within, std::max(w.requests, first_tokens)) *
+                 share(after.itl_within - before.itl_within, after.itl_count - before.itl_count);
   w.goodput_rps = w.requests_per_s * w.attainment;
   return w;
 }
@@ -113,8 +118,8 @@ std::optional<WatchMove> WatchController::Observe(absl::Time now, const WatchWin
       std::abs(regime.second - regime_->second) <= 1) {
     regime = *regime_;
   }
-  std::map<int, double>& seen = goodput_[regime];
-  seen[current_] = window.goodput_rps;
+  std::map<int, double>& seen = attainment_[regime];
+  seen[current_] = window.attainment;
   const bool shifted = regime_.has_value() && *regime_ != regime;
   regime_ = regime;
   if (now - last_move_ < options_.interval) return std::nullopt;
@@ -126,17 +131,18 @@ std::optional<WatchMove> WatchController::Observe(absl::Time now, const WatchWin
 std::optional<WatchMove> WatchController::Decide(const std::map<int, double>& seen, bool shifted,
                                                  const WatchWindow& window) const {
   int best = current_;
-  for (const auto& [point, goodput] : seen) {
-    if (goodput > seen.at(best)) best = point;
+  for (const auto& [point, attainment] : seen) {
+    if (attainment > seen.at(best)) best = point;
   }
   const std::string traffic = absl::StrFormat(
       "traffic %.2f req/s, mean prompt %.0f tokens, %.1f%% within the SLOs, goodput %.2f req/s",
       window.requests_per_s, window.mean_prompt_tokens, 100 * window.attainment,
       window.goodput_rps);
   if (shifted && best != current_) {
-    return WatchMove{best, absl::StrCat("the traffic shifted (", traffic,
-                                        "): back to this traffic's best point (goodput ",
-                                        absl::StrFormat("%.2f", seen.at(best)), " req/s)")};
+    return WatchMove{
+        best,
+        absl::StrCat("the traffic shifted (", traffic, "): back to this traffic's best point (",
+                     absl::StrFormat("%.1f", 100 * seen.at(best)), "% within the SLOs)")};
   }
   for (int neighbour : Neighbours(best)) {
     if (!seen.count(neighbour)) {
@@ -145,8 +151,9 @@ std::optional<WatchMove> WatchController::Decide(const std::map<int, double>& se
     }
   }
   if (best != current_) {
-    return WatchMove{best, absl::StrCat(traffic, ": every neighbour tried; back to the best (",
-                                        absl::StrFormat("%.2f", seen.at(best)), " req/s)")};
+    return WatchMove{
+        best, absl::StrCat(traffic, ": every neighbour tried; back to the best (",
+                           absl::StrFormat("%.1f", 100 * seen.at(best)), "% within the SLOs)")};
   }
   return std::nullopt;
 }
@@ -154,7 +161,7 @@ std::optional<WatchMove> WatchController::Decide(const std::map<int, double>& se
 void WatchController::Moved(int point) { current_ = point; }
 
 void WatchController::Failed(int point) {
-  if (regime_.has_value()) goodput_[*regime_][point] = -1;
+  if (regime_.has_value()) attainment_[*regime_][point] = -1;
 }
 
 }  // namespace convoy::bench

@@ -4,7 +4,9 @@
 // move the knobs one step, within the operator's space:
 //   - the traffic falls into a regime (request rate and mean prompt length, each on a log2 grid of
 //     half steps; a window one step from the regime in force stays in it, so that the noise of a
-//     short window is no shift); each regime keeps the goodput each point gave it;
+//     short window is no shift); each regime keeps the share of requests within the SLOs each
+//     point gave it (not goodput: under the same traffic the two rank points alike, and a short
+//     window's arrival count is noise the share does not carry);
 //   - when the regime changes to one with a known best point, the knobs go there;
 //   - otherwise the knobs climb: the next point tried is an untried neighbour (one axis one value
 //     up or down) of the regime's best; with none left, the knobs go back to the best and stay.
@@ -32,8 +34,11 @@ struct WatchCounters {
   double prompt_tokens = 0;  // convoy_prompt_tokens_total
   double ttft_count = 0;     // requests with a first token
   double ttft_within = 0;    // of those, with TTFT within the SLO (its histogram's bucket)
-  double itl_count = 0;      // inter-token gaps
-  double itl_within = 0;     // of those, within the SLO
+  // Requests with a mean time per output token (two tokens or more; the histogram
+  // convoy_request_time_per_output_token_seconds): goodput holds each request's mean, not each
+  // gap, to the inter-token SLO.
+  double itl_count = 0;
+  double itl_within = 0;  // of those, with the mean within the SLO
 };
 
 // Reads the counters from an exposition; the SLO's limits round down to the histograms' bucket
@@ -46,8 +51,8 @@ struct WatchWindow {
   double requests = 0;
   double requests_per_s = 0;
   double mean_prompt_tokens = 0;
-  // The share of requests within the TTFT SLO times the share of gaps within the ITL SLO: an
-  // estimate of the share of requests within both.
+  // The share of requests within the TTFT SLO times the share within the ITL SLO: an estimate
+  // of the share of requests within both.
   double attainment = 1;
   double goodput_rps = 0;  // requests_per_s x attainment
 };
@@ -92,8 +97,9 @@ class WatchController {
   int current_;
   absl::Time last_move_;  // the last move decided (or the start)
   std::optional<Regime> regime_;
-  // Per regime: each point's goodput (the last window measured under it); refused points at -1.
-  std::map<Regime, std::map<int, double>> goodput_;
+  // Per regime: each point's share within the SLOs (the last window measured under it); refused
+  // points at -1.
+  std::map<Regime, std::map<int, double>> attainment_;
 };
 
 }  // namespace convoy::bench

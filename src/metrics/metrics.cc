@@ -224,6 +224,14 @@ Metrics::Metrics(std::shared_ptr<prometheus::Registry> registry) : registry_(std
                       .Help("Time between two consecutive tokens of a request.")
                       .Register(r)
                       .Add({}, InterTokenBuckets());
+  request_time_per_output_token_ =
+      &BuildHistogram()
+           .Name("convoy_request_time_per_output_token_seconds")
+           .Help(
+               "A request's mean time between its generated tokens: first token to final "
+               "response over generated tokens - 1 (requests with two tokens or more).")
+           .Register(r)
+           .Add({}, InterTokenBuckets());
   e2e_ = &BuildHistogram()
               .Name("convoy_e2e_request_latency_seconds")
               .Help("Arrival to the final response of a request that was not rejected.")
@@ -536,6 +544,14 @@ void Metrics::OnRequestDone(Outcome outcome, int64_t prompt_tokens, int64_t gene
 void Metrics::OnRequestDone(const RequestSummary& summary) {
   OnRequestDone(summary.outcome, summary.prompt_tokens, summary.generated_tokens,
                 summary.e2e_latency);
+  // The request's mean inter-token time, the measure of a per-request ITL SLO (convoy-bench's
+  // goodput and tune --watch hold a request to it), which the gaps' histogram cannot give.
+  if (summary.outcome != Outcome::kRejected && summary.time_to_first_token.has_value() &&
+      summary.generated_tokens >= 2) {
+    request_time_per_output_token_->Observe(
+        Seconds(summary.e2e_latency - *summary.time_to_first_token) /
+        static_cast<double>(summary.generated_tokens - 1));
+  }
 }
 
 }  // namespace convoy

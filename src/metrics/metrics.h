@@ -95,6 +95,8 @@ class Metrics : public SchedulerObserver {
   // the refusal latency (OnRejected counts those).
   void OnRequestDone(Outcome outcome, int64_t prompt_tokens, int64_t generated_tokens,
                      absl::Duration e2e_latency);
+  // The same, and the request's mean time per output token
+  // (convoy_request_time_per_output_token_seconds) when it generated two tokens or more.
   void OnRequestDone(const RequestSummary& summary);
 
   // A request ended because its client left its output unread for longer than
@@ -133,6 +135,7 @@ class Metrics : public SchedulerObserver {
 
   prometheus::Histogram* ttft_ = nullptr;
   prometheus::Histogram* inter_token_ = nullptr;
+  prometheus::Histogram* request_time_per_output_token_ = nullptr;
   prometheus::Histogram* e2e_ = nullptr;
   prometheus::Histogram* refusal_latency_ = nullptr;
   prometheus::Histogram* request_prompt_tokens_ = nullptr;

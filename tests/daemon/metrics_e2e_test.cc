@@ -78,6 +78,7 @@ TEST(DaemonMetricsTest, ServedAndRefusedRequestsMoveTheMetrics) {
   EXPECT_EQ(moved("convoy_e2e_request_latency_seconds_count"), 1) << a;
   EXPECT_EQ(moved("convoy_time_to_first_token_seconds_count"), 1) << a;
   EXPECT_EQ(moved("convoy_inter_token_latency_seconds_count"), 4) << a;
+  EXPECT_EQ(moved("convoy_request_time_per_output_token_seconds_count"), 1) << a;
   EXPECT_EQ(moved("convoy_request_generation_tokens_sum"), 5) << a;
   EXPECT_GE(moved("convoy_generation_tokens_total"), 5) << a;
   EXPECT_GT(Sample(a, "convoy_kv_cache_blocks_free"), 0) << a;

@@ -10,6 +10,9 @@
 #include "daemon_harness.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/test_dir.h"
+#include "nlohmann/json.hpp"
+#include "test_paths.h"
 
 namespace convoy::testing {
 namespace {
@@ -158,6 +161,51 @@ TEST_F(TextApiTest, BadChatRequestsNameTheFieldAndTheServerServesOn) {
   EXPECT_TRUE(CallInfer(*stub_, Chat({{"user", "hi"}}, 4), &fine).ok());
   EXPECT_EQ(fine.usage().completion_tokens(), fine.token_ids_size());
 }
+
+// The end-of-turn tokens of a real vocabulary end generation through the server. The family
+// fixtures (scripts/fixtures/family_fixtures.py) carry a byte-level BPE vocabulary with Qwen's
+// special tokens and ChatML template, as llama.cpp writes them into GGUF; the ids come from the
+// Hugging Face tokenizer that made them (tests/fixtures/families/tokenizer.json). A logit bias
+// forces the token: <|im_end|> (the template's end of turn) and <|endoftext|> stop with nothing
+// in the text; <|im_start|>, special but no stop, is generated to the length limit and left out
+// of the text.
+class FamilyStopTokenTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FamilyStopTokenTest, EndOfTurnTokensOfItsVocabularyStopAChat) {
+  const std::string fixtures = TestSourceDir() + "/tests/fixtures/families/";
+  const nlohmann::json special =
+      nlohmann::json::parse(ReadBytes(fixtures + "tokenizer.json"))["special_tokens"];
+  std::unique_ptr<DaemonProcess> daemon =
+      DaemonProcess::Start(fixtures + GetParam() + "/model.gguf", DefaultTestConfig());
+  ASSERT_NE(daemon, nullptr);
+  std::unique_ptr<v1::Inference::Stub> stub = daemon->inference();
+  auto forced = [&](const std::string& token) {
+    v1::InferRequest request;
+    v1::ChatMessage* m = request.add_messages();
+    m->set_role("user");
+    m->set_content("Say something.");
+    request.mutable_sampling()->set_max_tokens(6);
+    (*request.mutable_sampling()->mutable_logit_bias())[special.at(token).get<int32_t>()] = 100;
+    v1::InferResponse response;
+    const grpc::Status status = CallInfer(*stub, request, &response);
+    EXPECT_TRUE(status.ok()) << token << ": " << status.error_message();
+    return response;
+  };
+  for (const std::string stop : {"<|im_end|>", "<|endoftext|>"}) {
+    SCOPED_TRACE(stop);
+    const v1::InferResponse response = forced(stop);
+    EXPECT_EQ(response.finish_reason(), v1::FINISH_REASON_STOP);
+    EXPECT_EQ(response.text(), "");
+    EXPECT_LE(response.token_ids_size(), 1);
+  }
+  const v1::InferResponse start = forced("<|im_start|>");
+  EXPECT_EQ(start.finish_reason(), v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(start.token_ids_size(), 6);
+  EXPECT_EQ(start.text(), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, FamilyStopTokenTest,
+                         ::testing::Values("qwen2", "qwen3", "mistral", "gemma3", "phi3"));
 
 }  // namespace
 }  // namespace convoy::testing

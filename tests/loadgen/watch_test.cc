@@ -96,6 +96,33 @@ TEST(WatchTest, NoiseWithinAGridStepIsNoShift) {
   EXPECT_EQ(in_force, kChat.best_point);
 }
 
+// Points are ranked by the share of requests within the SLOs, not by goodput: a window's
+// arrivals are Poisson noise (here every window under a worse point happens to bring 40% more
+// requests, so its goodput is the higher), which says nothing about the point.
+TEST(WatchTest, ABusierWindowDoesNotMakeAWorsePointLookBetter) {
+  absl::Time now = absl::FromUnixSeconds(0);
+  WatchController controller({kAxisA, kAxisB}, 0, now, WatchOptions());
+  int in_force = 0;
+  for (int step = 0; step < 40; ++step) {
+    now += absl::Minutes(1);
+    WatchWindow w = Window(kChat, in_force, 60);
+    if (in_force != kChat.best_point) {
+      // 80% within the SLOs or less (the best point: 90%), but 40% more arrivals.
+      w.attainment = 0.8 * w.attainment * 2;
+      w.requests_per_s *= 1.4;
+      w.requests *= 1.4;
+    } else {
+      w.attainment = 0.9;
+    }
+    w.goodput_rps = w.requests_per_s * w.attainment;
+    std::optional<WatchMove> move = controller.Observe(now, w);
+    if (!move.has_value()) continue;
+    in_force = move->point;
+    controller.Moved(move->point);
+  }
+  EXPECT_EQ(in_force, kChat.best_point);
+}
+
 TEST(WatchTest, QuietWindowsAndRefusedPointsAreNotActedOn) {
   absl::Time now = absl::FromUnixSeconds(0);
   WatchController controller({kAxisA, kAxisB}, 0, now, WatchOptions());
@@ -119,8 +146,8 @@ convoy_time_to_first_token_seconds_bucket{le="0.25"} 80
 convoy_time_to_first_token_seconds_bucket{le="0.5"} 90
 convoy_time_to_first_token_seconds_bucket{le="+Inf"} 100
 convoy_time_to_first_token_seconds_count 100
-convoy_inter_token_latency_seconds_bucket{le="0.1"} 1000
-convoy_inter_token_latency_seconds_count 1000
+convoy_request_time_per_output_token_seconds_bucket{le="0.1"} 90
+convoy_request_time_per_output_token_seconds_count 100
 )";
   const std::string after = R"(convoy_e2e_request_latency_seconds_count 300
 convoy_prompt_tokens_total 26400
@@ -128,8 +155,8 @@ convoy_time_to_first_token_seconds_bucket{le="0.25"} 200
 convoy_time_to_first_token_seconds_bucket{le="0.5"} 250
 convoy_time_to_first_token_seconds_bucket{le="+Inf"} 300
 convoy_time_to_first_token_seconds_count 300
-convoy_inter_token_latency_seconds_bucket{le="0.1"} 2800
-convoy_inter_token_latency_seconds_count 3000
+convoy_request_time_per_output_token_seconds_bucket{le="0.1"} 270
+convoy_request_time_per_output_token_seconds_count 300
 )";
   SloTargets slo;
   slo.ttft_s = 0.6;  // rounds down to the 0.5 bucket
@@ -142,10 +169,18 @@ convoy_inter_token_latency_seconds_count 3000
   EXPECT_EQ(w.requests, 200);
   EXPECT_EQ(w.requests_per_s, 10);
   EXPECT_EQ(w.mean_prompt_tokens, 100);
-  // 160 of 200 first tokens within 0.5 s; 1800 of 2000 gaps within 0.1 s.
+  // 160 of 200 first tokens within 0.5 s; 180 of 200 requests' mean inter-token times within
+  // 0.1 s.
   EXPECT_DOUBLE_EQ(w.attainment, 0.8 * 0.9);
   EXPECT_DOUBLE_EQ(w.goodput_rps, 10 * 0.72);
   EXPECT_FALSE(ReadWatchCounters("other 1\n", slo).ok());
+
+  // 50 of the 200 requests that ended never had a first token (timed out in the queue): they
+  // missed the TTFT SLO, so 160 of 200 is now 120 of 200.
+  WatchCounters timed_out = *b;
+  timed_out.ttft_count -= 50;
+  timed_out.ttft_within -= 40;
+  EXPECT_DOUBLE_EQ(Difference(*a, timed_out, 20).attainment, 0.6 * 0.9);
 }
 
 }  // namespace

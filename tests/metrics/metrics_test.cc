@@ -130,6 +130,34 @@ TEST_F(MetricsTest, FinishedRequestCountsAsSuccessAndFillsHistograms) {
   EXPECT_EQ(Delta(before, after, "convoy_request_generation_tokens_sum"), 4);
 }
 
+// A request's mean time per output token, what a per-request ITL SLO measures: (e2e - TTFT) /
+// (tokens - 1), one observation per request, none for a request without two tokens.
+TEST_F(MetricsTest, RequestSummaryFillsTheMeanTimePerOutputToken) {
+  const Samples before = Scrape();
+  RequestSummary summary;
+  summary.outcome = Outcome::kCompleteLength;
+  summary.generated_tokens = 5;
+  summary.time_to_first_token = absl::Milliseconds(100);
+  summary.e2e_latency = absl::Milliseconds(380);  // 4 gaps of 70 ms on average
+  metrics_->OnRequestDone(summary);
+  RequestSummary one_token = summary;
+  one_token.generated_tokens = 1;
+  metrics_->OnRequestDone(one_token);
+  RequestSummary no_token = summary;
+  no_token.generated_tokens = 0;
+  no_token.time_to_first_token.reset();
+  no_token.outcome = Outcome::kTimedOut;
+  metrics_->OnRequestDone(no_token);
+  const Samples after = Scrape();
+
+  const std::string name = "convoy_request_time_per_output_token_seconds";
+  EXPECT_EQ(Delta(before, after, name + "_count"), 1);
+  EXPECT_NEAR(Delta(before, after, name + "_sum"), 0.07, 1e-12);
+  EXPECT_EQ(Delta(before, after, name + R"(_bucket{le="0.05"})"), 0);
+  EXPECT_EQ(Delta(before, after, name + R"(_bucket{le="0.075"})"), 1);
+  EXPECT_EQ(Delta(before, after, "convoy_e2e_request_latency_seconds_count"), 3);
+}
+
 TEST_F(MetricsTest, RejectedRequestCountsWithItsReasonAndNoLatency) {
   const Samples before = Scrape();
   metrics_->OnRejected(RejectReason::kQueueFull);
