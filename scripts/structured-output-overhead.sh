@@ -4,7 +4,10 @@
 # convoyd on the default model (build/ built, the model fetched by scripts/fetch-default-model.sh),
 # `convoy generate --json` per request, the decode time per token from each answer's timings
 # ((total - time to first token) / (tokens - 1)). Prints the median and mean over the requests of
-# each run.
+# each run, and how many ran to MAX_TOKENS (default 96): where all of them do in both runs, the
+# two compare steps of the same batch at the same context lengths (with fewer, a run whose answers
+# end sooner decodes its last tokens in smaller batches, which moves its per-token time more than
+# a constraint does).
 # docs/perf/cpu.md section 14.
 set -u
 cd "$(dirname "$0")/.."
@@ -18,18 +21,19 @@ run() {  # run N FLAGS...
   local n=$1; shift
   local pids=()
   for i in $(seq $n); do
-    $B/convoy generate --addr 127.0.0.1:50091 --chat "List some fruits as JSON." --max-tokens 96 --temperature 1 --seed $i --json "$@" > /tmp/measure_out_$i.json & pids+=($!)
+    $B/convoy generate --addr 127.0.0.1:50091 --chat "List some fruits as JSON." --max-tokens "${MAX_TOKENS:-96}" --temperature 1 --seed $i --json "$@" > /tmp/measure_out_$i.json & pids+=($!)
   done
   wait "${pids[@]}"
-  python3 - "$n" <<'PY'
+  python3 - "$n" "${MAX_TOKENS:-96}" <<'PY'
 import json, sys
-n = int(sys.argv[1]); per = []
+n, max_tokens = int(sys.argv[1]), int(sys.argv[2]); per = []; full = 0
 for i in range(1, n + 1):
     j = json.loads(open(f"/tmp/measure_out_{i}.json").read().strip().splitlines()[-1])
     t = j["timings"]; k = j["usage"]["completion_tokens"]
     if k > 1: per.append((t["total_us"] - t["time_to_first_token_us"]) / (k - 1))
+    full += k == max_tokens
 per.sort()
-print(f"  {len(per)} requests, decode us/token: median {per[len(per)//2]:.0f}, mean {sum(per)/len(per):.0f}")
+print(f"  {len(per)} requests ({full} to {max_tokens} tokens), decode us/token: median {per[len(per)//2]:.0f}, mean {sum(per)/len(per):.0f}")
 PY
 }
 for n in 1 16; do

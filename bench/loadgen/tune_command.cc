@@ -171,7 +171,10 @@ int Watch(LiveServer& server, const ServerTarget& target, const SloTargets& slo,
       Log(absl::StrCat("the move failed, staying on ", OverrideLabel(space[controller.current()]),
                        ": ", s.message()));
     }
-    before = Scrape(target, slo);  // the next window starts under the new knobs
+    // The next window starts under the new knobs, once the requests the old ones queued have had
+    // a moment to drain (its own length is the interval again).
+    absl::SleepFor(std::min(options.settle_fraction * options.interval, end - absl::Now()));
+    before = Scrape(target, slo);
     since = absl::Now();
   }
   return 0;

@@ -144,6 +144,12 @@ std::optional<WatchMove> WatchController::Decide(const std::map<int, double>& se
         absl::StrCat("the traffic shifted (", traffic, "): back to this traffic's best point (",
                      absl::StrFormat("%.1f", 100 * seen.at(best)), "% within the SLOs)")};
   }
+  if (seen.at(best) >= options_.satisfied) {
+    if (best == current_) return std::nullopt;
+    return WatchMove{best, absl::StrCat(traffic, ": back to this traffic's best point (",
+                                        absl::StrFormat("%.1f", 100 * seen.at(best)),
+                                        "% within the SLOs: nothing to gain by trying others)")};
+  }
   for (int neighbour : Neighbours(best)) {
     if (!seen.count(neighbour)) {
       return WatchMove{neighbour, absl::StrCat(shifted ? "the traffic shifted; " : "", traffic,

@@ -8,8 +8,10 @@
 //     point gave it (not goodput: under the same traffic the two rank points alike, and a short
 //     window's arrival count is noise the share does not carry);
 //   - when the regime changes to one with a known best point, the knobs go there;
-//   - otherwise the knobs climb: the next point tried is an untried neighbour (one axis one value
-//     up or down) of the regime's best; with none left, the knobs go back to the best and stay.
+//   - otherwise, unless the regime's best point already keeps nearly every request within the
+//     SLOs (WatchOptions::satisfied), the knobs climb: the next point tried is an untried
+//     neighbour (one axis one value up or down) of the regime's best; with none left, the knobs
+//     go back to the best and stay.
 // It never moves more often than once per interval, and says why each time.
 #ifndef CONVOY_BENCH_LOADGEN_WATCH_H_
 #define CONVOY_BENCH_LOADGEN_WATCH_H_
@@ -62,6 +64,12 @@ struct WatchOptions {
   absl::Duration interval = absl::Minutes(1);
   // A window with fewer requests says nothing.
   double min_requests = 20;
+  // A traffic whose best point keeps this share of its requests within the SLOs is served: no
+  // neighbour is tried for it (none can gain much, and a bad one costs a whole window).
+  double satisfied = 0.99;
+  // After a move, the next window starts this share of the interval later, so that the requests
+  // queued under the old knobs do not count against the new ones (the caller waits it out).
+  double settle_fraction = 0.25;
 };
 
 struct WatchMove {

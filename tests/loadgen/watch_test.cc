@@ -4,6 +4,7 @@
 #include "bench/loadgen/watch.h"
 
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -76,35 +77,46 @@ TEST(WatchTest, NeverMovesMoreOftenThanItsIntervalAndFindsEachTrafficsBest) {
   EXPECT_THAT(reasons.back(), HasSubstr("back to this traffic's best point"));
 }
 
-// A window's rate and prompt length wobble (Poisson noise over a short window): that is no shift
-// of the traffic, and the climb goes on where it was.
-TEST(WatchTest, NoiseWithinAGridStepIsNoShift) {
+// Forty one-minute windows of one traffic from point 0, each made by `window` for the step and
+// the point in force; every move is applied (after `check` has seen it). Returns the point in
+// force at the end.
+int FortyWindows(const std::function<WatchWindow(int step, int in_force)>& window,
+                 const std::function<void(int step, const WatchMove& move)>& check = nullptr) {
   absl::Time now = absl::FromUnixSeconds(0);
   WatchController controller({kAxisA, kAxisB}, 0, now, WatchOptions());
   int in_force = 0;
   for (int step = 0; step < 40; ++step) {
     now += absl::Minutes(1);
-    WatchWindow w = Window(kChat, in_force, 60);
-    w.requests_per_s *= step % 2 == 0 ? 1.3 : 0.8;
-    w.mean_prompt_tokens *= step % 3 == 0 ? 1.3 : 0.85;
-    std::optional<WatchMove> move = controller.Observe(now, w);
+    std::optional<WatchMove> move = controller.Observe(now, window(step, in_force));
     if (!move.has_value()) continue;
-    EXPECT_THAT(move->reason, Not(HasSubstr("shifted"))) << "step " << step;
+    if (check) check(step, *move);
     in_force = move->point;
     controller.Moved(move->point);
   }
-  EXPECT_EQ(in_force, kChat.best_point);
+  return in_force;
+}
+
+// A window's rate and prompt length wobble (Poisson noise over a short window): that is no shift
+// of the traffic, and the climb goes on where it was.
+TEST(WatchTest, NoiseWithinAGridStepIsNoShift) {
+  const int last = FortyWindows(
+      [](int step, int in_force) {
+        WatchWindow w = Window(kChat, in_force, 60);
+        w.requests_per_s *= step % 2 == 0 ? 1.3 : 0.8;
+        w.mean_prompt_tokens *= step % 3 == 0 ? 1.3 : 0.85;
+        return w;
+      },
+      [](int step, const WatchMove& move) {
+        EXPECT_THAT(move.reason, Not(HasSubstr("shifted"))) << "step " << step;
+      });
+  EXPECT_EQ(last, kChat.best_point);
 }
 
 // Points are ranked by the share of requests within the SLOs, not by goodput: a window's
 // arrivals are Poisson noise (here every window under a worse point happens to bring 40% more
 // requests, so its goodput is the higher), which says nothing about the point.
 TEST(WatchTest, ABusierWindowDoesNotMakeAWorsePointLookBetter) {
-  absl::Time now = absl::FromUnixSeconds(0);
-  WatchController controller({kAxisA, kAxisB}, 0, now, WatchOptions());
-  int in_force = 0;
-  for (int step = 0; step < 40; ++step) {
-    now += absl::Minutes(1);
+  const int last = FortyWindows([](int, int in_force) {
     WatchWindow w = Window(kChat, in_force, 60);
     if (in_force != kChat.best_point) {
       // 80% within the SLOs or less (the best point: 90%), but 40% more arrivals.
@@ -115,12 +127,32 @@ TEST(WatchTest, ABusierWindowDoesNotMakeAWorsePointLookBetter) {
       w.attainment = 0.9;
     }
     w.goodput_rps = w.requests_per_s * w.attainment;
-    std::optional<WatchMove> move = controller.Observe(now, w);
-    if (!move.has_value()) continue;
-    in_force = move->point;
-    controller.Moved(move->point);
+    return w;
+  });
+  EXPECT_EQ(last, kChat.best_point);
+}
+
+// A traffic served within the SLOs for nearly every request is left alone: trying a neighbour
+// could only lose (here every other point keeps a tenth of its requests within them). Below
+// WatchOptions::satisfied the watch climbs as before.
+TEST(WatchTest, ATrafficServedWithinTheSlosIsNotExplored) {
+  for (const double at_start : {0.995, 0.95}) {
+    SCOPED_TRACE(at_start);
+    int moves = 0;
+    FortyWindows(
+        [&](int, int in_force) {
+          WatchWindow w = Window(kChat, in_force, 60);
+          w.attainment = in_force == 0 ? at_start : 0.1;
+          w.goodput_rps = w.requests_per_s * w.attainment;
+          return w;
+        },
+        [&](int, const WatchMove&) { ++moves; });
+    if (at_start >= WatchOptions().satisfied) {
+      EXPECT_EQ(moves, 0);
+    } else {
+      EXPECT_GT(moves, 0);
+    }
   }
-  EXPECT_EQ(in_force, kChat.best_point);
 }
 
 TEST(WatchTest, QuietWindowsAndRefusedPointsAreNotActedOn) {
