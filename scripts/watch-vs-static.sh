@@ -9,7 +9,8 @@
 #   3. REPEATS times, in turn: the trace replayed against a convoyd that starts on that best point
 #      with `convoy-bench tune --watch` moving its knobs as the traffic shifts (an operator who
 #      tuned once, then left the watch on), and against a fresh convoyd held on the best point;
-#   4. prints both goodputs per repeat, their means and the ratio, and the watch's moves.
+#   4. prints both goodputs per repeat, their means and the ratio, the watch's moves, and the most
+#      any watch could gain on this traffic (each mix swept alone: step 2b).
 # Everything printed on stdout is Markdown; the rest goes to OUT_DIR. Run it on an otherwise idle
 # machine: background load moves every figure.
 #
@@ -93,6 +94,29 @@ best_config=$out/sweep/config-$(jq -r '.best' "$out/sweep.json")/config.pbtxt
 [ -s "$best_config" ] || { echo "no config for the best point: $best_config" >&2; exit 1; }
 echo "best static point: $best" >&2
 
+# 2b. Each mix alone (bench/workloads/chat.pbtxt and rag.pbtxt draw the trace's two mixes), the
+# same space, PHASE_S a point: what each point gives each mix. The most any watch could gain is
+# what knowing each mix's best point from the start gives (no trial, no transition): per mix the
+# best point's goodput against the static best's, weighted by the mix's share of the phases.
+mix_sweep() {  # NAME WORKLOAD RATE
+  [ -n "${REUSE_SWEEP:-}" ] && [ -s "$out/mix-$1.json" ] && return 0
+  echo "sweep of the $1 mix alone ..." >&2
+  "$bench" sweep --convoyd "$convoyd" --model "$model" --base-config "$base" --workload "$2" \
+    --rate "$3" --duration-s "$phase_s" --drain-s "$drain" "${slo[@]}" "${space[@]}" \
+    --work-dir "$out/mix-$1" --json "$out/mix-$1.json" --markdown "$out/mix-$1.md" \
+    --noprogress >"$out/mix-$1.txt" 2>&1
+}
+mix_sweep chat bench/workloads/chat.pbtxt "$chat_rate"
+mix_sweep long bench/workloads/rag.pbtxt "$long_rate"
+chat_phases=$(((phases + 1) / 2))
+long_phases=$((phases / 2))
+goodput_of() { jq -r ".runs[$2].classes[-1].goodput_rps" "$out/mix-$1.json"; }
+best_of() { jq -r '.runs[.best].classes[-1].goodput_rps' "$out/mix-$1.json"; }
+best_index=$(jq -r '.best' "$out/sweep.json")
+oracle=$(echo "($(best_of chat) * $chat_phases + $(best_of long) * $long_phases) / $phases" | bc -l)
+static_mixes=$(echo "($(goodput_of chat "$best_index") * $chat_phases + \
+  $(goodput_of long "$best_index") * $long_phases) / $phases" | bc -l)
+
 # start_convoyd CONFIG DIR: a convoyd on CONFIG, its ports in DIR; sets pid.
 start_convoyd() {
   local config=$1 dir=$2
@@ -149,7 +173,7 @@ for r in $(seq "$repeats"); do
 done
 
 # 4. The table.
-mean() { printf '%s\n' "$@" | awk '{s += $1} END {printf "%.3f", s / NR}'; }
+mean() { printf '%s\n' "$@" | awk '{s += $1} END {if (NR) printf "%.3f", s / NR}'; }
 watch_mean=$(mean "${watch_goodput[@]}")
 static_mean=$(mean "${static_goodput[@]}")
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
@@ -161,22 +185,39 @@ echo "($chat_rate req/s) and long prompts ($long_rate req/s). Goodput: completed
 echo "TTFT <= $ttft_ms ms and mean inter-token latency <= $itl_ms ms. Space: ${space[*]}."
 echo "Sweep over the trace: $sweep_s s; best static point: $best. Watch interval: $interval s."
 echo
-echo "| repeat | goodput, watch | goodput, static best | watch / static |"
+if [ "$repeats" -gt 0 ]; then
+  echo "| repeat | goodput, watch | goodput, static best | watch / static |"
+  echo "|---|---|---|---|"
+  for i in "${!watch_goodput[@]}"; do
+    echo "| $((i + 1)) | ${watch_goodput[$i]} | ${static_goodput[$i]} |" \
+      "$(echo "scale=3; ${watch_goodput[$i]} / ${static_goodput[$i]}" | bc) |"
+  done
+  echo "| mean | $watch_mean | $static_mean | $(echo "scale=3; $watch_mean / $static_mean" | bc) |"
+  echo
+fi
+echo "Each mix alone (PHASE_S a point; the static best point is $best):"
+echo
+echo "| mix | best point | its goodput | the static best's goodput |"
 echo "|---|---|---|---|"
-for i in "${!watch_goodput[@]}"; do
-  echo "| $((i + 1)) | ${watch_goodput[$i]} | ${static_goodput[$i]} |" \
-    "$(echo "scale=3; ${watch_goodput[$i]} / ${static_goodput[$i]}" | bc) |"
+for mix in chat long; do
+  echo "| $mix | $(jq -r '.runs[.best].config' "$out/mix-$mix.json") | $(best_of $mix) |" \
+    "$(goodput_of $mix "$best_index") |"
 done
-echo "| mean | $watch_mean | $static_mean | $(echo "scale=3; $watch_mean / $static_mean" | bc) |"
+echo
+echo "The most a watch could gain here (each mix's best point in force for the whole of its phases,"
+echo "against the static best's, both from the runs of each mix alone): $(printf '%.3f' \
+  "$(echo "$oracle / $static_mixes" | bc -l)")x."
 echo
 echo "The sweep's points over the whole trace:"
 echo
 cat "$out/sweep.md"
 echo
-echo "The watch's moves (repeat 1):"
-echo
-echo '```'
-grep -i "move\|regime\|back to\|neighbour" "$out/watch-1/watch.txt" || echo "(none)"
-echo '```'
-echo
+if [ "$repeats" -gt 0 ]; then
+  echo "The watch's moves (repeat 1):"
+  echo
+  echo '```'
+  grep -i "move\|regime\|back to\|neighbour" "$out/watch-1/watch.txt" || echo "(none)"
+  echo '```'
+  echo
+fi
 echo "Outputs in $out."

@@ -118,17 +118,35 @@ std::optional<WatchMove> WatchController::Observe(absl::Time now, const WatchWin
       std::abs(regime.second - regime_->second) <= 1) {
     regime = *regime_;
   }
+  if (!attainment_.count(regime)) Inherit(regime);
   std::map<int, double>& seen = attainment_[regime];
   seen[current_] = window.attainment;
+  const std::map<int, double>& prior = prior_[regime];
   const bool shifted = regime_.has_value() && *regime_ != regime;
   regime_ = regime;
   if (now - last_move_ < options_.interval) return std::nullopt;
-  std::optional<WatchMove> move = Decide(seen, shifted, window);
+  std::optional<WatchMove> move = Decide(seen, prior, shifted, window);
   if (move.has_value()) last_move_ = now;
   return move;
 }
 
-std::optional<WatchMove> WatchController::Decide(const std::map<int, double>& seen, bool shifted,
+void WatchController::Inherit(const Regime& regime) {
+  const std::map<int, double>* nearest = nullptr;
+  int nearest_distance = 0;
+  for (const auto& [known, seen] : attainment_) {
+    const int distance =
+        std::abs(known.first - regime.first) + std::abs(known.second - regime.second);
+    if (nearest == nullptr || distance < nearest_distance) {
+      nearest = &seen;
+      nearest_distance = distance;
+    }
+  }
+  prior_[regime] = nearest != nullptr ? *nearest : std::map<int, double>();
+  attainment_[regime];
+}
+
+std::optional<WatchMove> WatchController::Decide(const std::map<int, double>& seen,
+                                                 const std::map<int, double>& prior, bool shifted,
                                                  const WatchWindow& window) const {
   int best = current_;
   for (const auto& [point, attainment] : seen) {
@@ -151,7 +169,10 @@ std::optional<WatchMove> WatchController::Decide(const std::map<int, double>& se
                                         "% within the SLOs: nothing to gain by trying others)")};
   }
   for (int neighbour : Neighbours(best)) {
-    if (!seen.count(neighbour)) {
+    // Not tried here, and not far worse than this best where the nearest traffic tried it.
+    const auto elsewhere = prior.find(neighbour);
+    if (!seen.count(neighbour) &&
+        (elsewhere == prior.end() || elsewhere->second >= 0.5 * seen.at(best))) {
       return WatchMove{neighbour, absl::StrCat(shifted ? "the traffic shifted; " : "", traffic,
                                                ": trying a neighbour of the best point")};
     }

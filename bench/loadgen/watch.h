@@ -7,6 +7,10 @@
 //     short window is no shift); each regime keeps the share of requests within the SLOs each
 //     point gave it (not goodput: under the same traffic the two rank points alike, and a short
 //     window's arrival count is noise the share does not carry);
+//   - a regime seen for the first time keeps what the nearest known regime measured as its prior:
+//     a neighbour that kept under half the share there of what the best point keeps here is not
+//     tried, so that a traffic near a known one (or a window half in two) does not try again what
+//     was found bad next door;
 //   - when the regime changes to one with a known best point, the knobs go there;
 //   - otherwise, unless the regime's best point already keeps nearly every request within the
 //     SLOs (WatchOptions::satisfied), the knobs climb: the next point tried is an untried
@@ -97,7 +101,11 @@ class WatchController {
   using Regime = std::pair<int, int>;
   static Regime RegimeOf(const WatchWindow& window);
   std::vector<int> Neighbours(int point) const;
-  std::optional<WatchMove> Decide(const std::map<int, double>& seen, bool shifted,
+  // Starts `regime`'s measurements (none yet) and its prior: the nearest known regime's
+  // measurements (on the grid), or none when no regime is known.
+  void Inherit(const Regime& regime);
+  std::optional<WatchMove> Decide(const std::map<int, double>& seen,
+                                  const std::map<int, double>& prior, bool shifted,
                                   const WatchWindow& window) const;
 
   const std::vector<int> axis_sizes_;
@@ -108,6 +116,8 @@ class WatchController {
   // Per regime: each point's share within the SLOs (the last window measured under it); refused
   // points at -1.
   std::map<Regime, std::map<int, double>> attainment_;
+  // Per regime: the nearest regime's measurements when it was first seen.
+  std::map<Regime, std::map<int, double>> prior_;
 };
 
 }  // namespace convoy::bench

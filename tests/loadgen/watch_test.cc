@@ -155,6 +155,35 @@ TEST(WatchTest, ATrafficServedWithinTheSlosIsNotExplored) {
   }
 }
 
+// A traffic first seen keeps what the nearest known traffic measured: here a busier chat mix (a
+// regime of its own) whose points rank as the chat's did, every point but the best keeping a
+// tenth of the requests within the SLOs. The watch stays on the chat's best point instead of
+// trying its neighbours again; without the prior, each neighbour would cost a window.
+TEST(WatchTest, ANewTrafficStartsFromTheNearestKnownOne) {
+  const Traffic busier = {2 * kChat.requests_per_s, 2.5 * kChat.prompt_tokens, kChat.best_point};
+  absl::Time now = absl::FromUnixSeconds(0);
+  WatchController controller({kAxisA, kAxisB}, 0, now, WatchOptions());
+  int in_force = 0;
+  int moves_in_busier = 0;
+  for (int step = 0; step < 60; ++step) {
+    now += absl::Minutes(1);
+    const Traffic& traffic = step < 30 ? kChat : busier;
+    WatchWindow w = Window(traffic, in_force, 60);
+    w.attainment = in_force == kChat.best_point ? 0.9 : 0.1;  // never 99%: never satisfied
+    w.goodput_rps = w.requests_per_s * w.attainment;
+    if (std::optional<WatchMove> move = controller.Observe(now, w); move.has_value()) {
+      if (step >= 30) ++moves_in_busier;
+      in_force = move->point;
+      controller.Moved(move->point);
+    }
+    if (step == 29) {
+      EXPECT_EQ(in_force, kChat.best_point) << "the chat's best, found";
+    }
+  }
+  EXPECT_EQ(in_force, kChat.best_point);
+  EXPECT_EQ(moves_in_busier, 0);
+}
+
 TEST(WatchTest, QuietWindowsAndRefusedPointsAreNotActedOn) {
   absl::Time now = absl::FromUnixSeconds(0);
   WatchController controller({kAxisA, kAxisB}, 0, now, WatchOptions());
