@@ -110,8 +110,8 @@ mix_sweep chat bench/workloads/chat.pbtxt "$chat_rate"
 mix_sweep long bench/workloads/rag.pbtxt "$long_rate"
 chat_phases=$(((phases + 1) / 2))
 long_phases=$((phases / 2))
-goodput_of() { jq -r ".runs[$2].classes[-1].goodput_rps" "$out/mix-$1.json"; }
-best_of() { jq -r '.runs[.best].classes[-1].goodput_rps' "$out/mix-$1.json"; }
+goodput_of() { jq -r ".runs[$2].classes[-1].goodput_rps * 1000 | round / 1000" "$out/mix-$1.json"; }
+best_of() { jq -r '.runs[.best].classes[-1].goodput_rps * 1000 | round / 1000' "$out/mix-$1.json"; }
 best_index=$(jq -r '.best' "$out/sweep.json")
 oracle=$(echo "($(best_of chat) * $chat_phases + $(best_of long) * $long_phases) / $phases" | bc -l)
 static_mixes=$(echo "($(goodput_of chat "$best_index") * $chat_phases + \

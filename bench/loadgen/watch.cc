@@ -162,6 +162,20 @@ std::optional<WatchMove> WatchController::Decide(const std::map<int, double>& se
         absl::StrCat("the traffic shifted (", traffic, "): back to this traffic's best point (",
                      absl::StrFormat("%.1f", 100 * seen.at(best)), "% within the SLOs)")};
   }
+  if (shifted && !prior.empty()) {
+    // A traffic not met before: its best guess is the nearest known traffic's best point, not
+    // whatever that traffic's trials left in force.
+    int guess = prior.begin()->first;
+    for (const auto& [point, attainment] : prior) {
+      if (attainment > prior.at(guess)) guess = point;
+    }
+    if (guess != current_ && !seen.count(guess) && prior.at(guess) > seen.at(best)) {
+      return WatchMove{guess, absl::StrCat("the traffic shifted to one not met before (", traffic,
+                                           "): to the nearest known traffic's best point (",
+                                           absl::StrFormat("%.1f", 100 * prior.at(guess)),
+                                           "% within the SLOs there)")};
+    }
+  }
   if (seen.at(best) >= options_.satisfied) {
     if (best == current_) return std::nullopt;
     return WatchMove{best, absl::StrCat(traffic, ": back to this traffic's best point (",

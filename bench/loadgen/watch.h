@@ -8,9 +8,9 @@
 //     point gave it (not goodput: under the same traffic the two rank points alike, and a short
 //     window's arrival count is noise the share does not carry);
 //   - a regime seen for the first time keeps what the nearest known regime measured as its prior:
-//     a neighbour that kept under half the share there of what the best point keeps here is not
-//     tried, so that a traffic near a known one (or a window half in two) does not try again what
-//     was found bad next door;
+//     the knobs go first to the prior's best point, and a neighbour that kept under half the share
+//     there of what the best point keeps here is not tried, so that a traffic near a known one (or
+//     a window half in two) does not try again what was found bad next door;
 //   - when the regime changes to one with a known best point, the knobs go there;
 //   - otherwise, unless the regime's best point already keeps nearly every request within the
 //     SLOs (WatchOptions::satisfied), the knobs climb: the next point tried is an untried

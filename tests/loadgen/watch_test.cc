@@ -184,6 +184,34 @@ TEST(WatchTest, ANewTrafficStartsFromTheNearestKnownOne) {
   EXPECT_EQ(moves_in_busier, 0);
 }
 
+// A traffic not met before starts on the nearest known traffic's best point, not on the
+// neighbour that traffic was trying when it ended.
+TEST(WatchTest, ANewTrafficStartsOnTheNearestKnownBestPoint) {
+  const Traffic busier = {2 * kChat.requests_per_s, 2.5 * kChat.prompt_tokens, kChat.best_point};
+  absl::Time now = absl::FromUnixSeconds(0);
+  WatchController controller({kAxisA, kAxisB}, kChat.best_point, now, WatchOptions());
+  int in_force = kChat.best_point;
+  std::vector<std::string> reasons;
+  for (int step = 0; step < 4; ++step) {
+    now += absl::Minutes(1);
+    WatchWindow w = Window(step < 2 ? kChat : busier, in_force, 60);
+    w.attainment *= 0.9;  // never 99%: never satisfied
+    w.goodput_rps = w.requests_per_s * w.attainment;
+    std::optional<WatchMove> move = controller.Observe(now, w);
+    ASSERT_TRUE(move.has_value()) << "step " << step;
+    reasons.push_back(move->reason);
+    in_force = move->point;
+    controller.Moved(move->point);
+    if (step == 1) {
+      ASSERT_NE(in_force, kChat.best_point) << "the chat's traffic ends during a trial";
+    }
+    if (step == 2) {
+      EXPECT_EQ(in_force, kChat.best_point) << move->reason;
+      EXPECT_THAT(move->reason, HasSubstr("nearest known traffic's best point"));
+    }
+  }
+}
+
 TEST(WatchTest, QuietWindowsAndRefusedPointsAreNotActedOn) {
   absl::Time now = absl::FromUnixSeconds(0);
   WatchController controller({kAxisA, kAxisB}, 0, now, WatchOptions());
