@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/loadgen/watch.h"
 #include "bench/loadgen/workload.h"
 
 ABSL_FLAG(std::string, addr, "", "run: the server's gRPC port, HOST:PORT");
@@ -89,6 +90,9 @@ ABSL_FLAG(bool, watch, false,
           "read from its /metrics (--http-addr), moving them at most once per --watch-interval-s");
 ABSL_FLAG(double, watch_interval_s, 60, "tune --watch: seconds between two moves, at least");
 ABSL_FLAG(double, watch_for_s, 0, "tune --watch: stop after this many seconds (0: never)");
+ABSL_FLAG(double, watch_satisfied, convoy::bench::WatchOptions().satisfied,
+          "tune --watch: a traffic whose best point keeps this share of its requests within the "
+          "SLOs is left alone (no other point is tried for it); in (0, 1]");
 ABSL_FLAG(std::string, out, "tuned.pbtxt",
           "tune: write the best config here (a whole server config convoyd loads as it is)");
 

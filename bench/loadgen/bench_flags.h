@@ -62,6 +62,7 @@ ABSL_DECLARE_FLAG(std::string, out);
 ABSL_DECLARE_FLAG(bool, watch);
 ABSL_DECLARE_FLAG(double, watch_interval_s);
 ABSL_DECLARE_FLAG(double, watch_for_s);
+ABSL_DECLARE_FLAG(double, watch_satisfied);
 
 namespace convoy::bench {
 

@@ -68,9 +68,10 @@ convoy::cli::CommandLine TuneCommandLine() {
       "per interval, logging each move and why.",
       CommonFlagNames(),
       {"set"}};
-  for (const char* f : {"addr", "http_addr", "config", "pid", "ttft_p99", "itl_p99", "budget_s",
-                        "min_run_s", "min_run_requests", "repeats", "finalists", "eta",
-                        "reload_timeout_s", "out", "watch", "watch_interval_s", "watch_for_s"}) {
+  for (const char* f :
+       {"addr", "http_addr", "config", "pid", "ttft_p99", "itl_p99", "budget_s", "min_run_s",
+        "min_run_requests", "repeats", "finalists", "eta", "reload_timeout_s", "out", "watch",
+        "watch_interval_s", "watch_for_s", "watch_satisfied"}) {
     spec.flags.push_back(f);
   }
   return spec;
@@ -140,6 +141,7 @@ int Watch(LiveServer& server, const ServerTarget& target, const SloTargets& slo,
   for (const SweepAxis& axis : axes) sizes.push_back(static_cast<int>(axis.values.size()));
   WatchOptions options;
   options.interval = absl::Seconds(absl::GetFlag(FLAGS_watch_interval_s));
+  options.satisfied = absl::GetFlag(FLAGS_watch_satisfied);
   WatchController controller(sizes, *start, absl::Now(), options);
   Log(absl::StrCat("watching; in force: ", OverrideLabel(space[*start])));
   const absl::Time end = absl::GetFlag(FLAGS_watch_for_s) > 0
@@ -196,6 +198,11 @@ int TuneCommand(int argc, char** argv) {
     if (!(absl::GetFlag(FLAGS_watch_interval_s) > 0) || absl::GetFlag(FLAGS_watch_for_s) < 0) {
       return convoy::cli::BadUsage(
           spec, "--watch-interval-s must be above 0 and --watch-for-s not negative");
+    }
+    if (const double satisfied = absl::GetFlag(FLAGS_watch_satisfied);
+        !(satisfied > 0 && satisfied <= 1)) {
+      return convoy::cli::BadUsage(
+          spec, absl::StrCat("--watch-satisfied must be in (0, 1], not ", satisfied));
     }
   } else if (std::string error = CommonOptions(run, live.target.protocol); !error.empty()) {
     return convoy::cli::BadUsage(spec, error);

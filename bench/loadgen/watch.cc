@@ -163,15 +163,17 @@ std::optional<WatchMove> WatchController::Decide(const std::map<int, double>& se
                      absl::StrFormat("%.1f", 100 * seen.at(best)), "% within the SLOs)")};
   }
   if (shifted && !prior.empty()) {
-    // A traffic not met before: its best guess is the nearest known traffic's best point, not
-    // whatever that traffic's trials left in force.
+    // A traffic met for the first time (or whose prior's best it has not tried yet): its best
+    // guess is the nearest known traffic's best point, not whatever that traffic's trials left in
+    // force.
     int guess = prior.begin()->first;
     for (const auto& [point, attainment] : prior) {
       if (attainment > prior.at(guess)) guess = point;
     }
     if (guess != current_ && !seen.count(guess) && prior.at(guess) > seen.at(best)) {
-      return WatchMove{guess, absl::StrCat("the traffic shifted to one not met before (", traffic,
-                                           "): to the nearest known traffic's best point (",
+      return WatchMove{guess, absl::StrCat("the traffic shifted (", traffic,
+                                           "): to the nearest known traffic's best point, not yet "
+                                           "tried for this one (",
                                            absl::StrFormat("%.1f", 100 * prior.at(guess)),
                                            "% within the SLOs there)")};
     }

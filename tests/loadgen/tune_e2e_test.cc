@@ -288,6 +288,9 @@ TEST_F(BenchE2eTest, TuneRefusesBadUsageNamingIt) {
               "batch=1");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.out, HasSubstr("not --class-slo"));
+  r = Execute(tune + " --config x --watch --http-addr 127.0.0.1:1 --watch-satisfied 1.5");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.out, HasSubstr("--watch-satisfied must be in (0, 1], not 1.5"));
 }
 
 }  // namespace

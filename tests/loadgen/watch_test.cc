@@ -136,7 +136,7 @@ TEST(WatchTest, ABusierWindowDoesNotMakeAWorsePointLookBetter) {
 // could only lose (here every other point keeps a tenth of its requests within them). Below
 // WatchOptions::satisfied the watch climbs as before.
 TEST(WatchTest, ATrafficServedWithinTheSlosIsNotExplored) {
-  for (const double at_start : {0.995, 0.95}) {
+  for (const double at_start : {WatchOptions().satisfied + 0.01, WatchOptions().satisfied - 0.05}) {
     SCOPED_TRACE(at_start);
     int moves = 0;
     FortyWindows(
