@@ -144,7 +144,7 @@ replay() {
   "$bench" run --addr "127.0.0.1:$(cat "$dir/port")" --trace "$out/trace.jsonl" \
     --drain-s "$drain" "${slo[@]}" --seed "$run_seed" --json "$dir/run.json" --noprogress \
     >"$dir/run.txt" 2>&1
-  jq -r '.classes[-1].goodput_rps' "$dir/run.json"
+  jq -r '.classes[-1].goodput_rps * 1000 | round / 1000' "$dir/run.json"
 }
 
 # 3. Watch and static in turn, each on a fresh convoyd, new prompts per repeat.
