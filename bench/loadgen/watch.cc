@@ -142,7 +142,6 @@ void WatchController::Inherit(const Regime& regime) {
     }
   }
   prior_[regime] = nearest != nullptr ? *nearest : std::map<int, double>();
-  attainment_[regime];
 }
 
 std::optional<WatchMove> WatchController::Decide(const std::map<int, double>& seen,

@@ -102,8 +102,8 @@ class WatchController {
   using Regime = std::pair<int, int>;
   static Regime RegimeOf(const WatchWindow& window);
   std::vector<int> Neighbours(int point) const;
-  // Starts `regime`'s measurements (none yet) and its prior: the nearest known regime's
-  // measurements (on the grid), or none when no regime is known.
+  // Sets `regime`'s prior: the nearest known regime's measurements (on the grid), or none when
+  // no regime is known. Called before the regime's own first measurement.
   void Inherit(const Regime& regime);
   std::optional<WatchMove> Decide(const std::map<int, double>& seen,
                                   const std::map<int, double>& prior, bool shifted,
