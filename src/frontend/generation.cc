@@ -362,22 +362,27 @@ void GenerationSession::OnEngineEvent(const Event& event) {
   switch (event.outcome) {
     case Outcome::kCompleteLength:
     case Outcome::kCompleteStop:
-      status = absl::OkStatus();
-      break;
     case Outcome::kCancelled:
+      // When the session ended first, the engine's end is a cancel, or, since this thread may run
+      // behind the engine, the request's own end that came before the cancel did. Either way the
+      // client saw the session's end, and that is what is counted.
       if (stopped_by_string) {
-        // The session cancelled it at its stop string: a complete answer.
+        // At its stop string: a complete answer.
         status = absl::OkStatus();
         outcome = Outcome::kCompleteStop;
       } else if (ended_as && absl::IsDeadlineExceeded(*ended_as)) {
-        // The session cancelled it when its deadline passed: counted as timed out.
+        // When its deadline passed: counted as timed out.
         outcome = Outcome::kTimedOut;
         status = *ended_as;
       } else if (ended_as) {
-        status = *ended_as;  // the client went away, or the drain timeout passed
-      } else {
+        // The client went away, or the drain timeout passed.
+        outcome = Outcome::kCancelled;
+        status = *ended_as;
+      } else if (event.outcome == Outcome::kCancelled) {
         // Only the front end cancels (it ends the session first), or a shutdown without drain.
         status = absl::UnavailableError("the server is shutting down");
+      } else {
+        status = absl::OkStatus();
       }
       break;
     case Outcome::kTimedOut:

@@ -16,6 +16,7 @@
 #include "metrics/logging.h"
 #include "spdlog/sinks/base_sink.h"
 #include "test_models.h"
+#include "text/tokenizer.h"
 
 namespace convoy {
 namespace {
@@ -29,7 +30,7 @@ class GenerationHubTest : public ::testing::Test {
   }
 
   void StartHub(const std::string& name, const ModelConfig& model,
-                absl::Duration slow_client_timeout) {
+                absl::Duration slow_client_timeout, const Tokenizer* tokenizer = nullptr) {
     weights_ = testing::LoadRandomModel(name, model);
     ASSERT_NE(weights_, nullptr);
     CpuExecutorOptions options;
@@ -47,6 +48,7 @@ class GenerationHubTest : public ::testing::Test {
     context.limits.vocab_size = weights_->config().vocab_size;
     context.limits.max_context_length = weights_->config().max_position_embeddings;
     context.limits.slow_client_timeout = slow_client_timeout;
+    context.limits.tokenizer = tokenizer;
     hub_ = std::make_unique<GenerationHub>();
     hub_->Start(std::move(context));
   }
@@ -117,6 +119,113 @@ TEST_F(GenerationHubTest, TheEngineKeepsSteppingWhileAProtocolIsStuckOnItsOutput
   EXPECT_EQ(other_end->completion_tokens, 200);
   stuck->Detach();
   other->Detach();
+}
+
+// A tokenizer whose token i is the text "<i>", for every token of the tiny model.
+std::unique_ptr<Tokenizer> TokenPerTagTokenizer(int64_t vocab_size) {
+  std::string vocab;
+  for (int64_t i = 0; i < vocab_size; ++i) {
+    absl::StrAppend(&vocab, i == 0 ? "" : ", ", "\"<", i, ">\": ", i);
+  }
+  auto tokenizer = Tokenizer::FromHuggingFaceJson(absl::StrCat(
+      R"({"added_tokens": [], "normalizer": null, "pre_tokenizer": null, "post_processor": null,
+          "decoder": null, "model": {"type": "BPE", "merges": [], "vocab": {)",
+      vocab, "}}}"));
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+  return tokenizer.ok() ? *std::move(tokenizer) : nullptr;
+}
+
+// The front end takes the engine's events on its dispatcher thread, which may run behind the
+// engine. These tests hold the dispatcher (inside another session's wake-up) while a request
+// runs to its end in the engine, so that the session sees its tokens only after the engine has
+// finished it.
+class BehindTheEngineTest : public GenerationHubTest {
+ protected:
+  void SetUp() override {
+    tokenizer_ = TokenPerTagTokenizer(testing::TinyModelConfig().vocab_size);
+    ASSERT_NE(tokenizer_, nullptr);
+    StartHub("behind_the_engine", testing::TinyModelConfig(), absl::Seconds(60), tokenizer_.get());
+  }
+
+  // Runs `request` to its end in the engine (12 tokens, to its max_tokens) while the dispatcher
+  // is held, then lets the dispatcher go; the session's end, its output in `*out`.
+  std::optional<SessionEnd> RunWhileTheDispatcherIsHeld(const v1::InferRequest& request,
+                                                        absl::Time deadline, SessionOutput* out) {
+    const int64_t lengths_before =
+        loop_->stats().outcomes[static_cast<int>(Outcome::kCompleteLength)];
+    absl::Notification blocked, release;
+    std::shared_ptr<GenerationSession> stuck = GenerationSession::Create(hub_.get(), [&] {
+      if (!blocked.HasBeenNotified()) {
+        blocked.Notify();
+        release.WaitForNotification();
+      }
+    });
+    stuck->Begin(Request(2), absl::InfiniteFuture(), CallOrigin());
+    EXPECT_TRUE(blocked.WaitForNotificationWithTimeout(kLiveness));
+    std::shared_ptr<GenerationSession> session = GenerationSession::Create(hub_.get(), [] {});
+    session->Begin(request, deadline, CallOrigin());
+    // Both requests end in the engine, to their max_tokens.
+    const absl::Time give_up = absl::Now() + kLiveness;
+    auto lengths = [&] {
+      return loop_->stats().outcomes[static_cast<int>(Outcome::kCompleteLength)];
+    };
+    while (lengths() < lengths_before + 2 && absl::Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+    EXPECT_GE(lengths(), lengths_before + 2)
+        << "the engine did not finish both requests while the dispatcher was held";
+    while (absl::Now() < deadline && deadline - absl::Now() < kLiveness) {
+      absl::SleepFor(absl::Milliseconds(2));  // and its deadline passes, when it has one
+    }
+    release.Notify();
+    std::optional<SessionEnd> end = WaitForEnd(*session, out);
+    SessionOutput rest;
+    EXPECT_TRUE(WaitForEnd(*stuck, &rest).has_value());
+    stuck->Detach();
+    session->Detach();
+    return end;
+  }
+
+  std::unique_ptr<Tokenizer> tokenizer_;
+};
+
+// The engine ended the request at its max_tokens before the cancel sent at its stop string came:
+// the answer still ends at the stop string, as "stop", and is counted so.
+TEST_F(BehindTheEngineTest, AnAnswerEndsAtItsStopStringWhenTheEngineFinishedFirst) {
+  std::shared_ptr<GenerationSession> probe = GenerationSession::Create(hub_.get(), [] {});
+  probe->Begin(Request(12), absl::InfiniteFuture(), CallOrigin());
+  SessionOutput whole;
+  ASSERT_TRUE(WaitForEnd(*probe, &whole).has_value());
+  probe->Detach();
+  ASSERT_EQ(whole.token_ids.size(), 12u);
+  // The stop string: the text of the fifth token, where it first appears.
+  const std::string stop = absl::StrCat("<", whole.token_ids[4], ">");
+  const size_t at = whole.text.find(stop);
+  ASSERT_NE(at, std::string::npos) << whole.text;
+
+  v1::InferRequest request = Request(12);
+  request.mutable_sampling()->add_stop(stop);
+  SessionOutput out;
+  std::optional<SessionEnd> end =
+      RunWhileTheDispatcherIsHeld(request, absl::InfiniteFuture(), &out);
+  ASSERT_TRUE(end.has_value());
+  EXPECT_TRUE(end->status.ok()) << end->status;
+  EXPECT_EQ(end->finish_reason, v1::FINISH_REASON_STOP);
+  EXPECT_EQ(end->stop_string, stop);
+  EXPECT_EQ(out.text, whole.text.substr(0, at));
+  EXPECT_EQ(hub_->outcomes()[static_cast<int>(Outcome::kCompleteStop)], 1);
+}
+
+// Likewise a deadline that passed before the session saw the tokens: the client gets the timeout,
+// and the request is counted as timed out, not as complete.
+TEST_F(BehindTheEngineTest, ARequestWhoseDeadlinePassedFirstIsCountedAsTheClientSawIt) {
+  SessionOutput out;
+  std::optional<SessionEnd> end =
+      RunWhileTheDispatcherIsHeld(Request(12), absl::Now() + absl::Milliseconds(200), &out);
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->status.code(), absl::StatusCode::kDeadlineExceeded) << end->status;
+  EXPECT_EQ(hub_->outcomes()[static_cast<int>(Outcome::kTimedOut)], 1);
+  EXPECT_EQ(hub_->outcomes()[static_cast<int>(Outcome::kCompleteLength)], 1) << "the held one";
 }
 
 // frontend.slow_client_timeout_microseconds: a front end whose client does not read stops taking
