@@ -25,7 +25,9 @@ absl::Status ValidateStepRow(const StepRow& row, const ModelConfig& model, const
     return error(absl::StrFormat("positions up to %d exceed the model's context of %d", end,
                                  model.max_position_embeddings));
   }
-  const int64_t capacity = static_cast<int64_t>(row.block_table.size()) * kv.block_size;
+  if (row.first_block < 0) return error(absl::StrFormat("first_block %d < 0", row.first_block));
+  const int64_t capacity =
+      (static_cast<int64_t>(row.first_block) + row.block_table.size()) * kv.block_size;
   if (capacity < end) {
     return error(absl::StrFormat("block_table holds %d tokens, the row needs %d", capacity, end));
   }
@@ -34,10 +36,11 @@ absl::Status ValidateStepRow(const StepRow& row, const ModelConfig& model, const
   const int64_t unread = BlocksBeforeWindow(row.start_pos, model.KvWindow(), kv.block_size);
   for (size_t i = 0; i < row.block_table.size(); ++i) {
     const BlockId b = row.block_table[i];
-    if (b == kNoBlock && static_cast<int64_t>(i) < unread) continue;
+    const int64_t entry = row.first_block + static_cast<int64_t>(i);
+    if (b == kNoBlock && entry < unread) continue;
     if (b < 0 || b >= kv.num_blocks) {
-      return error(absl::StrFormat("block_table[%d] = %d is outside the cache's %d blocks", i, b,
-                                   kv.num_blocks));
+      return error(absl::StrFormat("block_table[%d] = %d is outside the cache's %d blocks", entry,
+                                   b, kv.num_blocks));
     }
   }
   if (row.sample) {
@@ -105,6 +108,17 @@ absl::Status ValidateStepPlan(const StepPlan& plan, const ModelConfig& model,
   return absl::OkStatus();
 }
 
+absl::Status Executor::CheckRow(const StepRow& row) const {
+  RETURN_IF_ERROR(ValidateStepRow(row, model_config(), kv_spec()));
+  return tables_.CheckRow(row, /*released=*/false);
+}
+
+absl::Status Executor::AcceptTables(const StepPlan& plan) {
+  RETURN_IF_ERROR(tables_.CheckPlan(plan));
+  tables_.Apply(plan);
+  return absl::OkStatus();
+}
+
 absl::Status Executor::Launch(const StepPlan& plan) {
   if (launched_) return absl::FailedPreconditionError("a step is launched and not collected");
   launched_ = Step(plan);
@@ -125,6 +139,9 @@ absl::StatusOr<StepResult> RunStepIsolatingRows(Executor& executor, const StepPl
 }
 
 absl::Status IsolatedStep::Launch(const StepPlan& plan) {
+  // Releases first: they hold whether or not any row runs, and a row that resumes a released
+  // sequence is checked against what it holds then (nothing).
+  executor_->ReleaseTables(plan.released);
   seq_ids_.clear();
   checks_.clear();
   seq_ids_.reserve(plan.rows.size());
@@ -141,6 +158,7 @@ absl::Status IsolatedStep::Launch(const StepPlan& plan) {
     return executor_->Launch(plan);
   }
   good_.rows.clear();
+  good_.released.clear();  // applied above
   for (size_t r = 0; r < plan.rows.size(); ++r) {
     if (checks_[r].ok()) good_.rows.push_back(plan.rows[r]);
   }

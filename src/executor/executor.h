@@ -10,8 +10,13 @@
 //                  Collect returns, and may then reuse its storage for a later step
 //   Collect()      waits for that step and returns its result; then the next Launch
 //
-// An executor whose step runs on the caller's thread (the CPU executor, the CUDA executor for
-// now) implements Step alone: Launch runs it and Collect hands back what it returned.
+// An executor whose step runs on the caller's thread (the CPU executor) implements Step alone:
+// Launch runs it and Collect hands back what it returned.
+//
+// The executor keeps each running sequence's block table between steps (block_tables.h): a row
+// carries only the entries its sequence added since its last row, and a plan names the sequences
+// whose tables to drop (StepRow::first_block, StepPlan::released). Every executor takes a plan's
+// tables with AcceptTables before its step reads them, and reads a row's whole table with TableOf.
 #ifndef CONVOY_EXECUTOR_EXECUTOR_H_
 #define CONVOY_EXECUTOR_EXECUTOR_H_
 
@@ -21,13 +26,16 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "executor/block_tables.h"
 #include "kv/kv_cache_spec.h"
 #include "model/model_config.h"
 #include "step/step.h"
 
 namespace convoy {
 
-// Checks one row against the model and cache: its tokens, positions, block table and sampling.
+// Checks one row against the model and cache: its tokens, positions, the block table entries it
+// carries (those before first_block are the executor's, checked when they came) and sampling.
 // INVALID_ARGUMENT names the sequence and the field.
 absl::Status ValidateStepRow(const StepRow& row, const ModelConfig& model, const KvCacheSpec& kv);
 
@@ -63,14 +71,29 @@ class Executor {
   virtual const KvCacheSpec& kv_spec() const = 0;
   // What one step may hold (step/step.h); the engine keeps every plan within it.
   virtual ExecutorLimits limits() const = 0;
-  // Whether this one row can run, before the step is run (ValidateStepRow by default). The engine
-  // leaves a row that fails out of the step and ends only its request (RunStepIsolatingRows
-  // below).
-  virtual absl::Status CheckRow(const StepRow& row) const {
-    return ValidateStepRow(row, model_config(), kv_spec());
-  }
+  // Whether this one row can run, before the step is run (ValidateStepRow and the row's block
+  // table entries against those held, by default). The engine leaves a row that fails out of the
+  // step and ends only its request (RunStepIsolatingRows below).
+  virtual absl::Status CheckRow(const StepRow& row) const;
+
+  // The block tables this executor holds between steps (block_tables.h).
+  const BlockTables& block_tables() const { return tables_; }
+  // Drops the tables of sequences that have ended. Between steps only (no step launched):
+  // IsolatedStep applies a plan's releases with it before checking the rows, so that they take
+  // effect even when no row of the plan runs. An executor that runs its steps through another
+  // one (a test's wrapper) forwards this and CheckRow to it, where the tables are.
+  virtual void ReleaseTables(absl::Span<const int64_t> seq_ids) { tables_.Release(seq_ids); }
+
+ protected:
+  // Takes a plan's block tables (BlockTables::CheckPlan, then Apply); every executor calls it in
+  // Step or Launch, on the launching thread, once the plan is otherwise valid. INVALID_ARGUMENT
+  // names the row; nothing changes then.
+  absl::Status AcceptTables(const StepPlan& plan);
+  // A row's whole block table, once its plan is accepted; read by the step until Collect returns.
+  absl::Span<const BlockId> TableOf(const StepRow& row) const { return tables_.table(row.seq_id); }
 
  private:
+  BlockTables tables_;
   // The default Launch's result, until Collect takes it.
   std::optional<absl::StatusOr<StepResult>> launched_;
 };

@@ -314,8 +314,12 @@ void Scheduler::AddRow(Sequence* seq, int32_t num_tokens, Draft* draft, int64_t 
     row.token_ids.assign(seq->tokens.begin() + start, seq->tokens.begin() + end);
   }
   row.start_pos = static_cast<int32_t>(start);
+  // Only the entries the executor does not hold yet (its copy from this sequence's earlier rows).
   const auto& blocks = seq->blocks.blocks();
-  row.block_table.assign(blocks.begin(), blocks.begin() + CeilDiv(end, options_.block_size));
+  const int32_t needed = static_cast<int32_t>(CeilDiv(end, options_.block_size));
+  row.first_block = std::min(seq->executor_entries, needed);
+  row.block_table.assign(blocks.begin() + row.first_block, blocks.begin() + needed);
+  seq->executor_entries = needed;
   row.sample = end >= known;
   row.sampling = seq->request.sampling;
   row.sample_index = seq->num_generated() + (pending ? 1 : 0);
@@ -342,7 +346,19 @@ void Scheduler::AddRow(Sequence* seq, int32_t num_tokens, Draft* draft, int64_t 
   }
 }
 
+void Scheduler::ReleaseExecutorTable(Sequence* seq) {
+  if (seq->executor_entries == 0) return;
+  released_.push_back(seq->request.id);
+  seq->executor_entries = 0;
+}
+
+void Scheduler::AttachReleases(StepPlan* plan) {
+  plan->released.clear();
+  plan->released.swap(released_);  // the plan's old list, emptied, takes the next releases
+}
+
 void Scheduler::Preempt(Sequence* seq) {
+  ReleaseExecutorTable(seq);
   seq->blocks.ReleaseAll(&allocator_);
   seq->num_computed = 0;
   seq->num_published = 0;
@@ -623,6 +639,7 @@ ScheduleDecision Scheduler::Schedule(absl::Time now) {
   in_flight_ = true;
   in_flight_rows_ = std::move(draft.records);
   CountStep(in_flight_rows_, draft.cache_queries, draft.cache_hits);
+  AttachReleases(&draft.plan);
   decision.plan = std::move(draft.plan);
   return decision;
 }
@@ -763,10 +780,15 @@ StepPlan Scheduler::CommitAhead(StepPlan plan, absl::Time now) {
     // with the sequence.
     if (seq == nullptr || seq->state != SequenceState::kRunning || seq->cancel_requested ||
         seq->in_flight || seq->num_computed != row.start_pos) {
+      // The executor never sees this row's entries: a later row sends them.
+      if (seq != nullptr) seq->executor_entries = std::min(seq->executor_entries, row.first_block);
       continue;
     }
     if (row.token_ids[0] == kPendingToken) {
-      if (row.start_pos >= static_cast<int64_t>(seq->tokens.size())) continue;
+      if (row.start_pos >= static_cast<int64_t>(seq->tokens.size())) {
+        seq->executor_entries = std::min(seq->executor_entries, row.first_block);
+        continue;
+      }
       row.token_ids[0] = seq->tokens[row.start_pos];
       row.sample_index = seq->num_generated();
     }
@@ -816,6 +838,7 @@ StepPlan Scheduler::CommitAhead(StepPlan plan, absl::Time now) {
   in_flight_ = true;
   in_flight_rows_ = std::move(kept_rows);
   CountStep(in_flight_rows_, ahead_cache_queries_, ahead_cache_hits_);
+  AttachReleases(&plan);
   return plan;
 }
 
@@ -857,9 +880,15 @@ absl::Status Scheduler::OnStepResult(const StepResult& result, absl::Time now) {
     if (!result.rows[i].scored_logprobs.empty()) RecordPromptScores(seq, result.rows[i]);
     seq->num_computed += record.num_tokens;
     PublishComputedBlocks(seq);
-    seq->blocks.ReleaseBefore(
-        BlocksBeforeWindow(seq->num_computed, options_.sliding_window, options_.block_size),
-        &allocator_);
+    const int32_t given_back =
+        static_cast<int32_t>(seq->blocks.blocks().size()) - seq->blocks.num_held();
+    if (seq->blocks.ReleaseBefore(
+            BlocksBeforeWindow(seq->num_computed, options_.sliding_window, options_.block_size),
+            &allocator_) > 0) {
+      // Entries from `given_back` on are now kNoBlock: the next row sends them again, so that
+      // the executor's copy never names a block this sequence no longer holds.
+      seq->executor_entries = std::min(seq->executor_entries, given_back);
+    }
     if (!record.sample) continue;
     const RowResult& row = result.rows[i];
     Event event;
@@ -961,6 +990,7 @@ void Scheduler::Finish(Sequence* seq, Outcome outcome, absl::Status status, absl
     RemoveFromRunning(seq);
   }
   if (seq->deadline) deadlines_.erase({*seq->deadline, seq->request.id});
+  ReleaseExecutorTable(seq);
   seq->blocks.ReleaseAll(&allocator_);
   seq->state = SequenceState::kFinished;
 

@@ -51,6 +51,11 @@
 //   at the window; blocks after one given back are no longer published. Admission still reserves
 //   a prompt's (or a resumed sequence's) blocks whole, and a request must fit the cache whole.
 // - Plan, then commit: a step's allocations succeed whole or nothing changes.
+// - The executor keeps each sequence's block table between steps (executor/block_tables.h): a
+//   row carries the entries the executor does not hold yet (all of them for a new or resumed
+//   sequence; for a decode row, a block now and then), and a plan names the sequences that ended
+//   or were preempted since their last row (StepPlan::released), at the first plan handed out
+//   after it.
 // - Every accepted request ends with exactly one final event; at the end all blocks are free.
 //
 // Not thread-safe.
@@ -209,6 +214,11 @@ class Scheduler {
   // preempted and waits right behind it (and never yields again).
   void PromoteUnderShare(absl::Time now, bool may_preempt);
   void Preempt(Sequence* seq);
+  // The executor's copy of `seq`'s table is to be dropped: its id goes to the next plan's
+  // released list.
+  void ReleaseExecutorTable(Sequence* seq);
+  // Hands the pending releases to a plan about to be returned.
+  void AttachReleases(StepPlan* plan);
   // Adds prompt chunks of running sequences that are not decoding.
   void AddRunningPrefills(absl::Time now, Draft* draft);
   // Whether window[i] would pass over another client's request that its fair share put first.
@@ -284,6 +294,8 @@ class Scheduler {
   // Storage of plans that have run (RecyclePlan): rows whose lists keep their capacity, and
   // emptied row vectors.
   std::vector<StepRow> spare_rows_;
+  // Sequences whose executor tables are to be dropped, until a plan is handed out (AttachReleases).
+  std::vector<int64_t> released_;
   std::vector<std::vector<StepRow>> spare_row_vectors_;
 
   // Continuous or static: who joins the running batch and when results go out.

@@ -38,6 +38,11 @@ struct Sequence {
   // Tokens whose K and V are in the cache: positions [0, num_computed).
   int64_t num_computed = 0;
   BlockTable blocks;
+  // Leading entries of `blocks` that the executor holds as they are here (its copy, kept between
+  // steps: executor/block_tables.h), as of the plans handed out; a row sends the entries from
+  // here on. 0 when the executor holds none (never planned, preempted or ended: its id then goes
+  // to the next plan's StepPlan::released).
+  int32_t executor_entries = 0;
   // Prefix caching (empty when off for this sequence): the hash of each full block of `tokens`,
   // and how many leading blocks of `blocks` are published or were taken from the cache.
   std::vector<BlockHash> block_hashes;

@@ -33,8 +33,14 @@ struct StepRow {
   std::vector<int32_t> token_ids;
   // Tokens of this sequence already in the KV cache (positions [0, start_pos)).
   int32_t start_pos = 0;
-  // Blocks covering positions [0, start_pos + token_ids.size()); the step writes K and V of
-  // token_ids into them.
+  // The row's block table covers positions [0, start_pos + token_ids.size()); the step writes K
+  // and V of token_ids into it. The executor keeps each sequence's table between steps
+  // (executor/block_tables.h), so a row carries only entries [first_block, first_block +
+  // block_table.size()) of it, and the entries before first_block are those the executor holds
+  // from the sequence's earlier rows. first_block 0 sends the whole table (a sequence new to the
+  // executor, or resumed after a preemption); a decode row whose token fits the blocks already
+  // sent carries none.
+  int32_t first_block = 0;
   std::vector<BlockId> block_table;
   // Sample a token after the row's last position (false for a prompt chunk that is not the last).
   bool sample = true;
@@ -58,6 +64,9 @@ struct StepRow {
 
 struct StepPlan {
   std::vector<StepRow> rows;
+  // Sequences that ended or were preempted since their last row: the executor drops their block
+  // tables before it takes the rows (a resumed sequence's row then sends its table whole).
+  std::vector<int64_t> released;
 };
 
 struct TokenLogprob {

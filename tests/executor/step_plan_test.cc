@@ -58,6 +58,20 @@ TEST_F(StepPlanTest, EachMalformedPlanNamesWhatIsWrong) {
       {"block out of range", [](StepPlan* p) { p->rows[0].block_table[1] = 1 << 30; },
        "block_table[1]"},
       {"duplicate sequence", [](StepPlan* p) { p->rows.push_back(p->rows[0]); }, "twice"},
+      {"negative first_block", [](StepPlan* p) { p->rows[0].first_block = -1; },
+       "first_block -1 < 0"},
+      {"entries the executor does not hold",
+       [](StepPlan* p) {
+         p->rows[0].first_block = 1;
+         p->rows[0].block_table = {1};
+       },
+       "sequence 1: first_block 1, but the executor holds 0 entries of its block table"},
+      {"entry out of range after first_block",
+       [](StepPlan* p) {
+         p->rows[0].first_block = 0;
+         p->rows[0].block_table = {0, -7};
+       },
+       "block_table[1] = -7"},
       {"past the context",
        [](StepPlan* p) {
          p->rows[0].start_pos = 510;
@@ -130,6 +144,95 @@ TEST_F(StepPlanTest, AMalformedRowFailsAloneAndTheOthersRun) {
   EXPECT_THAT(none_ran->rows[0].status,
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("sequence 2")));
   EXPECT_EQ(none_ran->real_tokens, 0);
+}
+
+// The executor keeps each sequence's table between steps: a row that sends only the entries it
+// adds gives the same result as one that sends its table whole, and a row cannot continue a table
+// its plan releases.
+TEST_F(StepPlanTest, ARowThatSendsOnlyNewEntriesRunsAsOneThatSendsAll) {
+  CpuExecutorOptions options;
+  options.kv_cache_bytes = 4 << 20;
+  options.block_size = 4;
+  auto whole = CpuExecutor::Create(*weights_, options);
+  ASSERT_OK(whole);
+  auto step = [](Executor& executor, StepRow row) {
+    StepPlan plan;
+    row.sampling.num_top_logprobs = 3;
+    plan.rows.push_back(std::move(row));
+    return executor.Step(plan);
+  };
+  StepRow prefill = GoodRow();  // positions 0..4 in blocks 0 and 1
+  ASSERT_OK(step(*executor_, prefill));
+  ASSERT_OK(step(**whole, prefill));
+  EXPECT_EQ(executor_->block_tables().held(1), 2);
+  // Position 5 fits the blocks held; position 8 starts block 2 (the cache's block 7).
+  for (int32_t pos : {5, 6, 7, 8, 9}) {
+    StepRow full;
+    full.seq_id = 1;
+    full.token_ids = {static_cast<int32_t>(10 + pos)};
+    full.start_pos = pos;
+    full.block_table = {0, 1};
+    if (pos >= 8) full.block_table.push_back(7);
+    StepRow delta = full;
+    const int32_t held = executor_->block_tables().held(1);
+    delta.first_block = held;
+    delta.block_table.erase(delta.block_table.begin(), delta.block_table.begin() + held);
+    auto got = step(*executor_, delta);
+    auto want = step(**whole, full);
+    ASSERT_OK(got);
+    ASSERT_OK(want);
+    EXPECT_EQ(got->rows[0].token, want->rows[0].token) << pos;
+    EXPECT_EQ(got->rows[0].logprob, want->rows[0].logprob) << pos;
+    ASSERT_EQ(got->rows[0].top_logprobs.size(), 3u);
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_EQ(got->rows[0].top_logprobs[k].token, want->rows[0].top_logprobs[k].token);
+    }
+  }
+  EXPECT_EQ(executor_->block_tables().table(1), absl::Span<const BlockId>(std::vector{0, 1, 7}));
+
+  StepRow next;
+  next.seq_id = 1;
+  next.token_ids = {3};
+  next.start_pos = 10;
+  next.first_block = 3;
+  StepPlan released;
+  released.rows.push_back(next);
+  released.released = {1};
+  EXPECT_THAT(executor_->Step(released),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("the executor holds 0 entries of its block table (the same plan "
+                                 "releases it)")));
+  EXPECT_EQ(executor_->block_tables().held(1), 3) << "nothing changes on error";
+  // Through IsolatedStep the releases apply even when no row runs.
+  auto isolated = RunStepIsolatingRows(*executor_, released);
+  ASSERT_OK(isolated);
+  EXPECT_THAT(isolated->rows[0].status,
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("first_block 3")));
+  EXPECT_EQ(executor_->block_tables().num_sequences(), 0u);
+}
+
+// A row may also replace the tail of what is held (first_block below the held entries).
+TEST(BlockTablesTest, ARowReplacesTheEntriesFromItsFirstBlockOn) {
+  BlockTables tables;
+  StepPlan plan;
+  plan.rows.resize(1);
+  plan.rows[0].seq_id = 4;
+  plan.rows[0].block_table = {3, 5, 9};
+  ASSERT_OK(tables.CheckPlan(plan));
+  tables.Apply(plan);
+  plan.rows[0].first_block = 1;
+  plan.rows[0].block_table = {kNoBlock};
+  ASSERT_OK(tables.CheckPlan(plan));
+  tables.Apply(plan);
+  EXPECT_EQ(tables.table(4), absl::Span<const BlockId>(std::vector{3, kNoBlock}));
+  plan.rows[0].first_block = 3;
+  EXPECT_THAT(
+      tables.CheckPlan(plan),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("step row 0: sequence 4: first_block 3, but the executor holds 2")));
+  tables.Release(std::vector<int64_t>{4, 99});
+  EXPECT_EQ(tables.num_sequences(), 0u);
+  EXPECT_TRUE(tables.table(4).empty());
 }
 
 TEST_F(StepPlanTest, ReportsPaddingOfMixedLengths) {

@@ -34,8 +34,10 @@ struct Attention {
 
 Attention Pack(const StepPlan& plan, int64_t pad_to_rows, int32_t min_tokens) {
   std::vector<std::byte> staging(1 << 20);
+  std::vector<const BlockId*> tables;
+  for (const StepRow& row : plan.rows) tables.push_back(row.block_table.data());
   absl::StatusOr<PackedStep> packed =
-      PackStep(plan, 16, 99, pad_to_rows, min_tokens, staging.data(), staging.size());
+      PackStep(plan, tables, 16, 99, pad_to_rows, min_tokens, staging.data(), staging.size());
   EXPECT_OK(packed);
   Attention a;
   if (!packed.ok()) return a;

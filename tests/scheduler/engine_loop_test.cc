@@ -215,6 +215,9 @@ class PacedExecutor final : public Executor {
   const ModelConfig& model_config() const override { return inner_.model_config(); }
   const KvCacheSpec& kv_spec() const override { return inner_.kv_spec(); }
   ExecutorLimits limits() const override { return inner_.limits(); }
+  // The block tables are the inner executor's.
+  absl::Status CheckRow(const StepRow& row) const override { return inner_.CheckRow(row); }
+  void ReleaseTables(absl::Span<const int64_t> seq_ids) override { inner_.ReleaseTables(seq_ids); }
 
   void HoldAtStep(int step) {
     absl::MutexLock lock(&mu_);
@@ -326,6 +329,9 @@ class GatedExecutor final : public Executor {
   const ModelConfig& model_config() const override { return inner_.model_config(); }
   const KvCacheSpec& kv_spec() const override { return inner_.kv_spec(); }
   ExecutorLimits limits() const override { return inner_.limits(); }
+  // The block tables are the inner executor's.
+  absl::Status CheckRow(const StepRow& row) const override { return inner_.CheckRow(row); }
+  void ReleaseTables(absl::Span<const int64_t> seq_ids) override { inner_.ReleaseTables(seq_ids); }
 
   // Waits until `n` steps have come to the gate in all.
   bool WaitForArrivals(int64_t n) {

@@ -68,16 +68,22 @@ class FakeExecutor final : public Executor {
       return absl::InternalError("injected failure");
     }
     const int32_t bs = kv_.block_size;
+    // The block tables are the executor's copy, kept between steps from what each row carries
+    // (executor/block_tables.h): a wrong delta from the scheduler reads the wrong tokens below.
+    if (absl::Status accepted = AcceptTables(plan); !accepted.ok()) return accepted;
     StepResult result;
+    std::vector<std::vector<BlockId>>& tables = tables_.emplace_back();
     for (size_t r = 0; r < plan.rows.size(); ++r) {
       const StepRow& row = plan.rows[r];
+      const absl::Span<const BlockId> table = TableOf(row);
+      tables.emplace_back(table.begin(), table.end());
       const int64_t end = row.start_pos + static_cast<int64_t>(row.token_ids.size());
-      if (row.token_ids.empty() || static_cast<int64_t>(row.block_table.size()) * bs < end) {
+      if (row.token_ids.empty() || static_cast<int64_t>(table.size()) * bs < end) {
         return absl::InvalidArgumentError(absl::StrCat("row ", r, " is malformed"));
       }
       const int64_t unread = BlocksBeforeWindow(row.start_pos, model_.KvWindow(), kv_.block_size);
-      for (size_t i = 0; i < row.block_table.size(); ++i) {
-        const BlockId b = row.block_table[i];
+      for (size_t i = 0; i < table.size(); ++i) {
+        const BlockId b = table[i];
         if (b == kNoBlock && static_cast<int64_t>(i) < unread) continue;
         if (b < 0 || b >= kv_.num_blocks) {
           return absl::InvalidArgumentError(absl::StrCat("row ", r, " has block ", b));
@@ -120,12 +126,17 @@ class FakeExecutor final : public Executor {
   int64_t steps_beyond_limits() const { return steps_beyond_limits_; }
 
   const std::vector<StepPlan>& plans() const { return plans_; }
+  // Per step that ran, each row's whole block table as this executor held it (the plans carry
+  // only what changed).
+  const std::vector<std::vector<std::vector<BlockId>>>& tables() const { return tables_; }
   void FailNextStep() { fail_next_ = true; }
 
  private:
+  std::vector<std::vector<std::vector<BlockId>>> tables_;
+
   size_t Slot(const StepRow& row, int64_t pos) const {
     const int32_t bs = kv_.block_size;
-    return static_cast<size_t>(row.block_table[pos / bs]) * bs + pos % bs;
+    return static_cast<size_t>(TableOf(row)[pos / bs]) * bs + pos % bs;
   }
 
   absl::Status WithinLimits(const StepPlan& plan) const {

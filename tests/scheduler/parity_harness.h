@@ -69,14 +69,16 @@ inline ParityRun RunToCompletion(Executor& executor, SchedulerOptions options,
     }
     for (const StepRow& row : decision.plan->rows) {
       if (row.start_pos == 0 && !run.tokens[row.seq_id].empty()) run.recomputed.insert(row.seq_id);
-      run.blocks_given_back =
-          std::max<int64_t>(run.blocks_given_back,
-                            std::count(row.block_table.begin(), row.block_table.end(), kNoBlock));
     }
     run.most_blocks_in_use = std::max(run.most_blocks_in_use, s.allocator().num_used());
     absl::StatusOr<StepResult> result = executor.Step(*decision.plan);
     EXPECT_OK(result);
     if (!result.ok()) return run;
+    for (const StepRow& row : decision.plan->rows) {  // the tables as the executor holds them
+      const absl::Span<const BlockId> table = executor.block_tables().table(row.seq_id);
+      run.blocks_given_back = std::max<int64_t>(run.blocks_given_back,
+                                                std::count(table.begin(), table.end(), kNoBlock));
+    }
     EXPECT_OK(s.OnStepResult(*result, now));
     EXPECT_OK(s.CheckInvariants());
     for (const Event& event : s.TakeEvents()) {

@@ -66,20 +66,20 @@ TEST(SlidingWindowSchedulerTest, ASequenceStopsGrowingAtTheWindow) {
   const Request request = MakeRequest(1, 5, 40);
   ASSERT_OK(h.Submit(request));
   h.RunUntilIdle();  // the harness checks the scheduler's invariants after every step
-  // What each step's row held (one sequence: every block in use).
+  // What each step's row held (one sequence: every block in use), as the executor held it.
   int64_t most = 0;
-  for (const StepPlan& plan : h.plans()) {
-    const std::vector<BlockId>& table = plan.rows.front().block_table;
+  for (const auto& step : h.executor.tables()) {
+    const std::vector<BlockId>& table = step.front();
     most = std::max<int64_t>(most,
                              std::ssize(table) - std::count(table.begin(), table.end(), kNoBlock));
   }
   EXPECT_EQ(most, 3);
   EXPECT_EQ(h.tokens[1], FakeExpectedTokens(request.prompt_tokens, 40, 6));
   EXPECT_EQ(h.scheduler->allocator().num_free(), h.scheduler->allocator().num_blocks());
-  // The rows' tables say which blocks are gone: the last row's first entries.
-  const StepRow& last = h.last_plan().rows.back();
-  EXPECT_EQ(last.block_table.front(), kNoBlock);
-  EXPECT_NE(last.block_table.back(), kNoBlock);
+  // The executor's copy says which blocks are gone: the last row's first entries.
+  const std::vector<BlockId>& last = h.executor.tables().back().back();
+  EXPECT_EQ(last.front(), kNoBlock);
+  EXPECT_NE(last.back(), kNoBlock);
 }
 
 // Without a window every block stays until the sequence ends.
@@ -87,10 +87,9 @@ TEST(SlidingWindowSchedulerTest, WithoutAWindowEveryBlockStays) {
   Harness h(TestOptions());
   ASSERT_OK(h.Submit(MakeRequest(1, 5, 40)));
   h.RunUntilIdle();
-  EXPECT_EQ(h.last_plan().rows.front().block_table.size(), 11u);  // 44 tokens, blocks of 4
-  EXPECT_EQ(std::count(h.last_plan().rows.front().block_table.begin(),
-                       h.last_plan().rows.front().block_table.end(), kNoBlock),
-            0);
+  const std::vector<BlockId>& last = h.executor.tables().back().front();
+  EXPECT_EQ(last.size(), 11u);  // 44 tokens, blocks of 4
+  EXPECT_EQ(std::count(last.begin(), last.end(), kNoBlock), 0);
 }
 
 // Blocks are published as they fill, before they are given back, and stay in the prefix cache
@@ -167,8 +166,8 @@ TEST(SlidingWindowSchedulerTest, APreemptedSequenceResumesAndGivesBackAgain) {
   ASSERT_OK(h.Submit(a));
   ASSERT_OK(h.Submit(b));
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(h.Step());
-  ASSERT_EQ(std::count(h.last_plan().rows.back().block_table.begin(),
-                       h.last_plan().rows.back().block_table.end(), kNoBlock),
+  ASSERT_EQ(std::count(h.executor.tables().back().back().begin(),
+                       h.executor.tables().back().back().end(), kNoBlock),
             1);
   SchedulerOptions one = options;
   one.max_batch_size = 1;

@@ -89,7 +89,9 @@ struct CpuExecutor::Impl {
   std::vector<float> x, h, qkv, attn, proj, gate_up, act, cos_sin, local_cos_sin, logits;
   std::vector<int32_t> slot_row, slot_pos;
 
-  absl::StatusOr<StepResult> Run(const StepPlan& plan, absl::Time start);
+  // `tables`: each row's whole block table (Executor::TableOf), in the plan's order.
+  absl::StatusOr<StepResult> Run(const StepPlan& plan, const std::vector<const BlockId*>& tables,
+                                 absl::Time start);
 
   // Whether `pred` holds for every linear layer of the model.
   template <typename Pred>
@@ -306,16 +308,21 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
 absl::StatusOr<StepResult> CpuExecutor::Step(const StepPlan& plan) {
   const absl::Time start = absl::Now();
   RETURN_IF_ERROR(ValidateStepPlan(plan, impl_->config, impl_->kv_spec));
+  RETURN_IF_ERROR(AcceptTables(plan));
+  std::vector<const BlockId*> tables(plan.rows.size());
+  for (size_t r = 0; r < plan.rows.size(); ++r) tables[r] = TableOf(plan.rows[r]).data();
   // OpenMP's thread count is per calling thread, and steps may run on another thread than Create.
   omp_set_num_threads(impl_->num_threads);
   try {
-    return impl_->Run(plan, start);
+    return impl_->Run(plan, tables, start);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrFormat("CPU executor step failed: %s", e.what()));
   }
 }
 
-absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan, absl::Time start) {
+absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan,
+                                                  const std::vector<const BlockId*>& tables,
+                                                  absl::Time start) {
   const ModelConfig& c = config;
   const int32_t num_rows = static_cast<int32_t>(plan.rows.size());
   int32_t padded = 0;
@@ -396,8 +403,7 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan, absl::Ti
   for (int32_t r = 0; r < num_rows; ++r) {
     const StepRow& row = plan.rows[r];
     attention_rows[r] = {qkvs + row_start[r] * qkv_width, attns + row_start[r] * q_size,
-                         static_cast<int32_t>(row.token_ids.size()), row.start_pos,
-                         row.block_table.data()};
+                         static_cast<int32_t>(row.token_ids.size()), row.start_pos, tables[r]};
   }
   const double scalar = c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar : hd;
   AttentionShape shape{static_cast<int32_t>(c.num_attention_heads),
@@ -437,7 +443,7 @@ absl::StatusOr<StepResult> CpuExecutor::Impl::Run(const StepPlan& plan, absl::Ti
       RopeTable::Apply(q, c.num_attention_heads, hd, c.RotaryDim(), a, a + half);
       RopeTable::Apply(k, c.num_key_value_heads, hd, c.RotaryDim(), a, a + half);
       const int32_t pos = row.start_pos + t;
-      const BlockId block = row.block_table[pos / block_size];
+      const BlockId block = tables[slot_row[i]][pos / block_size];
       for (int32_t kh = 0; kh < static_cast<int32_t>(c.num_key_value_heads); ++kh) {
         cache->Write(block, l, kh, pos % block_size, k + kh * hd, v + kh * hd);
       }

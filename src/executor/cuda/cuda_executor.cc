@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_format.h"
 #include "convoy/status_macros.h"
 #include "executor/cuda/cuda_check.h"
@@ -24,7 +25,6 @@
 #include "kernels/sampling.cuh"
 #include "kernels/silu_mul.cuh"
 #include "kernels/soft_cap.cuh"
-#include "kv/block_table.h"
 #include "spdlog/spdlog.h"
 
 namespace convoy {
@@ -81,10 +81,12 @@ struct CudaExecutor::Impl {
   absl::StatusOr<size_t> StageSamplingExtras(const StepPlan& plan, const cuda::PackedStep& packed);
   absl::StatusOr<cudaGraphExec_t> GraphFor(int64_t batch);
   absl::Status RunDecodeGraph(int64_t batch, const cuda::StepLayout& layout);
-  absl::StatusOr<StepResult> Step(const StepPlan& plan);
   // The step's inputs packed and copied, its kernels and the copy of its samples queued on
   // `stream`; Collect waits for them. The staging buffers stay the launched step's until then.
-  absl::Status Launch(const StepPlan& plan);
+  // `accept` takes the plan's block tables (Executor::AcceptTables) once the plan is checked;
+  // `table_of` then gives each row's whole table.
+  absl::Status Launch(const StepPlan& plan, absl::FunctionRef<absl::Status()> accept,
+                      absl::FunctionRef<absl::Span<const BlockId>(const StepRow&)> table_of);
   absl::StatusOr<StepResult> Collect();
   absl::Status CheckCapacity(const StepPlan& plan) const;
 
@@ -103,6 +105,8 @@ struct CudaExecutor::Impl {
   };
   bool launched = false;
   InFlight in_flight;
+  // Each row's whole block table in the launched plan (the executor's copy, block_tables.h).
+  std::vector<const BlockId*> row_tables;
 
   CudaExecutorOptions options;
   std::unique_ptr<cuda::DeviceModel> model;
@@ -487,29 +491,12 @@ absl::Status CudaExecutor::Impl::RunDecodeGraph(int64_t batch, const cuda::StepL
 }
 
 absl::Status CudaExecutor::Impl::CheckCapacity(const StepPlan& plan) const {
-  const int64_t kv_window = model->config().KvWindow();
   int64_t tokens = 0, logit_rows = 0;
   for (size_t r = 0; r < plan.rows.size(); ++r) {
     const StepRow& row = plan.rows[r];
     const int64_t n = static_cast<int64_t>(row.token_ids.size());
     tokens += n;
     logit_rows += row.return_logits ? n : (row.sample ? 1 : 0);
-    const int64_t needed = (row.start_pos + n + spec.block_size - 1) / spec.block_size;
-    if (n == 0 || row.start_pos < 0 || static_cast<int64_t>(row.block_table.size()) < needed) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("row %d: block_table has %d blocks, positions up to %d need %d", r,
-                          row.block_table.size(), row.start_pos + n, needed));
-    }
-    // Under a sliding window through every layer, the blocks before the row's first token's
-    // window are never read, and the scheduler gives them back (kNoBlock).
-    const int64_t unread = BlocksBeforeWindow(row.start_pos, kv_window, spec.block_size);
-    for (int64_t b = 0; b < needed; ++b) {
-      if (row.block_table[b] == kNoBlock && b < unread) continue;
-      if (row.block_table[b] < 0 || row.block_table[b] >= spec.num_blocks) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "row %d: block_table[%d] = %d is not a block", r, b, row.block_table[b]));
-      }
-    }
     if (row.sample && row.sampling.num_top_logprobs > kernels::kMaxTopLogprobs) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "row %d: num_top_logprobs is at most %d on the GPU", r, kernels::kMaxTopLogprobs));
@@ -525,11 +512,6 @@ absl::Status CudaExecutor::Impl::CheckCapacity(const StepPlan& plan) const {
         options.max_rows_per_step, options.max_logit_rows));
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<StepResult> CudaExecutor::Impl::Step(const StepPlan& plan) {
-  RETURN_IF_ERROR(Launch(plan));
-  return Collect();
 }
 
 // Fills the sampling rows' min_p and, for rows with allowed tokens or logit adjustments, their
@@ -591,11 +573,16 @@ absl::StatusOr<size_t> CudaExecutor::Impl::StageSamplingExtras(const StepPlan& p
   return at;
 }
 
-absl::Status CudaExecutor::Impl::Launch(const StepPlan& plan) {
+absl::Status CudaExecutor::Impl::Launch(
+    const StepPlan& plan, absl::FunctionRef<absl::Status()> accept,
+    absl::FunctionRef<absl::Span<const BlockId>(const StepRow&)> table_of) {
   if (launched) return absl::FailedPreconditionError("a step is launched and not collected");
   const absl::Time start = absl::Now();
   RETURN_IF_ERROR(ValidateStepPlan(plan, model->config(), spec));
   RETURN_IF_ERROR(CheckCapacity(plan));
+  RETURN_IF_ERROR(accept());
+  row_tables.resize(plan.rows.size());
+  for (size_t r = 0; r < plan.rows.size(); ++r) row_tables[r] = table_of(plan.rows[r]).data();
   InFlight step;
   step.empty = plan.rows.empty();
   if (step.empty) {
@@ -619,9 +606,9 @@ absl::Status CudaExecutor::Impl::Launch(const StepPlan& plan) {
       }
     }
   }
-  ASSIGN_OR_RETURN(step.packed, cuda::PackStep(plan, spec.block_size, scratch_block, graph_batch,
-                                               options.prefill_kernel_min_tokens, staging.get(),
-                                               inputs_capacity));
+  ASSIGN_OR_RETURN(step.packed, cuda::PackStep(plan, row_tables, spec.block_size, scratch_block,
+                                               graph_batch, options.prefill_kernel_min_tokens,
+                                               staging.get(), inputs_capacity));
   ASSIGN_OR_RETURN(const size_t extras_bytes, StageSamplingExtras(plan, step.packed));
   step.rows.reserve(plan.rows.size());
   for (const StepRow& row : plan.rows) {
@@ -758,8 +745,15 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::CreateRandom(
   return std::unique_ptr<CudaExecutor>(new CudaExecutor(std::move(impl)));
 }
 
-absl::StatusOr<StepResult> CudaExecutor::Step(const StepPlan& plan) { return impl_->Step(plan); }
-absl::Status CudaExecutor::Launch(const StepPlan& plan) { return impl_->Launch(plan); }
+absl::StatusOr<StepResult> CudaExecutor::Step(const StepPlan& plan) {
+  RETURN_IF_ERROR(Launch(plan));
+  return Collect();
+}
+absl::Status CudaExecutor::Launch(const StepPlan& plan) {
+  return impl_->Launch(
+      plan, [&] { return AcceptTables(plan); },
+      [this](const StepRow& row) { return TableOf(row); });
+}
 absl::StatusOr<StepResult> CudaExecutor::Collect() { return impl_->Collect(); }
 const ModelConfig& CudaExecutor::model_config() const { return impl_->model->config(); }
 const KvCacheSpec& CudaExecutor::kv_spec() const { return impl_->spec; }

@@ -44,10 +44,14 @@ StepLayout StepLayout::For(int64_t tokens, int64_t rows, int64_t logit_rows, int
   return l;
 }
 
-absl::StatusOr<PackedStep> PackStep(const StepPlan& plan, int32_t block_size, int32_t scratch_block,
-                                    int64_t pad_to_rows, int32_t prefill_min_tokens, void* staging,
-                                    size_t capacity) {
+absl::StatusOr<PackedStep> PackStep(const StepPlan& plan, absl::Span<const BlockId* const> tables,
+                                    int32_t block_size, int32_t scratch_block, int64_t pad_to_rows,
+                                    int32_t prefill_min_tokens, void* staging, size_t capacity) {
   const int64_t plan_rows = static_cast<int64_t>(plan.rows.size());
+  if (static_cast<int64_t>(tables.size()) != plan_rows) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%d block tables for %d rows", tables.size(), plan_rows));
+  }
   const int64_t rows = std::max(plan_rows, pad_to_rows);
   const int64_t pad = rows - plan_rows;
   PackedStep packed;
@@ -96,7 +100,7 @@ absl::StatusOr<PackedStep> PackStep(const StepPlan& plan, int32_t block_size, in
     const int64_t n = static_cast<int64_t>(row.token_ids.size());
     const int64_t needed = (row.start_pos + n + block_size - 1) / block_size;
     row_block_offset[r] = static_cast<int32_t>(b);
-    std::memcpy(blocks + b, row.block_table.data(), needed * sizeof(int32_t));
+    std::memcpy(blocks + b, tables[r], needed * sizeof(int32_t));
     b += needed;
     for (int64_t i = 0; i < n; ++i) {
       ids[t + i] = row.token_ids[i];

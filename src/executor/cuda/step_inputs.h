@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "executor/executor.h"
 
 namespace convoy::cuda {
@@ -56,10 +57,11 @@ struct PackedStep {
 // (decode steps replayed from a CUDA graph), adds dummy decode rows that read and write only
 // `scratch_block`. Rows of at least `prefill_min_tokens` tokens (0: none) are cut into prefill
 // tiles of kernels::kPrefillTile tokens; every other token is a decode query. RESOURCE_EXHAUSTED
-// when the step does not fit.
-absl::StatusOr<PackedStep> PackStep(const StepPlan& plan, int32_t block_size, int32_t scratch_block,
-                                    int64_t pad_to_rows, int32_t prefill_min_tokens, void* staging,
-                                    size_t capacity);
+// when the step does not fit. `tables`: each plan row's whole block table (the executor's copy,
+// executor/block_tables.h), at least as many entries as the row's positions need.
+absl::StatusOr<PackedStep> PackStep(const StepPlan& plan, absl::Span<const BlockId* const> tables,
+                                    int32_t block_size, int32_t scratch_block, int64_t pad_to_rows,
+                                    int32_t prefill_min_tokens, void* staging, size_t capacity);
 
 }  // namespace convoy::cuda
 

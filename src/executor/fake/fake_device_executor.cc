@@ -126,6 +126,9 @@ absl::Status FakeDeviceExecutor::Launch(const StepPlan& plan) {
   const SteadyClock::time_point now = SteadyClock::now();
   absl::MutexLock lock(&mu_);
   if (launched_) return absl::FailedPreconditionError("a step is launched and not collected");
+  // The tables change here, on the launching thread, while no step runs; the rest of the plan is
+  // checked on the device thread (Run), as a device's own checks would be.
+  RETURN_IF_ERROR(AcceptTables(plan));
   launched_ = true;
   step_end_ =
       now + absl::ToChronoNanoseconds(options_.step_time + options_.time_per_token * tokens);
