@@ -230,18 +230,37 @@ cudaError_t LaunchPagedAttentionPrefill(const PagedAttentionPrefillParams& param
   const int hd = p.cache.head_dim;
   if (p.q == nullptr || p.out == nullptr || p.positions == nullptr || p.token_row == nullptr ||
       p.row_block_offset == nullptr || p.block_ids == nullptr || p.tiles == nullptr ||
-      p.cache.base == nullptr || (hd != 64 && hd != 128) || p.cache.num_kv_heads <= 0 ||
-      p.cache.block_size <= 0 || p.num_q_heads <= 0 || p.num_q_heads % p.cache.num_kv_heads != 0 ||
-      p.q_row_stride < int64_t{p.num_q_heads} * hd || p.q_row_stride % 8 != 0 || p.num_tiles < 0 ||
-      p.num_tiles > INT32_MAX || p.num_q_heads > 65535 || p.window < 0) {
+      p.cache.base == nullptr || PagedAttentionPrefillSharedBytes(hd, true) == 0 ||
+      p.cache.num_kv_heads <= 0 || p.cache.block_size <= 0 || p.num_q_heads <= 0 ||
+      p.num_q_heads % p.cache.num_kv_heads != 0 || p.q_row_stride < int64_t{p.num_q_heads} * hd ||
+      p.q_row_stride % 8 != 0 || p.num_tiles < 0 || p.num_tiles > INT32_MAX ||
+      p.num_q_heads > 65535 || p.window < 0) {
     return cudaErrorInvalidValue;
   }
   if (p.num_tiles == 0) return cudaSuccess;
   if (p.tensor_cores) return LaunchPagedAttentionPrefillMma(p, stream);
   cudaError_t err = cudaSuccess;
-  CONVOY_DISPATCH_HALF(p.dtype,
-                       err = hd == 64 ? Launch<T, 64>(p, stream) : Launch<T, 128>(p, stream));
+  CONVOY_DISPATCH_HALF(p.dtype, err = hd == 64    ? Launch<T, 64>(p, stream)
+                                      : hd == 96  ? Launch<T, 96>(p, stream)
+                                      : hd == 128 ? Launch<T, 128>(p, stream)
+                                                  : Launch<T, 256>(p, stream));
   return err;
+}
+
+int64_t PagedAttentionPrefillSharedBytes(int head_dim, bool tensor_cores) {
+  if (tensor_cores) return PagedAttentionPrefillMmaSharedBytes(head_dim);
+  switch (head_dim) {
+    case 64:
+      return static_cast<int64_t>(Smem<64>::kBytes);
+    case 96:
+      return static_cast<int64_t>(Smem<96>::kBytes);
+    case 128:
+      return static_cast<int64_t>(Smem<128>::kBytes);
+    case 256:
+      return static_cast<int64_t>(Smem<256>::kBytes);
+    default:
+      return 0;
+  }
 }
 
 }  // namespace convoy::kernels

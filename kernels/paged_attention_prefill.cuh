@@ -32,7 +32,7 @@ struct PagedAttentionPrefillParams {
   // row at consecutive positions.
   const int32_t* tiles = nullptr;
   int64_t num_tiles = 0;
-  KvCacheLayout cache;      // head_dim 64 or 128
+  KvCacheLayout cache;      // head_dim 64, 96, 128 or 256
   int32_t num_q_heads = 0;  // a multiple of cache.num_kv_heads
   float scale = 1.0f;
   int32_t window = 0;  // a sliding window of this many keys, the query's own included; 0: none
@@ -40,12 +40,22 @@ struct PagedAttentionPrefillParams {
   bool tensor_cores = true;  // false: the CUDA-core kernel
 };
 
+// INVALID_VALUE for a shape it does not take; an error from the launch when the tile's shared
+// memory (PagedAttentionPrefillSharedBytes) exceeds what the device gives a block.
 cudaError_t LaunchPagedAttentionPrefill(const PagedAttentionPrefillParams& params,
                                         cudaStream_t stream);
 
-// The tensor-core kernel, for LaunchPagedAttentionPrefill, which checks the parameters first.
+// The dynamic shared memory one tile takes at `head_dim` with the tensor-core or the CUDA-core
+// kernel; 0 for a head_dim the kernels do not take. At 256 it is more than an A100 or an Ada GPU
+// gives a block (cudaDevAttrMaxSharedMemoryPerBlockOptin): their prompts go through the decode
+// kernel instead.
+int64_t PagedAttentionPrefillSharedBytes(int head_dim, bool tensor_cores);
+
+// The tensor-core kernel, for LaunchPagedAttentionPrefill, which checks the parameters first, and
+// its shared memory (0: a head_dim it does not take).
 cudaError_t LaunchPagedAttentionPrefillMma(const PagedAttentionPrefillParams& params,
                                            cudaStream_t stream);
+int64_t PagedAttentionPrefillMmaSharedBytes(int head_dim);
 
 }  // namespace convoy::kernels
 

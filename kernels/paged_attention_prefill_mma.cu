@@ -106,6 +106,11 @@ __global__ void __launch_bounds__(kThreads) PrefillMmaKernel(PagedAttentionPrefi
   constexpr int kDimSteps = kHeadDim / 16;
   constexpr int kDimTiles = kHeadDim / 8;
   constexpr int kKeyTiles = kK / 8;
+  // The tile's Q fragments stay in registers up to 128 dimensions (32 registers a thread at 128);
+  // at 256 they would take 64 beside the 128 of the output's accumulators, so they are read
+  // from shared memory, where Q stays, at each use instead.
+  constexpr bool kQInRegisters = kHeadDim <= 128;
+  constexpr int kQFragments = kQInRegisters ? kDimSteps : 1;
   extern __shared__ float4 smem4[];
   T* q_s = reinterpret_cast<T*>(smem4);
   T* k_s = q_s + kQ * S::kStride;  // two stages
@@ -173,7 +178,8 @@ __global__ void __launch_bounds__(kThreads) PrefillMmaKernel(PagedAttentionPrefi
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[dt][e] = 0.0f;
   }
-  uint32_t qf[kDimSteps][4];
+  uint32_t qf[kQFragments][4];
+  const T* q_row = q_s + (16 * warp + (lane & 15)) * S::kStride + (lane >> 4) * 8;
 
   // Step i reads key tile first_step + i from stage i & 1.
   const int num_steps = (context + kK - 1) / kK - first_step;
@@ -183,12 +189,9 @@ __global__ void __launch_bounds__(kThreads) PrefillMmaKernel(PagedAttentionPrefi
     CopyAsyncCommit();   // possibly empty: keeps the wait below uniform
     CopyAsyncWait<1>();  // everything but the newest group: this step's tile (and Q) is in
     __syncthreads();
-    if (step == 0) {
+    if (kQInRegisters && step == 0) {
 #pragma unroll
-      for (int ks = 0; ks < kDimSteps; ++ks) {
-        LdMatrixX4(qf[ks],
-                   q_s + (16 * warp + (lane & 15)) * S::kStride + ks * 16 + (lane >> 4) * 8);
-      }
+      for (int ks = 0; ks < kQFragments; ++ks) LdMatrixX4(qf[ks], q_row + ks * 16);
     }
     const T* kt = k_s + (step & 1) * S::kTileElems;
     const T* vt = v_s + (step & 1) * S::kTileElems;
@@ -202,14 +205,16 @@ __global__ void __launch_bounds__(kThreads) PrefillMmaKernel(PagedAttentionPrefi
       }
 #pragma unroll
       for (int ks = 0; ks < kDimSteps; ++ks) {
+        const int qi = kQInRegisters ? ks : 0;
+        if (!kQInRegisters) LdMatrixX4(qf[qi], q_row + ks * 16);
 #pragma unroll
         for (int nt = 0; nt < kKeyTiles; nt += 2) {
           // Keys 8nt..8nt+15, dims 16ks..16ks+15: b0, b1 of key tile nt, then of nt + 1.
           uint32_t b[4];
           LdMatrixX4(b, kt + (8 * nt + (lane >> 4) * 8 + (lane & 7)) * S::kStride + ks * 16 +
                             ((lane >> 3) & 1) * 8);
-          Mma<T>(s[nt], qf[ks], b[0], b[1]);
-          Mma<T>(s[nt + 1], qf[ks], b[2], b[3]);
+          Mma<T>(s[nt], qf[qi], b[0], b[1]);
+          Mma<T>(s[nt + 1], qf[qi], b[2], b[3]);
         }
       }
       // Causal mask where the tile reaches past the tile's first query (or past the context);
@@ -320,9 +325,27 @@ cudaError_t LaunchMma(const PagedAttentionPrefillParams& p, cudaStream_t stream)
 cudaError_t LaunchPagedAttentionPrefillMma(const PagedAttentionPrefillParams& p,
                                            cudaStream_t stream) {
   cudaError_t err = cudaSuccess;
-  CONVOY_DISPATCH_HALF(p.dtype, err = p.cache.head_dim == 64 ? LaunchMma<T, 64>(p, stream)
-                                                             : LaunchMma<T, 128>(p, stream));
+  const int hd = p.cache.head_dim;
+  CONVOY_DISPATCH_HALF(p.dtype, err = hd == 64    ? LaunchMma<T, 64>(p, stream)
+                                      : hd == 96  ? LaunchMma<T, 96>(p, stream)
+                                      : hd == 128 ? LaunchMma<T, 128>(p, stream)
+                                                  : LaunchMma<T, 256>(p, stream));
   return err;
+}
+
+int64_t PagedAttentionPrefillMmaSharedBytes(int head_dim) {
+  switch (head_dim) {
+    case 64:
+      return static_cast<int64_t>(MmaSmem<64>::kBytes);
+    case 96:
+      return static_cast<int64_t>(MmaSmem<96>::kBytes);
+    case 128:
+      return static_cast<int64_t>(MmaSmem<128>::kBytes);
+    case 256:
+      return static_cast<int64_t>(MmaSmem<256>::kBytes);
+    default:
+      return 0;
+  }
 }
 
 }  // namespace convoy::kernels

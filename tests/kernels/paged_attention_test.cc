@@ -371,10 +371,46 @@ TEST(PagedAttentionPrefillKernel, SlidingWindow) {
   }
 }
 
+// Phi-3-mini's head_dim and Gemma 3's, both kernels, with and without a window; 256 where the
+// device gives a block the tile's shared memory (the executor sends prompts to the decode kernel
+// elsewhere).
+TEST(PagedAttentionPrefillKernel, HeadDims96And256) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  int shared_per_block = 0;
+  CUDA_ASSERT_OK(
+      cudaDeviceGetAttribute(&shared_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+  for (bool tensor_cores : {true, false}) {
+    SCOPED_TRACE(tensor_cores ? "tensor cores" : "CUDA cores");
+    CheckPrefill({96, 8, 2, 16, 3}, tensor_cores);
+    CheckPrefill({96, 4, 4, 7, 1, 45}, tensor_cores);
+    if (kernels::PagedAttentionPrefillSharedBytes(256, tensor_cores) <= shared_per_block) {
+      CheckPrefill({256, 8, 4, 16, 2}, tensor_cores);
+      CheckPrefill({256, 4, 2, 16, 1, 100}, tensor_cores);
+    }
+  }
+}
+
 TEST(PagedAttentionPrefillKernel, RejectsBadShapes) {
   kernels::PagedAttentionPrefillParams p;
-  p.cache.head_dim = 96;
+  p.cache.head_dim = 80;
   EXPECT_EQ(kernels::LaunchPagedAttentionPrefill(p, nullptr), cudaErrorInvalidValue);
+}
+
+// What a tile takes of shared memory, which the executor holds against the device's limit for a
+// block: every head_dim fits an Ada GPU (99 KB a block) but 256, whose tensor-core tile fits an
+// H100 or H200 (227 KB) and not an A100 (163 KB).
+TEST(PagedAttentionPrefillKernel, SharedMemoryOfATile) {
+  for (bool tensor_cores : {true, false}) {
+    for (int hd : {64, 96, 128}) {
+      EXPECT_GT(kernels::PagedAttentionPrefillSharedBytes(hd, tensor_cores), 0) << hd;
+      EXPECT_LE(kernels::PagedAttentionPrefillSharedBytes(hd, tensor_cores), 99 * 1024) << hd;
+    }
+    EXPECT_EQ(kernels::PagedAttentionPrefillSharedBytes(80, tensor_cores), 0);
+  }
+  const int64_t mma256 = kernels::PagedAttentionPrefillSharedBytes(256, true);
+  EXPECT_GT(mma256, 163 * 1024);
+  EXPECT_LE(mma256, 227 * 1024);
+  EXPECT_LE(kernels::PagedAttentionPrefillSharedBytes(256, false), 227 * 1024);
 }
 
 TEST(PagedAttentionKernel, RejectsUnsupportedHeadDim) {

@@ -160,11 +160,25 @@ absl::Status CudaExecutor::Impl::Init(const CudaExecutorOptions& opts) {
         "CudaExecutorOptions: prefill_kernel_min_tokens must be 0 (off) or at least 2, got %d",
         opts.prefill_kernel_min_tokens));
   }
-  // The prefill kernels take head_dim 64 and 128; at 96 (Phi-3-mini) and 256 (Gemma 3) every query
-  // goes through the decode kernel, which takes any number of them.
-  if (c.head_dim != 64 && c.head_dim != 128) options.prefill_kernel_min_tokens = 0;
   CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, options.device));
+  // The prefill kernels take head_dim 64, 96, 128 and 256, where the device gives a block the
+  // tile's shared memory (at 256, an H100 or H200 does; an A100 or an Ada GPU does not). Elsewhere
+  // every query goes through the decode kernel, which takes any number of them.
+  int shared_per_block = 0;
+  CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(
+      &shared_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, options.device));
+  const int64_t tile_bytes = kernels::PagedAttentionPrefillSharedBytes(
+      static_cast<int>(c.head_dim), options.prefill_tensor_cores);
+  if (tile_bytes == 0 || tile_bytes > shared_per_block) {
+    if (options.prefill_kernel_min_tokens > 0) {
+      spdlog::info(
+          "head_dim {}: the prefill tile needs {} bytes of shared memory, the device gives a block "
+          "{}; prompts go through the decode attention kernel",
+          c.head_dim, tile_bytes, shared_per_block);
+    }
+    options.prefill_kernel_min_tokens = 0;
+  }
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const bool packed =
       model->lm_head().packed() ||
