@@ -1,9 +1,10 @@
 // Planning and applying a step allocate nothing per row once running (issue 23): a plan's rows
-// reuse the storage of plans that have run (Scheduler::RecyclePlan), so the allocations of a step
-// do not grow with the batch. Counts every operator new while the scheduler works, with 64 and
-// then 128 sequences decoding, the next step planned ahead as the engine loop does. The median
-// step is compared: a sequence's own lists (its tokens, its block table) still grow by doubling
-// now and then, and here every sequence grows in the same step.
+// reuse the storage of plans that have run (Scheduler::RecyclePlan), and the executor takes the
+// plan's block-table changes into its own copy (BlockTables, on the engine thread too), so the
+// allocations of a step do not grow with the batch. Counts every operator new while the scheduler
+// works, with 64 and then 128 sequences decoding, the next step planned ahead as the engine loop
+// does. The median step is compared: a sequence's own lists (its tokens, its block table) still
+// grow by doubling now and then, and here every sequence grows in the same step.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <optional>
 #include <vector>
 
+#include "executor/block_tables.h"
 #include "gtest/gtest.h"
 #include "harness.h"
 
@@ -65,6 +67,7 @@ int64_t AllocationsPerStep(int32_t rows, int warmup, int measured) {
   }
   std::optional<StepPlan> ahead;
   std::vector<int64_t> counts;
+  BlockTables tables;  // the executor's copy, as Executor::AcceptTables keeps it
   for (int step = 0; step < warmup + measured; ++step) {
     const bool measure = step >= warmup;
     allocations = 0;
@@ -76,6 +79,8 @@ int64_t AllocationsPerStep(int32_t rows, int warmup, int measured) {
     } else {
       plan = *scheduler.Schedule(clock.Now()).plan;
     }
+    EXPECT_OK(tables.CheckPlan(plan));
+    tables.Apply(plan);
     counting = false;
     const StepResult result = Run(plan);  // the device's work, not counted
     counting = measure;
