@@ -113,6 +113,13 @@ TEST_P(RandomTest, EveryRequestEndsExactlyOnceAndAllBlocksAreFree) {
   } else {
     EXPECT_EQ(h.steps_planned_ahead, 0);  // static batching never plans ahead
   }
+  // Every ended or preempted sequence's release reached the executor (through failed steps, rows
+  // left out, cancellations and steps planned ahead): after one more request's first step it
+  // holds that request's block table alone.
+  ASSERT_OK(h.Submit(MakeRequest(kRequests + 1, 4, 2)));
+  for (int i = 0; i < 1000 && !h.Step(); ++i) h.clock.Advance(absl::Milliseconds(1));
+  EXPECT_EQ(h.executor.block_tables().num_sequences(), 1u);
+  EXPECT_EQ(h.executor.block_tables().held(kRequests + 1), 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(
