@@ -371,21 +371,33 @@ TEST(PagedAttentionPrefillKernel, SlidingWindow) {
   }
 }
 
-// Phi-3-mini's head_dim and Gemma 3's, both kernels, with and without a window; 256 where the
-// device gives a block the tile's shared memory (the executor sends prompts to the decode kernel
-// elsewhere).
+// Whether the device gives a block the tile's shared memory at `head_dim` (the executor sends
+// prompts to the decode kernel where it does not: 256 on an A100 or an Ada GPU).
+bool TileFits(int head_dim, bool tensor_cores) {
+  int shared_per_block = 0;
+  EXPECT_EQ(cudaDeviceGetAttribute(&shared_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0),
+            cudaSuccess);
+  return kernels::PagedAttentionPrefillSharedBytes(head_dim, tensor_cores) <= shared_per_block;
+}
+
+// Phi-3-mini's head_dim and Gemma 3's on tensor cores (gpu-check.sh's racecheck runs the
+// HeadDim* tests: the new shared-memory layouts of the staged K and V tiles).
 TEST(PagedAttentionPrefillKernel, HeadDims96And256) {
   CONVOY_SKIP_WITHOUT_GPU();
-  int shared_per_block = 0;
-  CUDA_ASSERT_OK(
-      cudaDeviceGetAttribute(&shared_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+  CheckPrefill({96, 4, 4, 7, 1, 45}, /*tensor_cores=*/true);
+  if (TileFits(256, true)) CheckPrefill({256, 8, 4, 16, 2}, /*tensor_cores=*/true);
+}
+
+// The same head dims in more shapes, and on CUDA cores.
+TEST(PagedAttentionPrefillKernel, MoreShapesAtHeadDims96And256) {
+  CONVOY_SKIP_WITHOUT_GPU();
   for (bool tensor_cores : {true, false}) {
     SCOPED_TRACE(tensor_cores ? "tensor cores" : "CUDA cores");
     CheckPrefill({96, 8, 2, 16, 3}, tensor_cores);
-    CheckPrefill({96, 4, 4, 7, 1, 45}, tensor_cores);
-    if (kernels::PagedAttentionPrefillSharedBytes(256, tensor_cores) <= shared_per_block) {
-      CheckPrefill({256, 8, 4, 16, 2}, tensor_cores);
+    if (!tensor_cores) CheckPrefill({96, 4, 4, 7, 1, 45}, tensor_cores);
+    if (TileFits(256, tensor_cores)) {
       CheckPrefill({256, 4, 2, 16, 1, 100}, tensor_cores);
+      if (!tensor_cores) CheckPrefill({256, 8, 4, 16, 2}, tensor_cores);
     }
   }
 }
