@@ -249,18 +249,7 @@ cudaError_t LaunchPagedAttentionPrefill(const PagedAttentionPrefillParams& param
 
 int64_t PagedAttentionPrefillSharedBytes(int head_dim, bool tensor_cores) {
   if (tensor_cores) return PagedAttentionPrefillMmaSharedBytes(head_dim);
-  switch (head_dim) {
-    case 64:
-      return static_cast<int64_t>(Smem<64>::kBytes);
-    case 96:
-      return static_cast<int64_t>(Smem<96>::kBytes);
-    case 128:
-      return static_cast<int64_t>(Smem<128>::kBytes);
-    case 256:
-      return static_cast<int64_t>(Smem<256>::kBytes);
-    default:
-      return 0;
-  }
+  return PrefillSharedBytesAt<Smem>(head_dim);
 }
 
 }  // namespace convoy::kernels

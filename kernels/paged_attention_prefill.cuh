@@ -57,6 +57,23 @@ cudaError_t LaunchPagedAttentionPrefillMma(const PagedAttentionPrefillParams& pa
                                            cudaStream_t stream);
 int64_t PagedAttentionPrefillMmaSharedBytes(int head_dim);
 
+// Smem<kHeadDim>::kBytes at the head dims the prefill kernels take; 0 at any other.
+template <template <int> class Smem>
+int64_t PrefillSharedBytesAt(int head_dim) {
+  switch (head_dim) {
+    case 64:
+      return static_cast<int64_t>(Smem<64>::kBytes);
+    case 96:
+      return static_cast<int64_t>(Smem<96>::kBytes);
+    case 128:
+      return static_cast<int64_t>(Smem<128>::kBytes);
+    case 256:
+      return static_cast<int64_t>(Smem<256>::kBytes);
+    default:
+      return 0;
+  }
+}
+
 }  // namespace convoy::kernels
 
 #endif  // CONVOY_KERNELS_PAGED_ATTENTION_PREFILL_CUH_

@@ -334,18 +334,7 @@ cudaError_t LaunchPagedAttentionPrefillMma(const PagedAttentionPrefillParams& p,
 }
 
 int64_t PagedAttentionPrefillMmaSharedBytes(int head_dim) {
-  switch (head_dim) {
-    case 64:
-      return static_cast<int64_t>(MmaSmem<64>::kBytes);
-    case 96:
-      return static_cast<int64_t>(MmaSmem<96>::kBytes);
-    case 128:
-      return static_cast<int64_t>(MmaSmem<128>::kBytes);
-    case 256:
-      return static_cast<int64_t>(MmaSmem<256>::kBytes);
-    default:
-      return 0;
-  }
+  return PrefillSharedBytesAt<MmaSmem>(head_dim);
 }
 
 }  // namespace convoy::kernels
