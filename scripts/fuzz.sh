@@ -4,7 +4,8 @@
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]    default: 60 s each, every target
 # Fails at the first crash, sanitizer report, timeout (10 s on one input), leak or out-of-memory
 # (2 GiB) and prints the reproducer's path; rerun one with build-fuzz/fuzz/<target> <path>.
-# CONVOY_FUZZ_WORK names the scratch folder (default: a new one under /tmp), kept after the run.
+# CONVOY_FUZZ_WORK names the scratch folder, kept after the run; the default, a new one under /tmp,
+# is kept only when a target fails (its reproducer is there).
 # Installs clang when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -67,3 +68,5 @@ for target in "${targets[@]}"; do
   fi
   echo "fuzz: $target ok: $stats" >&2
 done
+# Nothing to reproduce: the corpora and logs go (a directory named by CONVOY_FUZZ_WORK stays).
+[ -n "${CONVOY_FUZZ_WORK:-}" ] || rm -rf "$work"

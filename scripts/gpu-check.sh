@@ -81,6 +81,8 @@ device() {
   # eight files), beside the table.
   local final=${OUT:-/tmp/gpu-check-out} out
   out=$(mktemp -d)
+  # shellcheck disable=SC2064 # out is fixed now; the archive in $final keeps every log
+  trap "rm -rf '$out'" EXIT
   mkdir -p "$final"
   local budget=${CONVOY_GPU_BUDGET_S:-420}
   local deadline=$((SECONDS + budget))

@@ -20,7 +20,8 @@
 # Cache: CONVOY_IMAGE_CACHE (default /var/tmp/convoy-image-check) holds buildah's storage: the
 # debian:12 base (a pristine minimal bookworm: the root cached by scripts/fresh-root.sh when it is
 # there, else a new debootstrap) and the build's layers, so a second run with the same sources
-# reuses every layer. Cleared when it grows past CONVOY_IMAGE_CACHE_MAX_GB (default 40).
+# reuses every layer. Each run removes the layers of earlier builds that it did not use (see
+# prune_stale_images); all of it is cleared when it grows past CONVOY_IMAGE_CACHE_MAX_GB (20).
 # The registries are reached as scripts/fresh-root.sh does: this machine's apt mirror, and the
 # certificate bundle the environment names, handed to the build as a secret (never in the image).
 #
@@ -29,7 +30,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 cache=${CONVOY_IMAGE_CACHE:-/var/tmp/convoy-image-check}
-cache_max_gb=${CONVOY_IMAGE_CACHE_MAX_GB:-40}
+cache_max_gb=${CONVOY_IMAGE_CACHE_MAX_GB:-20}
 fresh_root=${CONVOY_FRESH_CACHE:-/var/tmp/convoy-fresh-root}/bookworm
 image=localhost/convoy:image-check
 base_image=docker.io/library/debian:12
@@ -82,6 +83,38 @@ if [ -d "$cache/storage" ]; then
     "${buildah[@]}" rmi --all --force >/dev/null 2>&1 || true
   fi
 fi
+# Images that the build just made did not use: earlier builds' layers for other sources. With the
+# vfs driver each layer is a whole copy of its root (about 3.5 GiB a build), so they go at once.
+# The base image, the layers this build used or made (among them the dependency layers that the
+# next build reuses) and the tagged image stay; the kept intermediate layers are tagged
+# (convoy-image-check-layer:ID) because removing an image also removes its untagged parents.
+prune_stale_images() {
+  local keep id tag k before stale=()
+  mapfile -t keep < <(grep -oE '^--> [0-9a-f]{11,}|Using cache [0-9a-f]{11,}' "$log" | awk '{print $NF}')
+  keep+=("$("${buildah[@]}" images --noheading --format '{{.ID}}' "$base_image" 2>/dev/null || true)")
+  keep+=("$("${buildah[@]}" images --noheading --format '{{.ID}}' "$image" 2>/dev/null || true)")
+  before=$("${buildah[@]}" images --all --noheading --format '{{.ID}}' | sort -u | wc -l)
+  # Newest first, so that a layer's children go before it.
+  while read -r id tag; do
+    for k in "${keep[@]}"; do
+      [ -n "$k" ] || continue
+      if [[ $k == "$id"* || $id == "$k"* ]]; then
+        if [[ $tag == *"<none>"* ]]; then
+          "${buildah[@]}" tag "$id" "localhost/convoy-image-check-layer:$id" >/dev/null 2>&1 || true
+        fi
+        continue 2
+      fi
+    done
+    stale+=("$id")
+  done < <("${buildah[@]}" images --all --noheading --format '{{.ID}} {{.Name}}:{{.Tag}}')
+  for id in "${stale[@]}"; do
+    "${buildah[@]}" rmi --force "$id" >/dev/null 2>&1 || true  # gone already with a child
+  done
+  say "removed $((before - $("${buildah[@]}" images --all --noheading --format '{{.ID}}' | sort -u | wc -l)))" \
+    "stale images; the cache holds $(du -sh "$cache/storage" | cut -f1)," \
+    "$(df -h --output=avail "$cache" | tail -1 | tr -d ' ') free on its disk"
+}
+
 # Working containers left by an interrupted run (this storage is image-check's alone, and locked).
 "${buildah[@]}" rm --all >/dev/null 2>&1 || true
 
@@ -190,6 +223,7 @@ set +e
   tee "$log" | { grep --line-buffered -E '^(\[[0-9]+/[0-9]+\] )?STEP [0-9]+/' >&2; true; }
 rc=${PIPESTATUS[0]}
 set -e
+prune_stale_images
 if [ "$rc" -ne 0 ]; then
   tail -40 "$log" >&2
   fail "the image build exited $rc (the end of its log is above; all of it in $log)"

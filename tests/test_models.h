@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "model/model_weights.h"
 #include "model/random_model.h"
+#include "model/test_dir.h"
 
 namespace convoy::testing {
 
@@ -50,9 +51,7 @@ inline std::unique_ptr<ModelWeights> LoadRandomModel(const std::string& name,
                                                      const ModelConfig& config,
                                                      DType dtype = DType::kF32,
                                                      uint64_t seed = 11) {
-  // One directory per process: ctest runs each test case as its own process, in parallel.
-  const std::string dir =
-      ::testing::TempDir() + "/convoy_" + name + "_" + std::to_string(::getpid());
+  const std::string dir = ProcessDir("convoy_" + name);
   RandomModelOptions options;
   options.config = config;
   options.config.torch_dtype = dtype;

@@ -11,6 +11,7 @@ server serving. Waits are bounded; nothing is timed.
 """
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -52,7 +53,9 @@ class Server:
     """convoyd on free loopback ports, SERVING before the tests start."""
 
     def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="convoy_openai_")
+        # Under TEST_TMPDIR where set, as the C++ tests' scratch files are (CI checks it is left
+        # empty).
+        self.dir = tempfile.mkdtemp(prefix="convoy_openai_", dir=os.environ.get("TEST_TMPDIR"))
         self.log = os.path.join(self.dir, "convoyd.log")
         grpc_file = os.path.join(self.dir, "grpc.port")
         http_file = os.path.join(self.dir, "http.port")
@@ -511,4 +514,5 @@ if __name__ == "__main__":
         code = SERVER.stop()
     if code != 0:
         print(f"convoyd exited {code} after SIGTERM; its log:\n{open(SERVER.log).read()}")
+    shutil.rmtree(SERVER.dir, ignore_errors=True)
     sys.exit(0 if result.wasSuccessful() and code == 0 else 1)

@@ -96,7 +96,7 @@ async def load(port, pid, peak):
 
 
 def main():
-    work = tempfile.mkdtemp(prefix="convoy_openai_load_")
+    work = tempfile.mkdtemp(prefix="convoy_openai_load_", dir=os.environ.get("TEST_TMPDIR"))
     model_dir = os.path.join(work, "model")
     make_model(model_dir)
     config = os.path.join(work, "config.pbtxt")

@@ -94,7 +94,8 @@ class Daemon:
 
 def setUpModule():
     global DAEMON
-    DAEMON = Daemon(tempfile.mkdtemp(prefix="convoy_tritonclient_"))
+    DAEMON = Daemon(tempfile.mkdtemp(prefix="convoy_tritonclient_",
+                                      dir=os.environ.get("TEST_TMPDIR")))
 
 
 def tearDownModule():

@@ -23,6 +23,7 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "model/random_model.h"
+#include "model/test_dir.h"
 #include "nlohmann/json.hpp"
 #include "test_models.h"
 #include "test_paths.h"
@@ -51,8 +52,7 @@ std::string DefaultModelPath() {
 }
 
 std::string WriteTestModel(const std::string& name, const ModelConfig& config) {
-  const std::string dir =
-      ::testing::TempDir() + "/convoy_daemon_" + name + "_" + std::to_string(::getpid());
+  const std::string dir = ProcessDir("convoy_daemon_" + name);
   RandomModelOptions options;
   options.config = config;
   options.seed = 7;
@@ -107,9 +107,7 @@ std::unique_ptr<DaemonProcess> DaemonProcess::StartListening(
     std::shared_ptr<grpc::ChannelCredentials> credentials,
     const std::vector<std::string>& extra_args) {
   static std::atomic<int> counter{0};
-  const std::string dir =
-      absl::StrCat(::testing::TempDir(), "/convoyd_", ::getpid(), "_", counter.fetch_add(1));
-  ::mkdir(dir.c_str(), 0755);
+  const std::string dir = ProcessDir(absl::StrCat("convoyd_", counter.fetch_add(1)));
   const std::string config_path = dir + "/config.pbtxt";
   const std::string port_path = dir + "/port";
   const std::string http_port_path = dir + "/http_port";

@@ -19,6 +19,7 @@
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "metrics/http_get.h"
+#include "model/test_dir.h"
 #include "nlohmann/json.hpp"
 #include "status_matchers.h"
 #include "subprocess.h"
@@ -67,8 +68,7 @@ class HeldModel {
   HeldModel() {
     const std::string source = WriteTestModel("http", TinyModelConfig());
     config_json_ = ReadWhole(source + "/config.json");
-    dir_ = ::testing::TempDir() + "/convoy_held_model_" + std::to_string(::getpid());
-    std::filesystem::remove_all(dir_);
+    dir_ = held_.Join("model");
     std::filesystem::create_directories(dir_);
     for (const auto& entry : std::filesystem::directory_iterator(source)) {
       if (entry.path().filename() == "config.json") continue;
@@ -76,7 +76,6 @@ class HeldModel {
     }
     EXPECT_EQ(::mkfifo((dir_ + "/config.json").c_str(), 0644), 0) << std::strerror(errno);
   }
-  ~HeldModel() { std::filesystem::remove_all(dir_); }
 
   const std::string& dir() const { return dir_; }
 
@@ -98,6 +97,7 @@ class HeldModel {
   }
 
  private:
+  TestDir held_;  // removed with the model
   std::string dir_;
   std::string config_json_;
 };

@@ -15,6 +15,7 @@
 #include "http/https_test_client.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "metrics/http_get.h"
+#include "model/test_dir.h"
 #include "nlohmann/json.hpp"
 #include "subprocess.h"
 #include "test_pki.h"
@@ -49,9 +50,7 @@ grpc::Status HealthOver(const DaemonProcess& daemon,
   return health->Check(&context, grpc::health::v1::HealthCheckRequest(), &response);
 }
 
-std::string TestDir(const std::string& name) {
-  return absl::StrCat(::testing::TempDir(), "/convoy_security_", name, "_", ::getpid());
-}
+std::string PkiDir(const std::string& name) { return ProcessDir("convoy_security_" + name); }
 
 // A daemon with the server certificate of `pki` (and, with `mutual`, its CA for clients),
 // waited for over `credentials`.
@@ -68,7 +67,7 @@ std::unique_ptr<DaemonProcess> StartWithTls(const Pki& pki, bool mutual,
 }
 
 TEST(DaemonTlsTest, ServesClientsThatTrustItsCaAndRefusesOthers) {
-  const Pki pki = MakePki(TestDir("tls"));
+  const Pki pki = MakePki(PkiDir("tls"));
   auto daemon = StartWithTls(pki, /*mutual=*/false, TlsCredentials(pki.ca_cert));
   ASSERT_NE(daemon, nullptr);
   // Served over TLS (Start waited for SERVING over it); an inference call too.
@@ -85,7 +84,7 @@ TEST(DaemonTlsTest, ServesClientsThatTrustItsCaAndRefusesOthers) {
 }
 
 TEST(DaemonTlsTest, MutualTlsRequiresAClientCertificateFromTheCa) {
-  const Pki pki = MakePki(TestDir("mtls"));
+  const Pki pki = MakePki(PkiDir("mtls"));
   auto daemon = StartWithTls(pki, /*mutual=*/true,
                              TlsCredentials(pki.ca_cert, pki.client_cert, pki.client_key));
   ASSERT_NE(daemon, nullptr);
@@ -102,7 +101,7 @@ TEST(DaemonTlsTest, MutualTlsRequiresAClientCertificateFromTheCa) {
 
 TEST(DaemonTlsTest, UnreadableTlsFilesStopTheStartNamingTheField) {
   const std::string model_dir = WriteTestModel("tls", TinyModelConfig());
-  const std::string dir = TestDir("missing");
+  const std::string dir = PkiDir("missing");
   std::filesystem::create_directories(dir);
   const std::string missing = dir + "/nothing.pem";
   const std::string config = dir + "/config.pbtxt";
@@ -118,7 +117,7 @@ TEST(DaemonTlsTest, UnreadableTlsFilesStopTheStartNamingTheField) {
 
 // frontend.http_tls: the OpenAI API and health over HTTPS (mutual TLS here), beside plain gRPC.
 TEST(DaemonTlsTest, HttpsServesTheHttpApiToClientsWithACertificateFromTheCa) {
-  const Pki pki = MakePki(TestDir("https"));
+  const Pki pki = MakePki(PkiDir("https"));
   const std::string model_dir = WriteTestModel("https", TinyModelConfig());
   auto daemon = DaemonProcess::Start(
       model_dir, DefaultTestConfig(absl::StrCat("http_tls { cert_file: \"", pki.server_cert,
@@ -157,7 +156,7 @@ TEST(DaemonTlsTest, HttpsServesTheHttpApiToClientsWithACertificateFromTheCa) {
 
 TEST(DaemonTlsTest, AnHttpsKeyWithoutItsCertificateIsRefusedNamingTheField) {
   const std::string model_dir = WriteTestModel("https", TinyModelConfig());
-  const std::string dir = TestDir("https_half");
+  const std::string dir = PkiDir("https_half");
   std::filesystem::create_directories(dir);
   const std::string config = dir + "/config.pbtxt";
   std::ofstream(config) << DefaultTestConfig("http_tls { key_file: \"/nonexistent.key\" }");

@@ -13,6 +13,7 @@
 #include "daemon_harness.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/test_dir.h"
 #include "nlohmann/json.hpp"
 #include "subprocess.h"
 #include "test_models.h"
@@ -169,7 +170,7 @@ TEST_F(StructuredOutputTest, TheClientsFlagsAskForStructuredOutput) {
   ASSERT_EQ(choices.exit_code, 0) << choices.out;
   EXPECT_THAT(JsonLines(choices.out)[0]["text"].get<std::string>(), AnyOf("red", "green", "blue"));
 
-  const std::string schema_file = ::testing::TempDir() + "/structured_schema.json";
+  const std::string schema_file = ProcessDir("convoy_structured_schema") + "/schema.json";
   std::ofstream(schema_file) << R"({"type": "object", "properties": {"ok": {"type": "boolean"}},
                                    "required": ["ok"], "additionalProperties": false})";
   const ProcessResult json = Execute(client + "--json-schema " + schema_file, false);

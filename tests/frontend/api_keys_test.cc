@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/test_dir.h"
 #include "status_matchers.h"
 
 namespace convoy::testing {
@@ -53,8 +54,7 @@ TEST(ApiKeysTest, ABearerKeyNamesItsCaller) {
 }
 
 TEST(ApiKeysTest, AKeyFileAddsKeysCheckedWithTheConfigs) {
-  const std::string path =
-      ::testing::TempDir() + "/convoy_api_keys_" + std::to_string(::getpid()) + ".pbtxt";
+  const std::string path = ProcessDir("convoy_api_keys") + "/keys.pbtxt";
   std::ofstream(path) << "api_key { name: \"file\" key: \"file-key-0123456789\" }\n";
   v1::FrontendConfig frontend = TwoKeys();
   frontend.set_api_key_file(path);

@@ -13,6 +13,7 @@
 #include "http/http_server.h"
 #include "http_test_client.h"
 #include "https_test_client.h"
+#include "model/test_dir.h"
 #include "status_matchers.h"
 #include "test_pki.h"
 
@@ -28,8 +29,7 @@ using ::testing::HasSubstr;
 
 // One PKI for every test of this file.
 const Pki& TestPki() {
-  static const Pki* pki =
-      new Pki(testing::MakePki(absl::StrCat(::testing::TempDir(), "/convoy_https_", getpid())));
+  static const Pki* pki = new Pki(testing::MakePki(testing::ProcessDir("convoy_https")));
   return *pki;
 }
 

@@ -20,6 +20,7 @@
 #include "kv/block_table.h"
 #include "model/model_weights.h"
 #include "model/safetensors.h"
+#include "model/test_dir.h"
 #include "status_matchers.h"
 #include "step/logit_adjustments.h"
 #include "step/token_constraint.h"
@@ -64,10 +65,8 @@ TensorToWrite RandomTensor(const std::string& name, std::vector<int64_t> shape, 
 
 // Writes config.json and model.safetensors with random bf16 weights into a fresh directory.
 std::string WriteRandomModel(const ModelConfig& c) {
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("convoy_cuda_executor_test_model_" + c.architecture))
-                              .string();
-  std::filesystem::create_directories(dir);
+  const std::string dir =
+      ::convoy::testing::ProcessDir("convoy_cuda_executor_test_model_" + c.architecture);
   std::ofstream(dir + "/config.json") << ModelConfigToJson(c);
   std::mt19937 rng(7);
   const int64_t h = c.hidden_size, in = c.intermediate_size;

@@ -18,6 +18,7 @@
 #include "kernels/gpu_test_util.h"
 #include "model/model_weights.h"
 #include "model/random_model.h"
+#include "model/test_dir.h"
 #include "scheduler/parity_harness.h"
 #include "status_matchers.h"
 
@@ -43,8 +44,7 @@ ModelConfig GpuParityConfig() {
 
 const ModelWeights& Weights() {
   static const ModelWeights* weights = [] {
-    const std::string dir =
-        ::testing::TempDir() + "/convoy_cuda_sched_parity_" + std::to_string(::getpid());
+    const std::string dir = ProcessDir("convoy_cuda_sched_parity");
     RandomModelOptions options;
     options.config = GpuParityConfig();
     options.seed = 9;

@@ -16,6 +16,7 @@
 #include "daemon/daemon_harness.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/test_dir.h"
 #include "nlohmann/json.hpp"
 #include "subprocess.h"
 #include "test_models.h"
@@ -50,8 +51,7 @@ std::string ReadFile(const std::string& path) {
 class BenchE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = absl::StrCat(::testing::TempDir(), "/bench_e2e_", ::getpid());
-    ::mkdir(dir_.c_str(), 0755);
+    dir_ = ProcessDir("bench_e2e");
     workload_ = dir_ + "/tiny.pbtxt";
     std::ofstream(workload_) << kWorkload;
     model_dir_ = WriteTestModel("bench_e2e", TinyModelConfig());

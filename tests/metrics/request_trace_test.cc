@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/test_dir.h"
 #include "nlohmann/json.hpp"
 #include "status_matchers.h"
 
@@ -30,7 +31,7 @@ std::string ReadFile(const std::string& path) {
 }
 
 TEST(RequestTraceTest, WritesOneLinePerRequestWithoutItsIdentity) {
-  const std::string path = ::testing::TempDir() + "/trace-" + std::to_string(getpid()) + ".jsonl";
+  const std::string path = ::convoy::testing::ProcessDir("convoy_request_trace") + "/trace.jsonl";
   const absl::Time origin = absl::FromUnixSeconds(1000);
   absl::StatusOr<std::unique_ptr<RequestTrace>> trace = RequestTrace::Open(path, origin);
   ASSERT_TRUE(trace.ok()) << trace.status();

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "model/model_weights.h"
 #include "model/random_model.h"
+#include "model/test_dir.h"
 #include "parity_harness.h"
 #include "status_matchers.h"
 #include "test_models.h"
@@ -26,8 +27,7 @@ constexpr int32_t kBlockSize = 4;
 
 const ModelWeights& Weights() {
   static const ModelWeights* weights = [] {
-    const std::string dir =
-        ::testing::TempDir() + "/convoy_sched_parity_" + std::to_string(::getpid());
+    const std::string dir = ProcessDir("convoy_sched_parity");
     RandomModelOptions options;
     options.config = TinyModelConfig();
     options.seed = 5;

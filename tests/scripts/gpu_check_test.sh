@@ -4,7 +4,7 @@
 # exit status and the table, which must always be printed.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-work=$(mktemp -d)
+work=$(mktemp -d -p "${TEST_TMPDIR:-${TMPDIR:-/tmp}}")
 trap 'rm -rf "$work"' EXIT
 failures=0
 
@@ -69,12 +69,16 @@ make_bundle
 check() {  # check NAME PARTS...; leaves the output in $work/log and the status in $rc
   local name=$1
   shift
-  rm -rf "$work/out" && mkdir -p "$work/out"
-  (cd "$repo" && PATH="$work/path:$PATH" OUT="$work/out" CONVOY_GPU_BUNDLE="$work/bundle.tar.xz" \
+  rm -rf "$work/out" "$work/tmp" && mkdir -p "$work/out" "$work/tmp"
+  (cd "$repo" && PATH="$work/path:$PATH" OUT="$work/out" TMPDIR="$work/tmp" \
+    CONVOY_GPU_BUNDLE="$work/bundle.tar.xz" \
     CONVOY_GPU_ROOT="$work/root" CONVOY_CUDA_HOME="$work/no-cuda" \
     CONVOY_CUBLAS_SEARCH_ROOT="$work/wheel" scripts/gpu-check.sh device "$@") >"$work/log" 2>&1
   rc=$?
   echo "--- $name: exit $rc"
+  # Its scratch logs are in the archive, and nothing else is left behind, however it ended.
+  expect "$name" "leaves no scratch files" test -z "$(ls -A "$work/tmp")"
+  expect "$name" "archives its logs" test -s "$work/out/gpu-check-logs.tgz"
 }
 
 # No usable GPU: a loud failure, not a table of skips.

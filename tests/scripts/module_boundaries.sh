@@ -14,7 +14,7 @@ set -uo pipefail
 cxx=$1
 src=$2/src
 include=$2/include
-view=$(mktemp -d)
+view=$(mktemp -d -p "${TEST_TMPDIR:-${TMPDIR:-/tmp}}")
 trap 'rm -rf "$view"' EXIT
 
 # module: the modules of src/ it may include (itself first).

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "model/test_dir.h"
 #include "nlohmann/json.hpp"
 #include "subprocess.h"
 
@@ -20,8 +21,7 @@ using ::convoy::testing::ProcessResult;
 class CliTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    model_dir_ =
-        new std::string(::testing::TempDir() + "/convoy_cli_model_" + std::to_string(::getpid()));
+    model_dir_ = new std::string(::convoy::testing::ProcessDir("convoy_cli_model") + "/model");
     const ProcessResult made = Execute(std::string(CONVOY_MKMODEL_PATH) +
                                        " --preset tiny --layers 2 --seed 3 --out " + *model_dir_);
     ASSERT_EQ(made.exit_code, 0) << made.out;
