@@ -161,9 +161,14 @@ bool KnownField(OpenAiEndpoint endpoint, const std::string& name) {
                                         "logit_bias",
                                         "priority",
                                         "cache_prompt"};
-  static const char* const kChat[] = {"messages",      "max_completion_tokens", "top_logprobs",
-                                      "tools",         "tool_choice",           "functions",
-                                      "function_call", "parallel_tool_calls",   "response_format"};
+  static const char* const kChat[] = {
+      "messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice", "functions",
+      "function_call", "parallel_tool_calls", "response_format",
+      // Taken and not used (ReadUnusedChatFields).
+      "store", "metadata", "service_tier", "prompt_cache_key", "prompt_cache_retention",
+      "prompt_cache_options", "safety_identifier", "prediction", "modalities",
+      // Refused by name (RefuseUnsupported).
+      "audio", "web_search_options", "moderation"};
   static const char* const kCompletion[] = {"prompt", "echo", "suffix", "best_of"};
   for (const char* f : kCommon) {
     if (name == f) return true;
@@ -209,6 +214,16 @@ void ReadLogitBias(FieldReader& fields, v1::SamplingParameters* sampling) {
 // Fields convoy knows but does not do: refused unless they ask for the default.
 void RefuseUnsupported(FieldReader& fields, OpenAiEndpoint endpoint) {
   if (endpoint == OpenAiEndpoint::kChatCompletions) {
+    if (fields.Find("audio") != nullptr) {
+      fields.Fail("audio", "audio output is not supported (the answer is text)");
+    }
+    if (fields.Find("web_search_options") != nullptr) {
+      fields.Fail("web_search_options", "web search is not supported");
+    }
+    // A client that asks for moderation must not get an answer that had none.
+    if (fields.Find("moderation") != nullptr) {
+      fields.Fail("moderation", "moderation is not supported: convoy runs none");
+    }
     // The deprecated form of tools.
     if (const Json* f = fields.Find("functions"); f != nullptr && !f->empty()) {
       fields.Fail("functions", "the deprecated functions API is not supported; send tools");
@@ -257,6 +272,73 @@ std::optional<std::string> MessageContent(const Json& content, const std::string
     text += part["text"].get<std::string>();
   }
   return text;
+}
+
+// Chat fields that OpenAI's clients send and that change nothing in the answer a self-hosted
+// server gives: checked for their type (a malformed one is still a 400) and not used.
+// - store: convoy keeps no completion (there is no GET /v1/chat/completions/{id});
+// - metadata: up to 16 string pairs, keys up to 64 characters and values up to 512 (OpenAI's
+//   limits), the labels of a stored completion;
+// - service_tier: OpenAI's processing tiers (convoy's own levels are `priority`);
+// - prompt_cache_key, prompt_cache_retention, prompt_cache_options: hints to OpenAI's prompt
+//   cache (convoy's prefix cache needs none; cache_prompt: false keeps a prompt out of it);
+// - safety_identifier: names an end user, as `user` does;
+// - prediction: text expected in the answer, a hint for speed that never changes the answer.
+// modalities may ask for text only.
+void ReadUnusedChatFields(FieldReader& fields) {
+  fields.Bool("store");
+  for (const char* name :
+       {"service_tier", "prompt_cache_key", "prompt_cache_retention", "safety_identifier"}) {
+    if (const Json* v = fields.Find(name); v != nullptr && !v->is_string()) {
+      fields.Fail(name, absl::StrCat("expected a string, got ", TypeName(*v)));
+    }
+  }
+  if (const Json* options = fields.Find("prompt_cache_options");
+      options != nullptr && !options->is_object()) {
+    fields.Fail("prompt_cache_options",
+                absl::StrCat("expected an object, got ", TypeName(*options)));
+  }
+  if (const Json* metadata = fields.Find("metadata"); metadata != nullptr) {
+    if (!metadata->is_object()) {
+      fields.Fail("metadata",
+                  absl::StrCat("expected an object of strings, got ", TypeName(*metadata)));
+    } else if (metadata->size() > 16) {
+      fields.Fail("metadata", absl::StrCat("at most 16 pairs, got ", metadata->size()));
+    } else {
+      for (const auto& [key, value] : metadata->items()) {
+        const std::string param = absl::StrCat("metadata.", key.substr(0, 64));
+        if (key.size() > 64) {
+          fields.Fail(param, absl::StrCat("a key has at most 64 characters, got ", key.size()));
+        } else if (!value.is_string()) {
+          fields.Fail(param, absl::StrCat("expected a string, got ", TypeName(value)));
+        } else if (value.get_ref<const std::string&>().size() > 512) {
+          fields.Fail(param, absl::StrCat("a value has at most 512 characters, got ",
+                                          value.get_ref<const std::string&>().size()));
+        }
+      }
+    }
+  }
+  if (const Json* prediction = fields.Find("prediction"); prediction != nullptr) {
+    if (!prediction->is_object() || prediction->value("type", Json()) != "content" ||
+        !prediction->contains("content")) {
+      fields.Fail("prediction", "expected {\"type\": \"content\", \"content\": ...}");
+    } else {
+      MessageContent((*prediction)["content"], "prediction.content", fields);
+    }
+  }
+  if (const Json* modalities = fields.Find("modalities"); modalities != nullptr) {
+    if (!modalities->is_array()) {
+      fields.Fail("modalities", absl::StrCat("expected a list, got ", TypeName(*modalities)));
+    } else {
+      for (size_t i = 0; i < modalities->size(); ++i) {
+        if ((*modalities)[i] != "text") {
+          fields.Fail(absl::StrCat("modalities[", i, "]"),
+                      absl::StrCat("only \"text\" is supported, got ", (*modalities)[i].dump()));
+          break;
+        }
+      }
+    }
+  }
 }
 
 void ReadMessages(FieldReader& fields, v1::InferRequest* request) {
@@ -654,6 +736,7 @@ ParsedOpenAiRequest ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view
   if (std::optional<int64_t> n = fields.Int("n", 1, 128)) out.n = static_cast<int32_t>(*n);
   request.set_return_logprobs(out.logprobs);
   request.set_top_logprobs(out.top_logprobs);
+  if (chat) ReadUnusedChatFields(fields);
   RefuseUnsupported(fields, endpoint);
   if (!fields.ok()) {
     parsed.error = fields.error();

@@ -10,9 +10,11 @@
 // string, checked and not used: it names an end user, not the request), response_format (text,
 // json_object, json_schema: a constraint), tools and tool_choice (openai_tools.h),
 // presence_penalty, frequency_penalty, logit_bias, vLLM's repetition_penalty and min_p, and echo
-// (completions). Fields
-// that ask for what convoy does not do (suffix, best_of > 1, the deprecated functions API)
-// are refused by name rather than ignored; unknown fields are refused.
+// (completions). The chat fields that change nothing in a self-hosted answer (store, metadata,
+// service_tier, the prompt cache's hints, safety_identifier, prediction, text modalities) are
+// checked and not used. Fields that ask for what convoy does not do (suffix, best_of > 1, the
+// deprecated functions API, audio, web search, moderation) are refused by name rather than
+// ignored; unknown fields are refused.
 #ifndef CONVOY_FRONTEND_OPENAI_API_H_
 #define CONVOY_FRONTEND_OPENAI_API_H_
 

@@ -151,6 +151,25 @@ class OpenAiClientTest(unittest.TestCase):
         # tokens against Hugging Face transformers).
         self.assertTrue(choice.message.content.strip())
 
+    def test_openai_fields_that_change_no_answer_are_taken(self):
+        # What agent clients send beside a chat request, through the SDK's own parameters: the
+        # answer is the one without them. Those that would change it are refused by name.
+        expected = SERVER.convoy("--chat", QUESTION, "--max-tokens", "12")
+        answer = self.client.chat.completions.create(
+            model=self.model, messages=[{"role": "user", "content": QUESTION}], max_tokens=12,
+            temperature=0, store=True, metadata={"session": "s-1", "prompt": "p-2"},
+            service_tier="auto", prompt_cache_key="user-42", prompt_cache_retention="24h",
+            safety_identifier="hash-of-a-user", modalities=["text"],
+            prediction={"type": "content", "content": "The capital of France is Paris."})
+        self.assertEqual(answer.choices[0].message.content, expected["text"])
+        for name, value in (("audio", {"voice": "alloy", "format": "wav"}),
+                            ("web_search_options", {}), ("reasoning_effort", "low")):
+            with self.subTest(name), self.assertRaises(openai.BadRequestError) as refused:
+                self.client.chat.completions.create(
+                    model=self.model, messages=[{"role": "user", "content": QUESTION}],
+                    max_tokens=4, **{name: value})
+            self.assertEqual(refused.exception.body["param"], name)
+
     def test_streamed_chat_equals_the_whole_answer(self):
         whole = self.client.chat.completions.create(
             model=self.model, messages=[{"role": "system", "content": "Answer in one word."},

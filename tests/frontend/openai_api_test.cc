@@ -100,6 +100,69 @@ TEST(OpenAiApiTest, ACompletionPromptIsTextOrIds) {
   EXPECT_FALSE(r.request.sampling().has_max_tokens());  // the server's default
 }
 
+// What OpenAI's clients send beside a request and what changes nothing in a self-hosted answer
+// (store, metadata, service_tier, the prompt cache's hints, safety_identifier, prediction, text
+// modalities) is taken, and the request is the one without them; each is still checked.
+TEST(OpenAiApiTest, OpenAisFieldsThatChangeNoAnswerAreTakenAndChecked) {
+  const std::string plain = R"({"messages": [{"role": "user", "content": "a"}], "max_tokens": 3)";
+  const OpenAiRequest reference = Parse(kChat, plain + "}");
+  const char* const taken[] = {
+      R"("store": true)",
+      R"("store": false, "metadata": {"session": "s-1", "prompt": "p-2"})",
+      R"("service_tier": "auto")",
+      R"("service_tier": "flex", "prompt_cache_key": "user-42")",
+      R"("prompt_cache_retention": "24h", "prompt_cache_options": {"ttl": "30m"})",
+      R"("safety_identifier": "hash-of-a-user")",
+      R"("prediction": {"type": "content", "content": "expected text"})",
+      R"("prediction": {"type": "content", "content": [{"type": "text", "text": "x"}]})",
+      R"("modalities": ["text"])",
+      R"("metadata": null, "service_tier": null, "modalities": null)",
+  };
+  for (const char* extra : taken) {
+    SCOPED_TRACE(extra);
+    const OpenAiRequest r = Parse(kChat, absl::StrCat(plain, ", ", extra, "}"));
+    EXPECT_EQ(r.request.SerializeAsString(), reference.request.SerializeAsString());
+  }
+  std::string many = "{";
+  for (int i = 0; i < 17; ++i) absl::StrAppend(&many, i > 0 ? ", " : "", "\"k", i, "\": \"v\"");
+  many += "}";
+  struct Case {
+    std::string extra;
+    const char* param;
+  };
+  const Case refused[] = {
+      {R"("store": "yes")", "store"},
+      {R"("metadata": ["a"])", "metadata"},
+      {R"("metadata": {"a": 1})", "metadata.a"},
+      {absl::StrCat(R"("metadata": {")", std::string(65, 'k'), R"(": "v"})"),
+       "metadata.kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"},
+      {absl::StrCat(R"("metadata": {"a": ")", std::string(513, 'v'), R"("})"), "metadata.a"},
+      {absl::StrCat(R"("metadata": )", many), "metadata"},
+      {R"("service_tier": 1)", "service_tier"},
+      {R"("prompt_cache_key": {})", "prompt_cache_key"},
+      {R"("prompt_cache_options": "30m")", "prompt_cache_options"},
+      {R"("safety_identifier": 7)", "safety_identifier"},
+      {R"("prediction": {"type": "guess", "content": "x"})", "prediction"},
+      {R"("prediction": {"type": "content", "content": [{"type": "image_url"}]})",
+       "prediction.content[0]"},
+      {R"("modalities": "text")", "modalities"},
+      {R"("modalities": ["text", "audio"])", "modalities[1]"},
+      // What would change the answer, or leave out what the client asked for, is refused.
+      {R"("audio": {"voice": "alloy", "format": "wav"})", "audio"},
+      {R"("web_search_options": {})", "web_search_options"},
+      {R"("moderation": {"model": "omni-moderation-latest"})", "moderation"},
+      {R"("reasoning_effort": "low")", "reasoning_effort"},
+  };
+  for (const Case& c : refused) {
+    SCOPED_TRACE(c.extra);
+    const OpenAiError error = Error(kChat, absl::StrCat(plain, ", ", c.extra, "}"));
+    EXPECT_EQ(error.http_status, 400);
+    EXPECT_EQ(error.param, c.param);
+  }
+  // They are the chat API's: the completions API refuses them as unknown.
+  EXPECT_EQ(Error(kCompletions, R"({"prompt": "a", "store": false})").param, "store");
+}
+
 TEST(OpenAiApiTest, EveryBadFieldIsNamed) {
   struct Case {
     OpenAiEndpoint endpoint;
