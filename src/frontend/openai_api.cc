@@ -242,9 +242,10 @@ void RefuseUnsupported(FieldReader& fields, OpenAiEndpoint endpoint) {
   }
 }
 
-// A message's content: a string, or a list of parts of which only text parts are taken.
+// A message's content: a string, or a list of parts of which only text parts are taken (and, in
+// an assistant's message, refusal parts).
 std::optional<std::string> MessageContent(const Json& content, const std::string& param,
-                                          FieldReader& fields) {
+                                          FieldReader& fields, bool allow_refusal = false) {
   if (content.is_null()) return std::string();
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array()) {
@@ -260,16 +261,20 @@ std::optional<std::string> MessageContent(const Json& content, const std::string
       fields.Fail(part_param, "expected an object with a \"type\"");
       return std::nullopt;
     }
-    if (part["type"] != "text") {
+    // An assistant's answer may hold its refusal as a part of its own.
+    const char* field = part["type"] == "text"                       ? "text"
+                        : part["type"] == "refusal" && allow_refusal ? "refusal"
+                                                                     : nullptr;
+    if (field == nullptr) {
       fields.Fail(part_param, absl::StrCat("content parts of type ", part["type"].dump(),
                                            " are not supported; only \"text\""));
       return std::nullopt;
     }
-    if (!part.contains("text") || !part["text"].is_string()) {
-      fields.Fail(part_param + ".text", "expected a string");
+    if (!part.contains(field) || !part[field].is_string()) {
+      fields.Fail(absl::StrCat(part_param, ".", field), "expected a string");
       return std::nullopt;
     }
-    text += part["text"].get<std::string>();
+    text += part[field].get<std::string>();
   }
   return text;
 }
@@ -358,12 +363,36 @@ void ReadMessages(FieldReader& fields, v1::InferRequest* request) {
       fields.Fail(param, absl::StrCat("expected an object, got ", TypeName(m)));
       return;
     }
+    const bool assistant = m.value("role", Json()) == "assistant";
     for (const auto& [key, value] : m.items()) {
+      const bool assistants =
+          key == "refusal" || key == "audio" || key == "function_call" || key == "annotations";
       if (key != "role" && key != "content" && key != "name" && key != "tool_calls" &&
-          key != "tool_call_id") {
+          key != "tool_call_id" && !(assistants && assistant)) {
         fields.Fail(absl::StrCat(param, ".", key), "unknown field");
         return;
       }
+    }
+    // An assistant's turn as OpenAI's answers hold it, sent back in the history (the SDK's
+    // message object, or its model_dump()): its refusal (text, when the answer was one), null
+    // audio and function_call, and its annotations (a web search's citations; not used).
+    const Json refusal = m.value("refusal", Json());
+    if (!refusal.is_null() && !refusal.is_string()) {
+      fields.Fail(param + ".refusal", absl::StrCat("expected a string, got ", TypeName(refusal)));
+      return;
+    }
+    if (!m.value("audio", Json()).is_null()) {
+      fields.Fail(param + ".audio", "audio is not supported (the answers are text)");
+      return;
+    }
+    if (const Json notes = m.value("annotations", Json()); !notes.is_null() && !notes.is_array()) {
+      fields.Fail(param + ".annotations", absl::StrCat("expected a list, got ", TypeName(notes)));
+      return;
+    }
+    if (!m.value("function_call", Json()).is_null()) {
+      fields.Fail(param + ".function_call",
+                  "the deprecated functions API is not supported; send tool_calls");
+      return;
     }
     std::string extra_json;
     if (std::optional<ToolFieldError> e = MessageToolFields(m, param, &extra_json)) {
@@ -375,8 +404,9 @@ void ReadMessages(FieldReader& fields, v1::InferRequest* request) {
       return;
     }
     std::optional<std::string> content =
-        MessageContent(m.value("content", Json()), param + ".content", fields);
+        MessageContent(m.value("content", Json()), param + ".content", fields, assistant);
     if (!content) return;
+    if (content->empty() && refusal.is_string()) content = refusal.get<std::string>();
     v1::ChatMessage* out = request->add_messages();
     // OpenAI's newer name for the system role.
     const std::string role = m["role"].get<std::string>();

@@ -457,6 +457,22 @@ class OpenAiClientTest(unittest.TestCase):
         answer = self.client.chat.completions.create(
             model=self.model, messages=history, tools=tools, max_tokens=30, temperature=0)
         self.assertIn(answer.choices[0].finish_reason, ("stop", "length", "tool_calls"))
+        # As OpenAI's guides write an agent's loop: the SDK's own message objects appended to the
+        # history (the call as the answer gave it, then a plain answer), sent back as the SDK
+        # serializes them.
+        called = self.client.chat.completions.create(
+            model=self.model, messages=messages, tools=tools, tool_choice="required",
+            max_tokens=120, temperature=0).choices[0].message
+        loop = messages + [called, {"role": "tool", "tool_call_id": called.tool_calls[0].id,
+                                    "content": "18 degrees and sunny"}]
+        said = self.client.chat.completions.create(
+            model=self.model, messages=loop, tools=tools, tool_choice="none", max_tokens=8,
+            temperature=0).choices[0].message
+        # And as frameworks that keep plain dicts store them: model_dump(), nulls included.
+        loop += [said.model_dump(), {"role": "user", "content": "Thanks."}]
+        again = self.client.chat.completions.create(
+            model=self.model, messages=loop, max_tokens=4, temperature=0)
+        self.assertGreater(again.usage.completion_tokens, 0)
 
     def test_bad_response_formats_are_named(self):
         messages = [{"role": "user", "content": "hi"}]

@@ -163,6 +163,50 @@ TEST(OpenAiApiTest, OpenAisFieldsThatChangeNoAnswerAreTakenAndChecked) {
   EXPECT_EQ(Error(kCompletions, R"({"prompt": "a", "store": false})").param, "store");
 }
 
+// An assistant's turn sent back in the history as OpenAI's answers hold it: null refusal, audio
+// and function_call are taken, a refusal is what the assistant said (as a field or a part).
+TEST(OpenAiApiTest, AnAssistantsAnswerAsOpenAiGaveItIsTakenBackInTheHistory) {
+  const OpenAiRequest r = Parse(kChat, R"({"messages": [
+    {"role": "user", "content": "a"},
+    {"role": "assistant", "content": "b", "refusal": null, "audio": null, "function_call": null,
+     "annotations": null, "tool_calls": null},
+    {"role": "user", "content": "c"},
+    {"role": "assistant", "content": null, "refusal": "I can't help with that."},
+    {"role": "user", "content": "d"},
+    {"role": "assistant", "content": [{"type": "refusal", "refusal": "No."}]},
+    {"role": "user", "content": "e"}]})");
+  ASSERT_EQ(r.request.messages_size(), 7);
+  EXPECT_EQ(r.request.messages(1).content(), "b");
+  EXPECT_EQ(r.request.messages(3).content(), "I can't help with that.");
+  EXPECT_EQ(r.request.messages(5).content(), "No.");
+  struct Case {
+    const char* message;
+    const char* param;
+  };
+  const Case refused[] = {
+      {R"({"role": "user", "content": "a", "refusal": null})", "messages[1].refusal"},
+      {R"({"role": "user", "content": [{"type": "refusal", "refusal": "x"}]})",
+       "messages[1].content[0]"},
+      {R"({"role": "assistant", "content": "a", "refusal": 5})", "messages[1].refusal"},
+      {R"({"role": "assistant", "content": "a", "annotations": {}})", "messages[1].annotations"},
+      {R"({"role": "tool", "content": "a", "tool_call_id": "c", "annotations": []})",
+       "messages[1].annotations"},
+      {R"({"role": "assistant", "content": [{"type": "refusal"}]})",
+       "messages[1].content[0].refusal"},
+      {R"({"role": "assistant", "content": "a", "audio": {"id": "audio_1"}})", "messages[1].audio"},
+      {R"({"role": "assistant", "content": null, "function_call": {"name": "f",
+           "arguments": "{}"}})",
+       "messages[1].function_call"},
+  };
+  for (const Case& c : refused) {
+    SCOPED_TRACE(c.message);
+    const OpenAiError error =
+        Error(kChat,
+              absl::StrCat(R"({"messages": [{"role": "user", "content": "q"}, )", c.message, "]}"));
+    EXPECT_EQ(error.param, c.param);
+  }
+}
+
 TEST(OpenAiApiTest, EveryBadFieldIsNamed) {
   struct Case {
     OpenAiEndpoint endpoint;
