@@ -1,4 +1,5 @@
-// ParseOpenAiRequest on an arbitrary body (the first byte picks the endpoint); a body that parses
+// ParseOpenAiRequest on an arbitrary body (the first byte picks the endpoint: chat completions,
+// completions or responses); a body that parses
 // goes through PrepareRequest as the HTTP service sends it, and every error through
 // OpenAiErrorFromStatus and ToJson.
 #include <cstddef>
@@ -12,8 +13,10 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace convoy;
   if (size == 0) return 0;
-  const OpenAiEndpoint endpoint =
-      (data[0] & 1) ? OpenAiEndpoint::kCompletions : OpenAiEndpoint::kChatCompletions;
+  constexpr OpenAiEndpoint kEndpoints[] = {OpenAiEndpoint::kChatCompletions,
+                                            OpenAiEndpoint::kCompletions,
+                                            OpenAiEndpoint::kResponses};
+  const OpenAiEndpoint endpoint = kEndpoints[data[0] % 3];
   const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
   ParsedOpenAiRequest parsed = ParseOpenAiRequest(endpoint, body);
   if (!parsed.request.has_value()) {

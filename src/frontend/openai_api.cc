@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "frontend/openai_responses.h"
 #include "frontend/status_mapping.h"
 #include "nlohmann/json.hpp"
 #include "step/step.h"
@@ -22,30 +23,7 @@ using Json = nlohmann::json;
 constexpr int kClientClosedRequest = 499;  // nginx's status for a client that went away
 
 OpenAiError BadField(const std::string& param, const std::string& message) {
-  OpenAiError error;
-  error.http_status = 400;
-  error.param = param;
-  error.message = absl::StrCat(param, ": ", message);
-  return error;
-}
-
-const char* TypeName(const Json& value) {
-  switch (value.type()) {
-    case Json::value_t::null:
-      return "null";
-    case Json::value_t::boolean:
-      return "a boolean";
-    case Json::value_t::string:
-      return "a string";
-    case Json::value_t::array:
-      return "an array";
-    case Json::value_t::object:
-      return "an object";
-    case Json::value_t::number_float:
-      return "a number with a fraction";
-    default:
-      return "a number";
-  }
+  return OpenAiFieldError(param, message);
 }
 
 // Reads one request's fields; the first error wins.
@@ -82,7 +60,7 @@ class FieldReader {
     const Json* v = Find(name);
     if (v == nullptr) return std::nullopt;
     if (!v->is_number()) {
-      Fail(name, absl::StrCat("expected a number, got ", TypeName(*v)));
+      Fail(name, absl::StrCat("expected a number, got ", OpenAiJsonType(*v)));
       return std::nullopt;
     }
     return v->get<double>();
@@ -91,7 +69,7 @@ class FieldReader {
     const Json* v = Find(name);
     if (v == nullptr) return std::nullopt;
     if (!v->is_boolean()) {
-      Fail(name, absl::StrCat("expected true or false, got ", TypeName(*v)));
+      Fail(name, absl::StrCat("expected true or false, got ", OpenAiJsonType(*v)));
       return std::nullopt;
     }
     return v->get<bool>();
@@ -108,7 +86,7 @@ class FieldReader {
     const Json* v = Find(name);
     if (v == nullptr) return std::nullopt;
     if (!v->is_number()) {
-      Fail(name, absl::StrCat("expected an integer, got ", TypeName(*v)));
+      Fail(name, absl::StrCat("expected an integer, got ", OpenAiJsonType(*v)));
       return std::nullopt;
     }
     long double x = 0;
@@ -192,7 +170,7 @@ void ReadLogitBias(FieldReader& fields, v1::SamplingParameters* sampling) {
   if (bias == nullptr) return;
   if (!bias->is_object()) {
     fields.Fail("logit_bias", absl::StrCat("expected an object from token ids to numbers, got ",
-                                           TypeName(*bias)));
+                                           OpenAiJsonType(*bias)));
     return;
   }
   for (const auto& [key, value] : bias->items()) {
@@ -204,7 +182,7 @@ void ReadLogitBias(FieldReader& fields, v1::SamplingParameters* sampling) {
     }
     if (!value.is_number()) {
       fields.Fail(absl::StrCat("logit_bias.", key),
-                  absl::StrCat("expected a number, got ", TypeName(value)));
+                  absl::StrCat("expected a number, got ", OpenAiJsonType(value)));
       return;
     }
     (*sampling->mutable_logit_bias())[token] = static_cast<float>(value.get<double>());
@@ -242,40 +220,17 @@ void RefuseUnsupported(FieldReader& fields, OpenAiEndpoint endpoint) {
   }
 }
 
-// A message's content: a string, or a list of parts of which only text parts are taken (and, in
-// an assistant's message, refusal parts).
+// A message's content: a string, or a list of text parts (and, in an assistant's message, refusal
+// parts); null is empty.
 std::optional<std::string> MessageContent(const Json& content, const std::string& param,
                                           FieldReader& fields, bool allow_refusal = false) {
   if (content.is_null()) return std::string();
-  if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) {
-    fields.Fail(param,
-                absl::StrCat("expected a string or a list of parts, got ", TypeName(content)));
-    return std::nullopt;
-  }
-  std::string text;
-  for (size_t i = 0; i < content.size(); ++i) {
-    const Json& part = content[i];
-    const std::string part_param = absl::StrCat(param, "[", i, "]");
-    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
-      fields.Fail(part_param, "expected an object with a \"type\"");
-      return std::nullopt;
-    }
-    // An assistant's answer may hold its refusal as a part of its own.
-    const char* field = part["type"] == "text"                       ? "text"
-                        : part["type"] == "refusal" && allow_refusal ? "refusal"
-                                                                     : nullptr;
-    if (field == nullptr) {
-      fields.Fail(part_param, absl::StrCat("content parts of type ", part["type"].dump(),
-                                           " are not supported; only \"text\""));
-      return std::nullopt;
-    }
-    if (!part.contains(field) || !part[field].is_string()) {
-      fields.Fail(absl::StrCat(part_param, ".", field), "expected a string");
-      return std::nullopt;
-    }
-    text += part[field].get<std::string>();
-  }
+  OpenAiError error;
+  std::optional<std::string> text =
+      allow_refusal
+          ? OpenAiContentText(content, param, {{"text", "text"}, {"refusal", "refusal"}}, &error)
+          : OpenAiContentText(content, param, {{"text", "text"}}, &error);
+  if (!text) fields.Fail(error.param, error.message.substr(error.param.size() + 2));
   return text;
 }
 
@@ -295,18 +250,18 @@ void ReadUnusedChatFields(FieldReader& fields) {
   for (const char* name :
        {"service_tier", "prompt_cache_key", "prompt_cache_retention", "safety_identifier"}) {
     if (const Json* v = fields.Find(name); v != nullptr && !v->is_string()) {
-      fields.Fail(name, absl::StrCat("expected a string, got ", TypeName(*v)));
+      fields.Fail(name, absl::StrCat("expected a string, got ", OpenAiJsonType(*v)));
     }
   }
   if (const Json* options = fields.Find("prompt_cache_options");
       options != nullptr && !options->is_object()) {
     fields.Fail("prompt_cache_options",
-                absl::StrCat("expected an object, got ", TypeName(*options)));
+                absl::StrCat("expected an object, got ", OpenAiJsonType(*options)));
   }
   if (const Json* metadata = fields.Find("metadata"); metadata != nullptr) {
     if (!metadata->is_object()) {
       fields.Fail("metadata",
-                  absl::StrCat("expected an object of strings, got ", TypeName(*metadata)));
+                  absl::StrCat("expected an object of strings, got ", OpenAiJsonType(*metadata)));
     } else if (metadata->size() > 16) {
       fields.Fail("metadata", absl::StrCat("at most 16 pairs, got ", metadata->size()));
     } else {
@@ -315,7 +270,7 @@ void ReadUnusedChatFields(FieldReader& fields) {
         if (key.size() > 64) {
           fields.Fail(param, absl::StrCat("a key has at most 64 characters, got ", key.size()));
         } else if (!value.is_string()) {
-          fields.Fail(param, absl::StrCat("expected a string, got ", TypeName(value)));
+          fields.Fail(param, absl::StrCat("expected a string, got ", OpenAiJsonType(value)));
         } else if (value.get_ref<const std::string&>().size() > 512) {
           fields.Fail(param, absl::StrCat("a value has at most 512 characters, got ",
                                           value.get_ref<const std::string&>().size()));
@@ -333,7 +288,7 @@ void ReadUnusedChatFields(FieldReader& fields) {
   }
   if (const Json* modalities = fields.Find("modalities"); modalities != nullptr) {
     if (!modalities->is_array()) {
-      fields.Fail("modalities", absl::StrCat("expected a list, got ", TypeName(*modalities)));
+      fields.Fail("modalities", absl::StrCat("expected a list, got ", OpenAiJsonType(*modalities)));
     } else {
       for (size_t i = 0; i < modalities->size(); ++i) {
         if ((*modalities)[i] != "text") {
@@ -360,7 +315,7 @@ void ReadMessages(FieldReader& fields, v1::InferRequest* request) {
     const Json& m = (*messages)[i];
     const std::string param = absl::StrCat("messages[", i, "]");
     if (!m.is_object()) {
-      fields.Fail(param, absl::StrCat("expected an object, got ", TypeName(m)));
+      fields.Fail(param, absl::StrCat("expected an object, got ", OpenAiJsonType(m)));
       return;
     }
     const bool assistant = m.value("role", Json()) == "assistant";
@@ -378,7 +333,8 @@ void ReadMessages(FieldReader& fields, v1::InferRequest* request) {
     // audio and function_call, and its annotations (a web search's citations; not used).
     const Json refusal = m.value("refusal", Json());
     if (!refusal.is_null() && !refusal.is_string()) {
-      fields.Fail(param + ".refusal", absl::StrCat("expected a string, got ", TypeName(refusal)));
+      fields.Fail(param + ".refusal",
+                  absl::StrCat("expected a string, got ", OpenAiJsonType(refusal)));
       return;
     }
     if (!m.value("audio", Json()).is_null()) {
@@ -386,7 +342,8 @@ void ReadMessages(FieldReader& fields, v1::InferRequest* request) {
       return;
     }
     if (const Json notes = m.value("annotations", Json()); !notes.is_null() && !notes.is_array()) {
-      fields.Fail(param + ".annotations", absl::StrCat("expected a list, got ", TypeName(notes)));
+      fields.Fail(param + ".annotations",
+                  absl::StrCat("expected a list, got ", OpenAiJsonType(notes)));
       return;
     }
     if (!m.value("function_call", Json()).is_null()) {
@@ -509,7 +466,7 @@ void ReadPrompt(FieldReader& fields, v1::InferRequest* request) {
     return;
   }
   fields.Fail("prompt",
-              absl::StrCat("expected a string or a list of token ids, got ", TypeName(*one)));
+              absl::StrCat("expected a string or a list of token ids, got ", OpenAiJsonType(*one)));
 }
 
 void ReadStop(FieldReader& fields, v1::SamplingParameters* sampling) {
@@ -520,8 +477,8 @@ void ReadStop(FieldReader& fields, v1::SamplingParameters* sampling) {
     return;
   }
   if (!stop->is_array()) {
-    fields.Fail("stop",
-                absl::StrCat("expected a string or a list of strings, got ", TypeName(*stop)));
+    fields.Fail("stop", absl::StrCat("expected a string or a list of strings, got ",
+                                     OpenAiJsonType(*stop)));
     return;
   }
   for (size_t i = 0; i < stop->size(); ++i) {
@@ -535,17 +492,21 @@ void ReadStop(FieldReader& fields, v1::SamplingParameters* sampling) {
 
 // OpenAI's name for a field of the shared request path.
 std::string OpenAiParam(absl::string_view field, OpenAiEndpoint endpoint) {
-  const bool chat = endpoint == OpenAiEndpoint::kChatCompletions;
+  const bool chat = ChatLike(endpoint);
+  const bool responses = endpoint == OpenAiEndpoint::kResponses;
   if (absl::ConsumePrefix(&field, "sampling.")) {
     if (absl::StartsWith(field, "stop[") || field == "stop") return "stop";
+    if (responses && field == "max_tokens") return "max_output_tokens";
     return std::string(field);
   }
   if (field == "prompt_text" || field == "prompt_token_ids" ||
       absl::StartsWith(field, "prompt_token_ids[")) {
-    return chat ? "messages" : "prompt";
+    return responses ? "input" : chat ? "messages" : "prompt";
   }
   if (field == "top_logprobs") return chat ? "top_logprobs" : "logprobs";
-  if (field == "constraint" || absl::StartsWith(field, "constraint.")) return "response_format";
+  if (field == "constraint" || absl::StartsWith(field, "constraint.")) {
+    return responses ? "text.format" : "response_format";
+  }
   return std::string(field);
 }
 
@@ -556,6 +517,73 @@ Json UsageJson(const SessionEnd& end) {
 }
 
 }  // namespace
+
+OpenAiError OpenAiFieldError(const std::string& param, const std::string& message) {
+  OpenAiError error;
+  error.http_status = 400;
+  error.param = param;
+  error.message = absl::StrCat(param, ": ", message);
+  return error;
+}
+
+const char* OpenAiJsonType(const Json& value) {
+  switch (value.type()) {
+    case Json::value_t::null:
+      return "null";
+    case Json::value_t::boolean:
+      return "a boolean";
+    case Json::value_t::string:
+      return "a string";
+    case Json::value_t::array:
+      return "an array";
+    case Json::value_t::object:
+      return "an object";
+    case Json::value_t::number_float:
+      return "a number with a fraction";
+    default:
+      return "a number";
+  }
+}
+
+std::optional<std::string> OpenAiContentText(const Json& content, const std::string& param,
+                                             std::initializer_list<OpenAiPartKind> kinds,
+                                             OpenAiError* error) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) {
+    *error = OpenAiFieldError(
+        param, absl::StrCat("expected a string or a list of parts, got ", OpenAiJsonType(content)));
+    return std::nullopt;
+  }
+  std::string text;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const Json& part = content[i];
+    const std::string part_param = absl::StrCat(param, "[", i, "]");
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
+      *error = OpenAiFieldError(part_param, "expected an object with a \"type\"");
+      return std::nullopt;
+    }
+    const OpenAiPartKind* kind = nullptr;
+    for (const OpenAiPartKind& k : kinds) {
+      if (part["type"] == k.type) kind = &k;
+    }
+    if (kind == nullptr) {
+      std::string types;
+      for (const OpenAiPartKind& k : kinds) {
+        absl::StrAppend(&types, types.empty() ? "" : ", ", "\"", k.type, "\"");
+      }
+      *error =
+          OpenAiFieldError(part_param, absl::StrCat("content parts of type ", part["type"].dump(),
+                                                    " are not supported; only ", types));
+      return std::nullopt;
+    }
+    if (!part.contains(kind->field) || !part[kind->field].is_string()) {
+      *error = OpenAiFieldError(absl::StrCat(part_param, ".", kind->field), "expected a string");
+      return std::nullopt;
+    }
+    text += part[kind->field].get<std::string>();
+  }
+  return text;
+}
 
 std::string OpenAiError::ToJson() const {
   Json error = {{"message", message},
@@ -638,19 +666,11 @@ OpenAiError OpenAiErrorFromStatus(const absl::Status& status, OpenAiEndpoint end
   return error;
 }
 
-ParsedOpenAiRequest ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view body) {
+namespace {
+
+// A chat or completions request's fields.
+ParsedOpenAiRequest ParseFields(OpenAiEndpoint endpoint, const Json& json) {
   ParsedOpenAiRequest parsed;
-  const Json json = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) {
-    parsed.error.message =
-        "the body is not valid JSON (or not UTF-8); send a JSON object with Content-Type: "
-        "application/json";
-    return parsed;
-  }
-  if (!json.is_object()) {
-    parsed.error.message = absl::StrCat("the body must be a JSON object, got ", TypeName(json));
-    return parsed;
-  }
   FieldReader fields(json);
   for (const auto& [key, value] : json.items()) {
     if (!KnownField(endpoint, key)) {
@@ -662,11 +682,11 @@ ParsedOpenAiRequest ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view
   out.endpoint = endpoint;
   v1::InferRequest& request = out.request;
   v1::SamplingParameters* sampling = request.mutable_sampling();
-  const bool chat = endpoint == OpenAiEndpoint::kChatCompletions;
+  const bool chat = ChatLike(endpoint);
 
   if (const Json* model = fields.Find("model"); model != nullptr) {
     if (!model->is_string()) {
-      fields.Fail("model", absl::StrCat("expected a string, got ", TypeName(*model)));
+      fields.Fail("model", absl::StrCat("expected a string, got ", OpenAiJsonType(*model)));
     } else {
       request.set_model(model->get<std::string>());
     }
@@ -776,6 +796,39 @@ ParsedOpenAiRequest ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view
   return parsed;
 }
 
+}  // namespace
+
+ParsedOpenAiRequest ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view body) {
+  ParsedOpenAiRequest parsed;
+  const Json json = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) {
+    parsed.error.message =
+        "the body is not valid JSON (or not UTF-8); send a JSON object with Content-Type: "
+        "application/json";
+    return parsed;
+  }
+  if (!json.is_object()) {
+    parsed.error.message =
+        absl::StrCat("the body must be a JSON object, got ", OpenAiJsonType(json));
+    return parsed;
+  }
+  if (endpoint != OpenAiEndpoint::kResponses) return ParseFields(endpoint, json);
+  // The Responses API: the chat request it means, read as every chat request is.
+  Json chat, echo;
+  if (std::optional<OpenAiError> error = ResponsesToChat(json, &chat, &echo)) {
+    parsed.error = *std::move(error);
+    return parsed;
+  }
+  parsed = ParseFields(OpenAiEndpoint::kChatCompletions, chat);
+  if (!parsed.request) {
+    parsed.error = ResponsesError(std::move(parsed.error));
+    return parsed;
+  }
+  parsed.request->endpoint = OpenAiEndpoint::kResponses;
+  parsed.request->responses_echo = std::move(echo);
+  return parsed;
+}
+
 const char* OpenAiFinishReason(v1::FinishReason reason) {
   // "tool_calls" is the responder's, once it has found calls in the answer.
   return reason == v1::FINISH_REASON_STOP ? "stop" : "length";
@@ -788,7 +841,13 @@ OpenAiResponder::OpenAiResponder(const OpenAiRequest& request, std::string id, i
       created_(created),
       model_(std::move(model)),
       tokenizer_(tokenizer),
-      index_(index) {}
+      index_(index) {
+  if (request_.endpoint == OpenAiEndpoint::kResponses) {
+    responses_ = std::make_unique<ResponsesStream>(id_, created_, model_, request_.responses_echo);
+  }
+}
+
+OpenAiResponder::~OpenAiResponder() = default;
 
 namespace {
 
@@ -868,7 +927,7 @@ std::string Dump(const Json& json) {
 
 std::optional<ToolOutput> OpenAiResponder::ToolCalls(const std::string& text,
                                                      const SessionEnd& end) const {
-  if (request_.endpoint != OpenAiEndpoint::kChatCompletions || !end.status.ok() ||
+  if (!ChatLike(request_.endpoint) || !end.status.ok() ||
       end.finish_reason != v1::FINISH_REASON_STOP) {
     return std::nullopt;
   }
@@ -876,7 +935,7 @@ std::optional<ToolOutput> OpenAiResponder::ToolCalls(const std::string& text,
 }
 
 Json OpenAiResponder::Choice(const SessionOutput& output, const SessionEnd& end) const {
-  const bool chat = request_.endpoint == OpenAiEndpoint::kChatCompletions;
+  const bool chat = ChatLike(request_.endpoint);
   const std::optional<ToolOutput> calls = ToolCalls(output.text, end);
   Json choice = {{"index", index_},
                  {"finish_reason", calls ? "tool_calls" : OpenAiFinishReason(end.finish_reason)}};
@@ -899,7 +958,11 @@ Json OpenAiResponder::Choice(const SessionOutput& output, const SessionEnd& end)
 }
 
 std::string OpenAiResponder::Whole(std::vector<Json> choices, const SessionEnd& totals) const {
-  const bool chat = request_.endpoint == OpenAiEndpoint::kChatCompletions;
+  if (request_.endpoint == OpenAiEndpoint::kResponses) {
+    return Dump(ResponseFromChat(id_, created_, model_, request_.responses_echo, choices.at(0),
+                                 UsageJson(totals)));
+  }
+  const bool chat = ChatLike(request_.endpoint);
   Json response = {{"id", id_},
                    {"object", chat ? "chat.completion" : "text_completion"},
                    {"created", created_},
@@ -924,12 +987,17 @@ std::string OpenAiResponder::EchoText() const {
   return text.ok() ? *text : "";
 }
 
-std::string OpenAiResponder::Event(const std::string& json) const {
-  return absl::StrCat("data: ", json, "\n\n");
+std::string OpenAiResponder::Event(const Json& chunk) const {
+  if (responses_ != nullptr) return responses_->Translate(chunk);
+  return absl::StrCat("data: ", Dump(chunk), "\n\n");
+}
+
+std::string OpenAiResponder::Done() const {
+  return responses_ != nullptr ? "" : "data: [DONE]\n\n";
 }
 
 std::string OpenAiResponder::Chunk(const SessionOutput* output, const char* finish_reason) {
-  const bool chat = request_.endpoint == OpenAiEndpoint::kChatCompletions;
+  const bool chat = ChatLike(request_.endpoint);
   Json choice = {{"index", index_},
                  {"finish_reason", finish_reason == nullptr ? Json() : Json(finish_reason)}};
   Json logprobs;
@@ -956,11 +1024,11 @@ std::string OpenAiResponder::Chunk(const SessionOutput* output, const char* fini
                 {"model", model_},
                 {"choices", Json::array({std::move(choice)})}};
   if (request_.include_usage) chunk["usage"] = Json();
-  return Event(Dump(chunk));
+  return Event(chunk);
 }
 
 std::string OpenAiResponder::FirstEvent() const {
-  if (request_.endpoint != OpenAiEndpoint::kChatCompletions) return "";
+  if (!ChatLike(request_.endpoint)) return "";
   return DeltaChunk({{"role", "assistant"}, {"content", ""}}, nullptr);
 }
 
@@ -975,7 +1043,7 @@ std::string OpenAiResponder::DeltaChunk(Json delta, const char* finish_reason) c
                 {"model", model_},
                 {"choices", Json::array({std::move(choice)})}};
   if (request_.include_usage) chunk["usage"] = Json();
-  return Event(Dump(chunk));
+  return Event(chunk);
 }
 
 std::string OpenAiResponder::OutputEvent(const SessionOutput& output) {
@@ -1015,8 +1083,9 @@ std::string OpenAiResponder::ChoiceEndEvents(const SessionEnd& end) {
     holding_ = false;
   }
   if (!end.status.ok()) {
-    return absl::StrCat(Event(OpenAiErrorFromStatus(end.status, request_.endpoint).ToJson()),
-                        "data: [DONE]\n\n");
+    const OpenAiError error = OpenAiErrorFromStatus(end.status, request_.endpoint);
+    if (responses_ != nullptr) return responses_->Error(error);
+    return absl::StrCat("data: ", error.ToJson(), "\n\n", Done());
   }
   if (request_.echo && !echoed_ && request_.endpoint == OpenAiEndpoint::kCompletions) {
     events += Chunk(&held_, nullptr);  // no output came: the prompt alone
@@ -1027,16 +1096,16 @@ std::string OpenAiResponder::ChoiceEndEvents(const SessionEnd& end) {
 std::string OpenAiResponder::CloseEvents(const SessionEnd& totals) const {
   std::string events;
   if (request_.include_usage) {
-    const bool chat = request_.endpoint == OpenAiEndpoint::kChatCompletions;
+    const bool chat = ChatLike(request_.endpoint);
     Json usage = {{"id", id_},
                   {"object", chat ? "chat.completion.chunk" : "text_completion"},
                   {"created", created_},
                   {"model", model_},
                   {"choices", Json::array()},
                   {"usage", UsageJson(totals)}};
-    absl::StrAppend(&events, Event(Dump(usage)));
+    absl::StrAppend(&events, Event(usage));
   }
-  absl::StrAppend(&events, "data: [DONE]\n\n");
+  absl::StrAppend(&events, Done());
   return events;
 }
 

@@ -19,6 +19,8 @@
 #define CONVOY_FRONTEND_OPENAI_API_H_
 
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,7 +35,13 @@
 
 namespace convoy {
 
-enum class OpenAiEndpoint { kChatCompletions, kCompletions };
+class ResponsesStream;  // openai_responses.h
+
+// kResponses: OpenAI's Responses API, read and answered as a chat request (openai_responses.h).
+enum class OpenAiEndpoint { kChatCompletions, kCompletions, kResponses };
+
+// Whether the endpoint's requests are chat requests (messages, tools, response formats).
+inline bool ChatLike(OpenAiEndpoint endpoint) { return endpoint != OpenAiEndpoint::kCompletions; }
 
 // An error as OpenAI's API gives it: the HTTP status and {"error": {message, type, param, code}}.
 struct OpenAiError {
@@ -45,6 +53,24 @@ struct OpenAiError {
 
   std::string ToJson() const;
 };
+
+// A 400 naming `param`: "param: message".
+OpenAiError OpenAiFieldError(const std::string& param, const std::string& message);
+
+// A JSON value's type as an error names it: "a string", "an object", "a number with a fraction".
+const char* OpenAiJsonType(const nlohmann::json& value);
+
+// A part kind of a message's content: its "type" and the field holding its text.
+struct OpenAiPartKind {
+  const char* type;
+  const char* field;
+};
+// A message's text: `content` a string, or a list of parts of the `kinds` given, their texts
+// joined; nullopt, with *error naming the part at fault (param[i], param[i].field), otherwise.
+std::optional<std::string> OpenAiContentText(const nlohmann::json& content,
+                                             const std::string& param,
+                                             std::initializer_list<OpenAiPartKind> kinds,
+                                             OpenAiError* error);
 
 // The error for a status of the shared request path: INVALID_ARGUMENT and FAILED_PRECONDITION
 // 400, an unknown model 404, UNAUTHENTICATED 401 (code "invalid_api_key"), RESOURCE_EXHAUSTED by
@@ -68,6 +94,8 @@ struct OpenAiRequest {
   bool echo = false;
   // Chat with tools (openai_tools.h): whether and how the answer may be tool calls.
   OpenAiToolMode tool_mode = OpenAiToolMode::kNone;
+  // Responses: what the Response object repeats of the request (ResponsesToChat).
+  nlohmann::json responses_echo;
 };
 
 // The request in `body`, or the error naming the field at fault.
@@ -85,6 +113,7 @@ class OpenAiResponder {
   // `index`: the choice it formats (of the request's n).
   OpenAiResponder(const OpenAiRequest& request, std::string id, int64_t created, std::string model,
                   const Tokenizer* tokenizer, int32_t index = 0);
+  ~OpenAiResponder();
 
   // The whole response (not streamed), of one choice.
   std::string Whole(const SessionOutput& output, const SessionEnd& end) const;
@@ -111,7 +140,10 @@ class OpenAiResponder {
   std::string CloseEvents(const SessionEnd& totals) const;
 
  private:
-  std::string Event(const std::string& json) const;
+  // A chunk as its event: "data: {...}"; for the Responses API, the events it means.
+  std::string Event(const nlohmann::json& chunk) const;
+  // The stream's last line, "data: [DONE]" (none for the Responses API).
+  std::string Done() const;
   // Marks the prompt echoed when it puts it in the chunk.
   std::string Chunk(const SessionOutput* output, const char* finish_reason);
   // The prompt as echoed: its text as given, or its ids decoded.
@@ -131,6 +163,8 @@ class OpenAiResponder {
   SessionOutput held_;
   bool holding_ = true;
   bool echoed_ = false;  // streamed with echo: the prompt went out
+  // Responses: the chat stream's chunks as the Responses API's events.
+  std::unique_ptr<ResponsesStream> responses_;
 };
 
 // "stop" or "length" (OpenAI has no other reasons for an answer that finished).

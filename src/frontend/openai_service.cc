@@ -98,8 +98,10 @@ class OpenAiCall : public std::enable_shared_from_this<OpenAiCall> {
   OpenAiResponder& Responder(int32_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (responders_.empty()) {
       const ServingContext* serving = hub_->serving();
-      const bool chat = request_.endpoint == OpenAiEndpoint::kChatCompletions;
-      const std::string id = absl::StrCat(chat ? "chatcmpl-" : "cmpl-", choices_->session(0).id());
+      const char* prefix = request_.endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl-"
+                           : request_.endpoint == OpenAiEndpoint::kResponses     ? "resp_"
+                                                                                 : "cmpl-";
+      const std::string id = absl::StrCat(prefix, choices_->session(0).id());
       for (int32_t c = 0; c < request_.n; ++c) {
         responders_.emplace_back(std::make_unique<OpenAiResponder>(
             request_, id, absl::ToUnixSeconds(absl::Now()),
@@ -250,7 +252,8 @@ OpenAiService::~OpenAiService() = default;
 absl::Status OpenAiService::AddRoutes(HttpRouter* router) {
   for (const auto& [path, endpoint] :
        {std::pair{"/v1/chat/completions", OpenAiEndpoint::kChatCompletions},
-        std::pair{"/v1/completions", OpenAiEndpoint::kCompletions}}) {
+        std::pair{"/v1/completions", OpenAiEndpoint::kCompletions},
+        std::pair{"/v1/responses", OpenAiEndpoint::kResponses}}) {
     RETURN_IF_ERROR(router->Add(
         "POST", path,
         [this, endpoint = endpoint](const HttpRequest&, std::shared_ptr<HttpExchange> exchange) {

@@ -381,6 +381,96 @@ class OpenAiClientTest(unittest.TestCase):
                 self.assertIsInstance(choice.message.parsed, Capital)
                 Capital.model_validate_json(choice.message.content)
 
+    def test_responses_api_equals_chat_completions(self):
+        # The Responses API reads a request as the chat request it means: the same answer.
+        system, question = "Answer in a few words.", "Name a large city."
+        chat = self.client.chat.completions.create(
+            model=self.model, messages=[{"role": "system", "content": system},
+                                        {"role": "user", "content": question}],
+            max_completion_tokens=16, temperature=0)
+        for given in (question, [{"role": "user", "content": question}],
+                      [{"type": "message", "role": "user",
+                        "content": [{"type": "input_text", "text": question}]}]):
+            with self.subTest(input=given):
+                response = self.client.responses.create(
+                    model=self.model, instructions=system, input=given, max_output_tokens=16,
+                    temperature=0)
+                self.assertEqual(response.object, "response")
+                self.assertEqual(response.output_text, chat.choices[0].message.content)
+                self.assertEqual(response.usage.input_tokens, chat.usage.prompt_tokens)
+                self.assertEqual(response.usage.output_tokens, chat.usage.completion_tokens)
+                cut = chat.choices[0].finish_reason == "length"
+                self.assertEqual(response.status, "incomplete" if cut else "completed")
+                if cut:
+                    self.assertEqual(response.incomplete_details.reason, "max_output_tokens")
+                self.assertEqual(response.instructions, system)
+                self.assertEqual(response.max_output_tokens, 16)
+
+        # Streamed, through the SDK's stream helper (it rebuilds the response from the events and
+        # checks their order): the deltas make the same text, the final response is the same.
+        # (The helper's get_final_response() takes response.completed only; a response cut by
+        # max_output_tokens ends with response.incomplete, which carries the response too.)
+        with self.client.responses.stream(model=self.model, instructions=system, input=question,
+                                          max_output_tokens=16, temperature=0) as stream:
+            events = list(stream)
+        types = [e.type for e in events]
+        self.assertEqual(types[:2], ["response.created", "response.in_progress"])
+        self.assertEqual(types[-1], "response.incomplete" if cut else "response.completed")
+        final = events[-1].response
+        self.assertEqual([e.sequence_number for e in events], list(range(len(events))))
+        deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+        self.assertEqual(deltas, chat.choices[0].message.content)
+        self.assertEqual(final.output_text, chat.choices[0].message.content)
+        self.assertEqual(final.usage.output_tokens, chat.usage.completion_tokens)
+
+    def test_responses_api_tools_and_structured_output(self):
+        tools = [{"type": "function", "name": "get_weather", "description": "The weather",
+                  "parameters": {"type": "object", "properties": {
+                      "city": {"type": "string", "maxLength": 30}},
+                      "required": ["city"], "additionalProperties": False}, "strict": True}]
+        question = "What is the weather in Paris?"
+        called = self.client.responses.create(
+            model=self.model, input=question, tools=tools, tool_choice="required",
+            max_output_tokens=60, temperature=0)
+        [call] = [item for item in called.output if item.type == "function_call"]
+        self.assertEqual(call.name, "get_weather")
+        self.assertIsInstance(json.loads(call.arguments)["city"], str)
+        # Streamed: the same call, as function_call items.
+        with self.client.responses.stream(model=self.model, input=question, tools=tools,
+                                          tool_choice="required", max_output_tokens=60,
+                                          temperature=0) as stream:
+            streamed = stream.get_final_response()
+        [streamed_call] = [i for i in streamed.output if i.type == "function_call"]
+        self.assertEqual((streamed_call.name, streamed_call.arguments),
+                         (call.name, call.arguments))
+        # An agent's next turn: the response's own output items, then the call's output.
+        answer = self.client.responses.create(
+            model=self.model, tools=tools, max_output_tokens=12, temperature=0,
+            input=[{"role": "user", "content": question}, *called.output,
+                   {"type": "function_call_output", "call_id": call.call_id,
+                    "output": "18 degrees and sunny"}])
+        self.assertGreater(answer.usage.output_tokens, 0)
+        self.assertGreater(answer.usage.input_tokens, called.usage.input_tokens)
+
+        short = pydantic.Field(max_length=40)
+
+        class City(pydantic.BaseModel):
+            city: str = short
+            country: str = short
+
+        parsed = self.client.responses.parse(model=self.model, input=QUESTION, text_format=City,
+                                             max_output_tokens=200, temperature=0)
+        self.assertIsInstance(parsed.output_parsed, City)
+
+        for kwargs, param in (({"previous_response_id": "resp_1"}, "previous_response_id"),
+                              ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
+                              ({"reasoning": {"effort": "low"}}, "reasoning"),
+                              ({"input": [{"type": "input_image", "image_url": "x"}]},
+                               "input[0].type")):
+            with self.subTest(param=param), self.assertRaises(openai.BadRequestError) as refused:
+                self.client.responses.create(**{"model": self.model, "input": "hi", **kwargs})
+            self.assertEqual(refused.exception.body["param"], param)
+
     def test_json_object_and_schema_streamed(self):
         answer = self.client.chat.completions.create(
             model=self.model,
