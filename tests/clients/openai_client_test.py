@@ -1,6 +1,7 @@
-"""convoyd's OpenAI-compatible API driven by the real `openai` Python client (from PyPI, in the
-test virtual environment of scripts/test-venv.sh), on the default model (SmolLM2-135M-Instruct,
-fetched by scripts/fetch-default-model.sh).
+"""convoyd's OpenAI-compatible API driven by the real `openai` Python client and OpenAI's Agents
+SDK built on it (`openai-agents`; both from PyPI, in the test virtual environment of
+scripts/test-venv.sh), on the default model (SmolLM2-135M-Instruct, fetched by
+scripts/fetch-default-model.sh).
 
 Usage: openai_client_test.py CONVOYD CONVOY MODEL_FILE CONFIG
 
@@ -9,6 +10,7 @@ same greedy request; errors are checked for their HTTP status and the field they
 the client drops must give its KV blocks back; malformed requests and garbage must leave the
 server serving. Waits are bounded; nothing is timed.
 """
+import asyncio
 import json
 import os
 import shutil
@@ -20,6 +22,7 @@ import time
 import typing
 import unittest
 
+import agents
 import openai
 import pydantic
 
@@ -627,6 +630,98 @@ class OpenAiClientTest(unittest.TestCase):
             model=self.model, messages=[{"role": "user", "content": "hi"}], max_tokens=4)
         self.assertLessEqual(answer.usage.completion_tokens, 4)
         self.assertGreater(answer.usage.completion_tokens, 0)
+
+
+class OpenAiAgentsTest(unittest.TestCase):
+    """OpenAI's Agents SDK (openai-agents) on convoyd: an agent's runs through the Responses API
+    and through Chat Completions, plain, streamed, with a function tool and with a structured
+    output type. The small model is held to its task: greedy, the tool forced (the run stops at
+    the tool's answer), the strings bounded. Each test runs in one event loop, with a client of
+    its own (an async client's connections belong to the loop that opened them)."""
+
+    @classmethod
+    def setUpClass(cls):
+        agents.set_tracing_disabled(True)  # the SDK would send traces to OpenAI
+        cls.base_url = f"http://127.0.0.1:{SERVER.http_port}/v1"
+        cls.direct = openai.OpenAI(base_url=cls.base_url, api_key="unused", max_retries=0,
+                                   timeout=LIVENESS_S)
+        cls.name = cls.direct.models.list().data[0].id
+
+    def setUp(self):
+        self.clients = []
+
+    async def closed(self, result):
+        """`result`, once every client made in this loop is closed."""
+        for client in self.clients:
+            await client.close()
+        self.clients = []
+        return result
+
+    def agent(self, way, **kwargs):
+        """An agent on the API `way` (responses, chat) through a new client; model settings in
+        `settings`."""
+        client = openai.AsyncOpenAI(base_url=self.base_url, api_key="unused", max_retries=0,
+                                    timeout=LIVENESS_S)
+        self.clients.append(client)  # closed by closed(), in the loop that used it
+        model = (agents.OpenAIResponsesModel if way == "responses"
+                 else agents.OpenAIChatCompletionsModel)(model=self.name, openai_client=client)
+        settings = agents.ModelSettings(temperature=0, **kwargs.pop("settings", {}))
+        return agents.Agent(name="assistant", instructions="Answer in a few words.", model=model,
+                            model_settings=settings, **kwargs)
+
+    def test_an_agent_answers_as_the_api_does(self):
+        question = "What is the capital of France?"
+        expected = self.direct.chat.completions.create(
+            model=self.name, messages=[{"role": "system", "content": "Answer in a few words."},
+                                       {"role": "user", "content": question}],
+            max_completion_tokens=16, temperature=0).choices[0].message.content
+
+        async def run(agent):
+            whole = await agents.Runner.run(agent, question)
+            streamed = agents.Runner.run_streamed(agent, question)
+            deltas = []
+            async for event in streamed.stream_events():
+                if (event.type == "raw_response_event"
+                        and event.data.type == "response.output_text.delta"):
+                    deltas.append(event.data.delta)
+            return await self.closed((whole.final_output, streamed.final_output, "".join(deltas)))
+
+        for way in ("responses", "chat"):
+            with self.subTest(way=way):
+                agent = self.agent(way, settings={"max_tokens": 16})
+                self.assertEqual(asyncio.run(run(agent)), (expected, expected, expected))
+
+    def test_an_agent_calls_its_tool_and_takes_a_structured_answer(self):
+        calls = []
+
+        @agents.function_tool
+        def get_weather(city: typing.Annotated[str, pydantic.Field(max_length=30)]) -> str:
+            """The weather in a city."""
+            calls.append(city)
+            return f"sunny in {city}"
+
+        short = pydantic.Field(max_length=40)
+
+        class City(pydantic.BaseModel):
+            city: str = short
+            country: str = short
+
+        async def run(way):
+            tool_agent = self.agent(way, tools=[get_weather],
+                                    tool_use_behavior="stop_on_first_tool",
+                                    settings={"tool_choice": "required", "max_tokens": 80})
+            called = await agents.Runner.run(tool_agent, "What is the weather in Paris?")
+            typed = self.agent(way, output_type=City, settings={"max_tokens": 200})
+            typed_output = (await agents.Runner.run(typed, QUESTION)).final_output
+            return await self.closed((called.final_output, typed_output))
+
+        for way in ("responses", "chat"):
+            with self.subTest(way=way):
+                calls.clear()
+                called, typed = asyncio.run(run(way))
+                self.assertEqual(len(calls), 1)
+                self.assertEqual(called, f"sunny in {calls[0]}")
+                self.assertIsInstance(typed, City)
 
 
 if __name__ == "__main__":
