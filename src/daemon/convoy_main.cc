@@ -310,6 +310,7 @@ nlohmann::json ResponseJson(const v1::InferResponse& r) {
   j["prompt_token_ids"] =
       std::vector<int32_t>(r.prompt_token_ids().begin(), r.prompt_token_ids().end());
   j["usage"] = {{"prompt_tokens", r.usage().prompt_tokens()},
+                {"cached_prompt_tokens", r.usage().cached_prompt_tokens()},
                 {"completion_tokens", r.usage().completion_tokens()}};
   if (r.choices_size() == 0) {
     AddAnswerJson(r, &j);
@@ -493,6 +494,7 @@ int Generate() {
       if (message.finish_reason() == v1::FINISH_REASON_UNSPECIFIED) continue;
       ++ended;
       whole.mutable_usage()->set_prompt_tokens(message.usage().prompt_tokens());
+      whole.mutable_usage()->set_cached_prompt_tokens(message.usage().cached_prompt_tokens());
       whole.mutable_usage()->set_completion_tokens(whole.usage().completion_tokens() +
                                                    message.usage().completion_tokens());
       *whole.mutable_prompt_token_ids() = message.prompt_token_ids();

@@ -354,6 +354,7 @@ void GenerationSession::OnEngineEvent(const Event& event) {
   {
     absl::MutexLock lock(&mu_);
     if (event.queue_time) queue_time_ = *event.queue_time;
+    cached_prompt_tokens_ = event.cached_prompt_tokens;
     stopped_by_string = !stop_matched_.empty();
     if (ended_) ended_as = end_.status;
   }
@@ -589,6 +590,7 @@ bool GenerationSession::End(absl::Status status, v1::FinishReason reason, bool c
       end_.finish_reason = reason;
       end_.stop_string = stop_matched_;
       end_.prompt_tokens = prompt_tokens_;
+      end_.cached_prompt_tokens = static_cast<int32_t>(cached_prompt_tokens_);
       end_.seed = seed_;
       end_.completion_tokens = num_tokens_;
       const absl::Time now = absl::Now();
@@ -651,6 +653,7 @@ void GenerationSession::ReportDone(const Event& event, Outcome outcome,
   summary.arrival = arrival_;
   summary.priority = priority_;
   summary.prompt_tokens = prompt_tokens_;
+  summary.cached_prompt_tokens = event.cached_prompt_tokens;
   summary.status = status;
   {
     absl::MutexLock lock(&mu_);

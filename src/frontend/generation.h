@@ -217,6 +217,8 @@ struct SessionEnd {
   // The stop string that ended it, when one did.
   std::string stop_string;
   int32_t prompt_tokens = 0;
+  // Of prompt_tokens, those whose KV came from the prefix cache (not computed for this request).
+  int32_t cached_prompt_tokens = 0;
   int64_t completion_tokens = 0;
   v1::Timings timings;
   // The prompt's ids, when the request asked for them (return_prompt_token_ids).
@@ -341,6 +343,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   int64_t num_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<absl::Time> first_token_ ABSL_GUARDED_BY(mu_);
   absl::Duration queue_time_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  int64_t cached_prompt_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   // Text decoded but held back: it may be the start of a stop string.
   std::string held_text_ ABSL_GUARDED_BY(mu_);
   // The stop string found in the text; later tokens are dropped, and the session ends (STOP) at

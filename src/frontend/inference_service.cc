@@ -54,6 +54,7 @@ void AppendOutput(const SessionOutput& out, Message* message) {
 
 void FillUsage(const SessionEnd& end, v1::Usage* usage) {
   usage->set_prompt_tokens(end.prompt_tokens);
+  usage->set_cached_prompt_tokens(end.cached_prompt_tokens);
   usage->set_completion_tokens(static_cast<int32_t>(end.completion_tokens));
 }
 

@@ -50,6 +50,7 @@ void SetEndParameters(const ChoiceGroup& choices, ModelInferResponse* response) 
   auto& parameters = *response->mutable_parameters();
   parameters["finish_reason"].set_string_param(absl::StrJoin(reasons, ","));
   parameters["prompt_tokens"].set_int64_param(totals.prompt_tokens);
+  parameters["cached_prompt_tokens"].set_int64_param(totals.cached_prompt_tokens);
   parameters["completion_tokens"].set_int64_param(totals.completion_tokens);
 }
 

@@ -513,7 +513,8 @@ std::string OpenAiParam(absl::string_view field, OpenAiEndpoint endpoint) {
 Json UsageJson(const SessionEnd& end) {
   return {{"prompt_tokens", end.prompt_tokens},
           {"completion_tokens", end.completion_tokens},
-          {"total_tokens", end.prompt_tokens + end.completion_tokens}};
+          {"total_tokens", end.prompt_tokens + end.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", end.cached_prompt_tokens}}}};
 }
 
 }  // namespace

@@ -219,8 +219,10 @@ std::string Suffix(const std::string& id) {
 Json Usage(const Json& chat_usage) {
   const int64_t input = chat_usage.value("prompt_tokens", int64_t{0});
   const int64_t output = chat_usage.value("completion_tokens", int64_t{0});
+  const int64_t cached =
+      chat_usage.value("prompt_tokens_details", Json::object()).value("cached_tokens", int64_t{0});
   return {{"input_tokens", input},
-          {"input_tokens_details", {{"cached_tokens", 0}}},
+          {"input_tokens_details", {{"cached_tokens", cached}}},
           {"output_tokens", output},
           {"output_tokens_details", {{"reasoning_tokens", 0}}},
           {"total_tokens", input + output}};

@@ -303,6 +303,7 @@ void LogRequestDone(const RequestSummary& summary, spdlog::logger* logger) {
     fields.emplace_back("reject_reason", RejectReasonName(*summary.reject_reason));
   }
   fields.emplace_back("prompt_tokens", summary.prompt_tokens);
+  fields.emplace_back("cached_prompt_tokens", summary.cached_prompt_tokens);
   fields.emplace_back("generated_tokens", summary.generated_tokens);
   fields.push_back(OptionalMilliseconds("queue_ms", summary.queue_time));
   fields.push_back(OptionalMilliseconds("ttft_ms", summary.time_to_first_token));

@@ -29,6 +29,8 @@ struct RequestSummary {
   // For kRejected, why (when the caller knows).
   std::optional<RejectReason> reject_reason;
   int64_t prompt_tokens = 0;
+  // Of prompt_tokens, those the prefix cache held (not computed for it).
+  int64_t cached_prompt_tokens = 0;
   int64_t generated_tokens = 0;
   // Arrival to the first step that held the request; unset when unknown or never scheduled.
   std::optional<absl::Duration> queue_time;

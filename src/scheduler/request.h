@@ -84,6 +84,9 @@ struct Event {
   int64_t num_generated = 0;
   // Arrival to the first step that held the request; unset when it was never scheduled.
   std::optional<absl::Duration> queue_time;
+  // Prompt tokens whose KV the prefix cache gave it when it was first scheduled (whole blocks;
+  // never the prompt's last token): not computed for it.
+  int64_t cached_prompt_tokens = 0;
 };
 
 }  // namespace convoy

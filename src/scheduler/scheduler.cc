@@ -557,6 +557,7 @@ int32_t Scheduler::Admit(absl::Time now, int32_t limit, bool joining, Draft* dra
         client_share_.Started(seq->level, seq->share_tag);
         ++started_this_pass_;
         seq->queue_time = now - seq->arrival;
+        seq->cached_prompt_tokens = cached_tokens;
         if (seq->deadline) {
           deadlines_.erase({*seq->deadline, seq->request.id});
           seq->deadline.reset();
@@ -1001,6 +1002,7 @@ void Scheduler::Finish(Sequence* seq, Outcome outcome, absl::Status status, absl
   event.status = std::move(status);
   event.num_generated = seq->num_generated();
   event.queue_time = seq->queue_time;
+  event.cached_prompt_tokens = seq->cached_prompt_tokens;
   ++stats_.outcomes[static_cast<int>(outcome)];
   if (observer_ != nullptr) observer_->OnFinished(outcome);
 

@@ -51,6 +51,7 @@ struct Sequence {
   SequenceState state = SequenceState::kWaiting;
   bool started = false;                      // scheduled at least once
   std::optional<absl::Duration> queue_time;  // arrival to the first step that held it
+  int64_t cached_prompt_tokens = 0;          // from the prefix cache, when first scheduled
   bool cancel_requested = false;             // cancelled while its step was in flight
   bool in_flight = false;
   int32_t in_flight_tokens = 0;  // the tokens of its row in the step in flight

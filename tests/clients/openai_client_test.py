@@ -173,6 +173,27 @@ class OpenAiClientTest(unittest.TestCase):
                     max_tokens=4, **{name: value})
             self.assertEqual(refused.exception.body["param"], name)
 
+    def test_usage_counts_the_prompt_tokens_the_prefix_cache_held(self):
+        # A long prompt, new to the server, then again: the second time all its whole blocks but
+        # the last come from the cache, and each API says so, as convoy's own does.
+        prompt = " ".join(f"word{i}" for i in range(300)) + " " + str(time.monotonic_ns())
+        messages = [{"role": "user", "content": prompt}]
+        first = self.client.chat.completions.create(
+            model=self.model, messages=messages, max_tokens=2, temperature=0)
+        second = self.client.chat.completions.create(
+            model=self.model, messages=messages, max_tokens=2, temperature=0)
+        prompt_tokens = second.usage.prompt_tokens
+        cached = second.usage.prompt_tokens_details.cached_tokens
+        self.assertGreater(cached, first.usage.prompt_tokens_details.cached_tokens)
+        self.assertGreater(cached, prompt_tokens - 2 * 16)  # the default config's blocks: 16
+        self.assertLess(cached, prompt_tokens)
+        self.assertEqual(cached % 16, 0)
+        response = self.client.responses.create(model=self.model, input=prompt,
+                                                max_output_tokens=2, temperature=0)
+        self.assertEqual(response.usage.input_tokens_details.cached_tokens, cached)
+        native = SERVER.convoy("--chat", prompt, "--max-tokens", "2")
+        self.assertEqual(native["usage"]["cached_prompt_tokens"], cached)
+
     def test_streamed_chat_equals_the_whole_answer(self):
         whole = self.client.chat.completions.create(
             model=self.model, messages=[{"role": "system", "content": "Answer in one word."},

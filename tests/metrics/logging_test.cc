@@ -67,6 +67,7 @@ RequestSummary CompletedRequest() {
   summary.id = 42;
   summary.outcome = Outcome::kCompleteStop;
   summary.prompt_tokens = 17;
+  summary.cached_prompt_tokens = 16;
   summary.generated_tokens = 5;
   summary.queue_time = absl::Milliseconds(3);
   summary.time_to_first_token = absl::Milliseconds(25);
@@ -106,6 +107,7 @@ TEST(JsonLogTest, RequestDoneLineCarriesItsFields) {
   EXPECT_EQ(line.value("id", -1), 42);
   EXPECT_EQ(line.value("outcome", ""), "complete_stop");
   EXPECT_EQ(line.value("prompt_tokens", -1), 17);
+  EXPECT_EQ(line.value("cached_prompt_tokens", -1), 16);
   EXPECT_EQ(line.value("generated_tokens", -1), 5);
   EXPECT_DOUBLE_EQ(line.value("queue_ms", -1.0), 3.0);
   EXPECT_DOUBLE_EQ(line.value("ttft_ms", -1.0), 25.0);
@@ -185,7 +187,8 @@ TEST(TextLogTest, RequestDoneLineIsKeyValues) {
   EXPECT_THAT(lines[0],
               MatchesRegex(R"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z \[info\] request done .*)"));
   EXPECT_THAT(lines[0], HasSubstr(" id=42 outcome=complete_stop prompt_tokens=17 "
-                                  "generated_tokens=5 queue_ms=3 ttft_ms=25 total_ms=140"));
+                                  "cached_prompt_tokens=16 generated_tokens=5 queue_ms=3 "
+                                  "ttft_ms=25 total_ms=140"));
   EXPECT_THAT(lines[0], HasSubstr(" error=\"client went away\""));
   EXPECT_THAT(log.text(), Not(HasSubstr("\x1f")));
 }

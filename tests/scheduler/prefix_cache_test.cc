@@ -115,6 +115,9 @@ TEST(PrefixCacheTest, ASecondRequestComputesOnlyWhatFollowsTheCachedBlocks) {
   EXPECT_EQ(h.tokens[2], FakeExpectedTokens(second.prompt_tokens, 4));
   EXPECT_EQ(h.scheduler->stats().prefix_cache_queries, 15 + 17);
   EXPECT_EQ(h.scheduler->stats().prefix_cache_hits, 12);
+  // Each request's final event says how much of its prompt the cache gave it.
+  EXPECT_EQ(h.Final(1).cached_prompt_tokens, 0);
+  EXPECT_EQ(h.Final(2).cached_prompt_tokens, 12);
 }
 
 TEST(PrefixCacheTest, RequestsRunningTogetherShareBlocksPublishedByAnEarlierStep) {
@@ -147,6 +150,7 @@ TEST(PrefixCacheTest, AWhollyCachedPromptRecomputesItsLastBlock) {
   const StepRow* first_row = FirstRow(h, 1);
   EXPECT_NE(row->block_table[2], first_row->block_table[2]);
   EXPECT_EQ(h.tokens[2], h.tokens[1]);
+  EXPECT_EQ(h.Final(2).cached_prompt_tokens, 8);
 }
 
 TEST(PrefixCacheTest, TheConfigSwitchAndTheRequestOptOutComputeEveryToken) {
@@ -164,6 +168,7 @@ TEST(PrefixCacheTest, TheConfigSwitchAndTheRequestOptOutComputeEveryToken) {
     ASSERT_NE(row, nullptr);
     EXPECT_EQ(row->start_pos, 0) << server_on;
     EXPECT_EQ(h.scheduler->stats().prefix_cache_hits, 0);
+    EXPECT_EQ(h.Final(2).cached_prompt_tokens, 0);
     // The first request's 16 computed tokens (15 of the prompt, 1 generated) fill 4 blocks.
     EXPECT_EQ(h.scheduler->allocator().num_cached(), server_on ? 4 : 0);
     EXPECT_EQ(h.tokens[2], FakeExpectedTokens(second.prompt_tokens, 2));
@@ -192,6 +197,10 @@ TEST(PrefixCacheTest, APreemptedSequenceResumesFromItsCachedBlocks) {
   }
   EXPECT_TRUE(resumed_from_cache);
   EXPECT_GT(h.scheduler->stats().prefix_cache_hits, 0);
+  // What a resumption takes from the cache is no part of the prompt's count: the prompts were
+  // new when the requests were first scheduled.
+  EXPECT_EQ(h.Final(1).cached_prompt_tokens, 0);
+  EXPECT_EQ(h.Final(2).cached_prompt_tokens, 0);
   EXPECT_EQ(h.tokens[1], FakeExpectedTokens(MakePrompt(1, 8), 16));
   EXPECT_EQ(h.tokens[2], FakeExpectedTokens(MakePrompt(2, 8), 16));
   EXPECT_EQ(h.scheduler->allocator().num_free(), 8);
