@@ -561,6 +561,23 @@ void GenerationSession::Detach() {
 }
 
 void GenerationSession::Wake() {
+  // A wake-up may end sessions (a call whose choice failed ends its other choices, this one
+  // among them), whose wake-ups would then run inside it: on this session, under the wake_mu_ it
+  // holds (a lock not reentrant); on another, taking a second wake_mu_ in whatever order the
+  // calls come. So wake-ups caused inside one wait on this thread until it has returned.
+  thread_local std::vector<std::shared_ptr<GenerationSession>>* pending = nullptr;
+  if (pending != nullptr) {
+    pending->push_back(shared_from_this());
+    return;
+  }
+  std::vector<std::shared_ptr<GenerationSession>> queue;
+  pending = &queue;
+  WakeNow();
+  for (size_t i = 0; i < queue.size(); ++i) queue[i]->WakeNow();  // which may queue more
+  pending = nullptr;
+}
+
+void GenerationSession::WakeNow() {
   absl::MutexLock lock(&wake_mu_);
   if (wake_) wake_();
 }

@@ -232,7 +232,8 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
  public:
   // Called whenever there is something new to Take (output or the end), from any thread (the
   // hub's dispatcher, or inline in Begin or ClientGone), never with the session's lock held. Must
-  // not block.
+  // not block. It may end sessions (ClientGone), its own included: the wake-ups that causes run
+  // on the same thread once it has returned, never inside it.
   using WakeFn = std::function<void()>;
 
   static std::shared_ptr<GenerationSession> Create(GenerationHub* hub, WakeFn wake);
@@ -300,7 +301,10 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   void CountRefusal(const absl::Status& status);
   void ReportDone(const Event& event, Outcome outcome, const absl::Status& status);
 
+  // Calls wake_ (under wake_mu_, so that Detach waits for a call in progress). Called inside a
+  // wake-up on this thread, it queues the call for when the outermost one has returned.
   void Wake();
+  void WakeNow();
 
   GenerationHub* const hub_;
   absl::Mutex wake_mu_;

@@ -121,6 +121,50 @@ TEST_F(GenerationHubTest, TheEngineKeepsSteppingWhileAProtocolIsStuckOnItsOutput
   other->Detach();
 }
 
+// A protocol's wake-up may end sessions, its own among them: a call whose choice failed ends the
+// others from the wake-up of whichever choice it was handling (ChoiceGroup::ClientGone). The
+// wake-ups that causes come after the one in progress, on the same thread, not inside it. (CI
+// once saw the hub's dispatcher stuck for good this way: inside choice B's wake-up it ended the
+// call's choices, B with them, and B's own wake-up waited for the lock it held; no event was
+// dispatched again.)
+TEST_F(GenerationHubTest, AWakeUpThatEndsSessionsIsFollowedByTheirWakeUpsNotEnteredByThem) {
+  // Two sessions of one call: the first wake-up of either ends both (its own session included).
+  absl::Mutex mu;
+  std::vector<std::pair<int, bool>> wakes;  // (session, whether inside another's wake-up)
+  int depth = 0;
+  std::shared_ptr<GenerationSession> sessions[2];
+  absl::Notification ended;
+  auto wake = [&](int self) {
+    {
+      absl::MutexLock lock(&mu);
+      wakes.emplace_back(self, depth > 0);
+      ++depth;
+    }
+    SessionOutput out;
+    bool both_ended = false;
+    if (sessions[self]->Take(&out).has_value()) {
+      both_ended = sessions[1 - self]->Take(&out).has_value();
+    } else {
+      for (const auto& session : sessions) session->ClientGone();
+    }
+    absl::MutexLock lock(&mu);
+    --depth;
+    if (both_ended && !ended.HasBeenNotified()) ended.Notify();
+  };
+  sessions[0] = GenerationSession::Create(hub_.get(), [&] { wake(0); });
+  sessions[1] = GenerationSession::Create(hub_.get(), [&] { wake(1); });
+  for (const auto& session : sessions) {
+    session->Begin(Request(50), absl::InfiniteFuture(), CallOrigin());
+  }
+  ASSERT_TRUE(ended.WaitForNotificationWithTimeout(kLiveness))
+      << "a wake-up that ended sessions never returned";
+  for (const auto& session : sessions) session->Detach();
+  absl::MutexLock lock(&mu);
+  for (const auto& [session, nested] : wakes) {
+    EXPECT_FALSE(nested) << "session " << session << " was woken inside another wake-up";
+  }
+}
+
 // A tokenizer whose token i is the text "<i>", for every token of the tiny model.
 std::unique_ptr<Tokenizer> TokenPerTagTokenizer(int64_t vocab_size) {
   std::string vocab;
