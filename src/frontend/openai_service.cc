@@ -225,19 +225,39 @@ class OpenAiCall : public std::enable_shared_from_this<OpenAiCall> {
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+nlohmann::json ModelObject(const GenerationHub& hub, const ServingContext& serving) {
+  return {{"id", serving.limits.model_name},
+          {"object", "model"},
+          {"created", absl::ToUnixSeconds(hub.start_time())},
+          {"owned_by", "convoy"},
+          {"max_model_len", serving.limits.max_context_length}};
+}
+
 void ListModels(GenerationHub* hub, HttpExchange& exchange) {
   if (!Authenticated(*hub, exchange, OpenAiEndpoint::kCompletions)) return;
   const ServingContext* serving = hub->serving();
   nlohmann::json models = nlohmann::json::array();
-  if (serving != nullptr) {
-    models.push_back({{"id", serving->limits.model_name},
-                      {"object", "model"},
-                      {"created", absl::ToUnixSeconds(hub->start_time())},
-                      {"owned_by", "convoy"},
-                      {"max_model_len", serving->limits.max_context_length}});
-  }
+  if (serving != nullptr) models.push_back(ModelObject(*hub, *serving));
   const nlohmann::json body = {{"object", "list"}, {"data", std::move(models)}};
   exchange.Respond(200, kJsonContentType, body.dump()).IgnoreError();
+}
+
+// GET /v1/models/{id}: the model, when `id` is the one served (the SDKs' models.retrieve).
+void RetrieveModel(GenerationHub* hub, HttpExchange& exchange) {
+  if (!Authenticated(*hub, exchange, OpenAiEndpoint::kCompletions)) return;
+  const std::string id = exchange.request().path.substr(std::string_view("/v1/models/").size());
+  const ServingContext* serving = hub->serving();
+  if (serving == nullptr || id != serving->limits.model_name) {
+    OpenAiError error;
+    error.http_status = 404;
+    error.param = "model";
+    error.code = "model_not_found";
+    error.message = absl::StrCat("the model '", id, "' does not exist; this server serves '",
+                                 serving != nullptr ? serving->limits.model_name : "", "'");
+    RespondOpenAiError(exchange, error);
+    return;
+  }
+  exchange.Respond(200, kJsonContentType, ModelObject(*hub, *serving).dump()).IgnoreError();
 }
 
 }  // namespace
@@ -266,9 +286,14 @@ absl::Status OpenAiService::AddRoutes(HttpRouter* router) {
           });
         }));
   }
-  return router->Add("GET", "/v1/models",
+  RETURN_IF_ERROR(
+      router->Add("GET", "/v1/models",
+                  [hub = hub_](const HttpRequest&, std::shared_ptr<HttpExchange> exchange) {
+                    ListModels(hub, *exchange);
+                  }));
+  return router->Add("GET", "/v1/models/*",
                      [hub = hub_](const HttpRequest&, std::shared_ptr<HttpExchange> exchange) {
-                       ListModels(hub, *exchange);
+                       RetrieveModel(hub, *exchange);
                      });
 }
 

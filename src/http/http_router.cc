@@ -1,5 +1,6 @@
 #include "http/http_router.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -22,9 +23,19 @@ absl::Status HttpRouter::Add(absl::string_view method, absl::string_view path,
   if (handler == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("route ", method, " ", path, " has no handler"));
   }
+  const bool prefix = absl::EndsWith(path, "/*");
+  if (!prefix && absl::StrContains(path, '*')) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("route path '", path, "' may hold '*' only as its last part, after '/'"));
+  }
   auto& methods = routes_[std::string(path)];
   if (!methods.emplace(std::string(method), std::move(handler)).second) {
     return absl::InvalidArgumentError(absl::StrCat("route ", method, " ", path, " added twice"));
+  }
+  if (prefix && std::find(prefixes_.begin(), prefixes_.end(), path) == prefixes_.end()) {
+    prefixes_.emplace_back(path);
+    std::sort(prefixes_.begin(), prefixes_.end(),
+              [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
   }
   return absl::OkStatus();
 }
@@ -32,6 +43,16 @@ absl::Status HttpRouter::Add(absl::string_view method, absl::string_view path,
 HttpRouter::Match HttpRouter::Find(absl::string_view method, absl::string_view path) const {
   Match match;
   auto by_path = routes_.find(path);
+  if (by_path == routes_.end() || absl::EndsWith(path, "/*")) {
+    by_path = routes_.end();
+    for (const std::string& prefix : prefixes_) {
+      const absl::string_view under = absl::string_view(prefix).substr(0, prefix.size() - 1);
+      if (path.size() > under.size() && absl::StartsWith(path, under)) {
+        by_path = routes_.find(prefix);
+        break;
+      }
+    }
+  }
   if (by_path == routes_.end()) return match;
   const auto& methods = by_path->second;
   match.path_known = true;

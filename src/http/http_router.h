@@ -1,5 +1,7 @@
 // The routes of an HTTP server: a handler per method and exact path (the target without its
-// query). Filled before the server starts and read-only afterwards.
+// query), or per path prefix: a route path ending in "/*" takes every longer path under it
+// ("/v1/models/*" takes "/v1/models/tiny"; the handler reads request.path), when no exact route
+// has it. Filled before the server starts and read-only afterwards.
 #ifndef CONVOY_HTTP_HTTP_ROUTER_H_
 #define CONVOY_HTTP_HTTP_ROUTER_H_
 
@@ -7,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -39,6 +42,8 @@ class HttpRouter {
  private:
   // path -> method -> handler
   std::map<std::string, std::map<std::string, HttpHandler, std::less<>>, std::less<>> routes_;
+  // The prefix routes' paths ("/v1/models/*"), longest first.
+  std::vector<std::string> prefixes_;
 };
 
 }  // namespace convoy

@@ -136,6 +136,10 @@ class OpenAiClientTest(unittest.TestCase):
         models = self.client.models.list().data
         self.assertEqual(len(models), 1)
         self.assertEqual(models[0].id, os.path.basename(MODEL).removesuffix(".gguf"))
+        self.assertEqual(self.client.models.retrieve(models[0].id), models[0])
+        with self.assertRaises(openai.NotFoundError) as missing:
+            self.client.models.retrieve("gpt-4o")
+        self.assertEqual(missing.exception.body["code"], "model_not_found")
 
     def test_chat_equals_the_native_api(self):
         expected = SERVER.convoy("--chat", QUESTION, "--max-tokens", "24")

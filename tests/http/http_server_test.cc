@@ -438,6 +438,41 @@ TEST(HttpRouterTest, RefusesBadRoutes) {
   EXPECT_OK(router.Add("GET", "/a", handler));
   EXPECT_THAT(router.Add("GET", "/a", handler),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("added twice")));
+  EXPECT_THAT(router.Add("GET", "/a*", handler),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'*' only as its last")));
+  EXPECT_THAT(router.Add("GET", "/*/b", handler),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'*' only as its last")));
+}
+
+// A route ending in "/*" takes the longer paths under it that no exact route has; the longest
+// prefix wins.
+TEST(HttpRouterTest, APrefixRouteTakesThePathsUnderIt) {
+  HttpRouter router;
+  std::string called;
+  auto named = [&called](std::string name) {
+    return [&called, name](const HttpRequest&, std::shared_ptr<HttpExchange>) { called = name; };
+  };
+  ASSERT_OK(router.Add("GET", "/v1/models", named("list")));
+  ASSERT_OK(router.Add("GET", "/v1/models/*", named("one")));
+  ASSERT_OK(router.Add("GET", "/v1/models/special", named("special")));
+  ASSERT_OK(router.Add("GET", "/v1/*", named("v1")));
+  auto route = [&](absl::string_view method, absl::string_view path) -> std::string {
+    called.clear();
+    const HttpRouter::Match match = router.Find(method, path);
+    if (match.handler == nullptr) return match.path_known ? "405 " + match.allow : "404";
+    (*match.handler)(HttpRequest(), nullptr);
+    return called;
+  };
+  EXPECT_EQ(route("GET", "/v1/models"), "list");
+  EXPECT_EQ(route("GET", "/v1/models/tiny"), "one");
+  EXPECT_EQ(route("GET", "/v1/models/org/name"), "one");
+  EXPECT_EQ(route("HEAD", "/v1/models/tiny"), "one");
+  EXPECT_EQ(route("GET", "/v1/models/special"), "special");
+  EXPECT_EQ(route("GET", "/v1/models/"), "v1");  // nothing after the prefix: the shorter one
+  EXPECT_EQ(route("GET", "/v1/other"), "v1");
+  EXPECT_EQ(route("GET", "/v1/"), "404");
+  EXPECT_EQ(route("GET", "/v2/models/tiny"), "404");
+  EXPECT_EQ(route("POST", "/v1/models/tiny"), "405 GET, HEAD");
 }
 
 }  // namespace
