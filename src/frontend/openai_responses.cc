@@ -228,7 +228,9 @@ Json Usage(const Json& chat_usage) {
           {"total_tokens", input + output}};
 }
 
-Json MessageItem(const std::string& response_id, const std::string& text, const char* status) {
+// `logprobs`: the tokens' entries, as the chat API's logprobs.content holds them.
+Json MessageItem(const std::string& response_id, const std::string& text, const char* status,
+                 Json logprobs = Json::array()) {
   return {{"type", "message"},
           {"id", absl::StrCat("msg_", Suffix(response_id))},
           {"status", status},
@@ -236,7 +238,13 @@ Json MessageItem(const std::string& response_id, const std::string& text, const 
           {"content", Json::array({{{"type", "output_text"},
                                     {"text", text},
                                     {"annotations", Json::array()},
-                                    {"logprobs", Json::array()}}})}};
+                                    {"logprobs", std::move(logprobs)}}})}};
+}
+
+// A chat choice's (or chunk's) token log-probabilities, or none.
+Json ChatLogprobs(const Json& choice) {
+  const Json logprobs = choice.value("logprobs", Json());
+  return logprobs.is_object() ? logprobs.value("content", Json::array()) : Json::array();
 }
 
 Json FunctionCallItem(const Json& chat_call) {
@@ -313,8 +321,11 @@ std::optional<OpenAiError> ResponsesToChat(const Json& body, Json* chat, Json* e
   if (given("prompt") != nullptr) {
     return OpenAiFieldError("prompt", "stored prompts are not supported: send input");
   }
-  if (const Json* top = given("top_logprobs"); top != nullptr && *top != 0) {
-    return OpenAiFieldError("top_logprobs", "log-probabilities are not supported here yet");
+  // Log-probabilities: asked for by include (message.output_text.logprobs) or by top_logprobs
+  // (the alternatives per token, 0 to 20, checked as the chat API checks its own).
+  if (const Json* top = given("top_logprobs"); top != nullptr) {
+    (*chat)["top_logprobs"] = *top;
+    if (*top != 0) (*chat)["logprobs"] = true;
   }
   if (const Json* truncation = given("truncation");
       truncation != nullptr && *truncation != "disabled" && *truncation != "auto") {
@@ -323,6 +334,10 @@ std::optional<OpenAiError> ResponsesToChat(const Json& body, Json* chat, Json* e
   if (const Json* include = given("include"); include != nullptr) {
     if (!include->is_array()) return OpenAiFieldError("include", "expected a list");
     for (size_t i = 0; i < include->size(); ++i) {
+      if ((*include)[i] == "message.output_text.logprobs") {
+        (*chat)["logprobs"] = true;
+        continue;
+      }
       // No reasoning items are made, so there is no encrypted reasoning to include.
       if ((*include)[i] != "reasoning.encrypted_content") {
         return OpenAiFieldError(absl::StrCat("include[", i, "]"),
@@ -407,7 +422,7 @@ Json ResponseFromChat(const std::string& id, int64_t created, const std::string&
   const Json message = choice.value("message", Json::object());
   if (const Json content = message.value("content", Json());
       content.is_string() && !content.get_ref<const std::string&>().empty()) {
-    output.push_back(MessageItem(id, content.get<std::string>(), status));
+    output.push_back(MessageItem(id, content.get<std::string>(), status, ChatLogprobs(choice)));
   }
   for (const Json& call : message.value("tool_calls", Json::array())) {
     output.push_back(FunctionCallItem(call));
@@ -435,14 +450,14 @@ std::string ResponsesStream::CloseMessage() {
   message_open_ = false;
   const int64_t index = static_cast<int64_t>(output_.size());
   const char* status = finish_reason_ == "length" ? "incomplete" : "completed";
-  Json item = MessageItem(id_, text_, status);
+  Json item = MessageItem(id_, text_, status, logprobs_);
   const std::string item_id = item["id"];
   std::string events;
   events += Emit("response.output_text.done", {{"item_id", item_id},
                                                {"output_index", index},
                                                {"content_index", 0},
                                                {"text", text_},
-                                               {"logprobs", Json::array()}});
+                                               {"logprobs", logprobs_}});
   events += Emit("response.content_part.done", {{"item_id", item_id},
                                                 {"output_index", index},
                                                 {"content_index", 0},
@@ -450,6 +465,7 @@ std::string ResponsesStream::CloseMessage() {
   events += Emit("response.output_item.done", {{"output_index", index}, {"item", item}});
   output_.push_back(std::move(item));
   text_.clear();
+  logprobs_ = Json::array();
   return events;
 }
 
@@ -485,11 +501,13 @@ std::string ResponsesStream::Translate(const Json& chunk) {
                       {"part", MessageItem(id_, "", "in_progress")["content"][0]}});
     }
     text_ += content.get<std::string>();
+    const Json logprobs = ChatLogprobs(choice);
+    for (const Json& entry : logprobs) logprobs_.push_back(entry);
     events += Emit("response.output_text.delta", {{"item_id", item_id},
                                                   {"output_index", index},
                                                   {"content_index", 0},
                                                   {"delta", content},
-                                                  {"logprobs", Json::array()}});
+                                                  {"logprobs", logprobs}});
   }
   if (const Json calls = delta.value("tool_calls", Json()); calls.is_array()) {
     events += CloseMessage();

@@ -6,7 +6,8 @@
 // Request: `input` (a string, or a list of items: messages with text parts, function_call and
 // function_call_output items) and `instructions` become the messages; flat function `tools`
 // become chat tools (no built-in tools), `tool_choice` follows; `text.format` becomes
-// response_format; max_output_tokens, temperature, top_p, stream, parallel_tool_calls and the
+// response_format; include message.output_text.logprobs and top_logprobs ask for the tokens'
+// log-probabilities; max_output_tokens, temperature, top_p, stream, parallel_tool_calls and the
 // fields that change no answer (store, metadata, ...) are taken as the chat API takes them, and
 // so are convoy's extensions (seed, top_k, stop, priority, ...). What needs a stored response or
 // conversation (previous_response_id, conversation, item_reference), reasoning, background mode,
@@ -73,7 +74,8 @@ class ResponsesStream {
   int64_t sequence_ = 0;
   nlohmann::json output_ = nlohmann::json::array();  // the items done
   bool message_open_ = false;
-  std::string text_;  // the open message's text so far
+  std::string text_;                                   // the open message's text so far
+  nlohmann::json logprobs_ = nlohmann::json::array();  // and its tokens' log-probabilities
   std::string finish_reason_;
 };
 

@@ -451,6 +451,26 @@ class OpenAiClientTest(unittest.TestCase):
         self.assertEqual(final.output_text, chat.choices[0].message.content)
         self.assertEqual(final.usage.output_tokens, chat.usage.completion_tokens)
 
+    def test_responses_api_logprobs_equal_the_chat_apis(self):
+        chat = self.client.chat.completions.create(
+            model=self.model, messages=[{"role": "user", "content": QUESTION}], max_tokens=6,
+            temperature=0, logprobs=True, top_logprobs=2)
+        expected = [(t.token, t.logprob, [(a.token, a.logprob) for a in t.top_logprobs])
+                    for t in chat.choices[0].logprobs.content]
+        for stream in (False, True):
+            with self.subTest(stream=stream):
+                kwargs = {"model": self.model, "input": QUESTION, "max_output_tokens": 6,
+                          "temperature": 0, "top_logprobs": 2,
+                          "include": ["message.output_text.logprobs"]}
+                if stream:
+                    with self.client.responses.stream(**kwargs) as events:
+                        response = list(events)[-1].response
+                else:
+                    response = self.client.responses.create(**kwargs)
+                got = [(t.token, t.logprob, [(a.token, a.logprob) for a in t.top_logprobs])
+                       for t in response.output[0].content[0].logprobs]
+                self.assertEqual(got, expected)
+
     def test_responses_api_tools_and_structured_output(self):
         tools = [{"type": "function", "name": "get_weather", "description": "The weather",
                   "parameters": {"type": "object", "properties": {
@@ -493,6 +513,7 @@ class OpenAiClientTest(unittest.TestCase):
         for kwargs, param in (({"previous_response_id": "resp_1"}, "previous_response_id"),
                               ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
                               ({"reasoning": {"effort": "low"}}, "reasoning"),
+                              ({"top_logprobs": 21}, "top_logprobs"),
                               ({"input": [{"type": "input_image", "image_url": "x"}]},
                                "input[0].type")):
             with self.subTest(param=param), self.assertRaises(openai.BadRequestError) as refused:

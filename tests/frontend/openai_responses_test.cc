@@ -86,6 +86,16 @@ TEST(OpenAiResponsesTest, ItemsToolsAndFormatBecomeTheChatRequest) {
   EXPECT_TRUE(Parse(R"({"input": "hi", "text": {"format": {"type": "json_object"}}})")
                   .request.constraint()
                   .json_object());
+  // Log-probabilities: by include, and top_logprobs alternatives.
+  const OpenAiRequest plain = Parse(R"({"input": "hi"})");
+  EXPECT_FALSE(plain.request.return_logprobs());
+  const OpenAiRequest included =
+      Parse(R"({"input": "hi", "include": ["message.output_text.logprobs"]})");
+  EXPECT_TRUE(included.request.return_logprobs());
+  EXPECT_EQ(included.request.top_logprobs(), 0);
+  const OpenAiRequest top = Parse(R"({"input": "hi", "top_logprobs": 3})");
+  EXPECT_TRUE(top.request.return_logprobs());
+  EXPECT_EQ(top.request.top_logprobs(), 3);
 }
 
 TEST(OpenAiResponsesTest, EveryBadOrUnsupportedFieldIsNamedInTheResponsesApisTerms) {
@@ -114,9 +124,9 @@ TEST(OpenAiResponsesTest, EveryBadOrUnsupportedFieldIsNamedInTheResponsesApisTer
       {R"({"input": "a", "reasoning": {"effort": "low"}})", "reasoning"},
       {R"({"input": "a", "background": true})", "background"},
       {R"({"input": "a", "prompt": {"id": "p"}})", "prompt"},
-      {R"({"input": "a", "top_logprobs": 2})", "top_logprobs"},
+      {R"({"input": "a", "top_logprobs": 21})", "top_logprobs"},
       {R"({"input": "a", "truncation": "middle"})", "truncation"},
-      {R"({"input": "a", "include": ["message.output_text.logprobs"]})", "include[0]"},
+      {R"({"input": "a", "include": ["file_search_call.results"]})", "include[0]"},
       {R"({"input": "a", "tools": [{"type": "web_search"}]})", "tools[0].type"},
       {R"({"input": "a", "tools": [{"type": "function", "name": "f", "x": 1}]})", "tools[0].x"},
       {R"({"input": "a", "tools": [{"type": "function", "name": "bad name"}]})", "tools[0].name"},
@@ -218,7 +228,10 @@ TEST(OpenAiResponsesTest, AChatStreamBecomesTheResponsesEventsInOrder) {
   ResponsesStream stream("resp_9", 100, "smol", Json::object());
   std::string text = stream.Translate(Chunk({{"role", "assistant"}, {"content", ""}}));
   text += stream.Translate(Chunk({{"content", "Hel"}}));
-  text += stream.Translate(Chunk({{"content", "lo"}}));
+  Json with_logprobs = Chunk({{"content", "lo"}});
+  with_logprobs["choices"][0]["logprobs"] = {
+      {"content", {{{"token", "lo"}, {"logprob", -0.5}, {"top_logprobs", Json::array()}}}}};
+  text += stream.Translate(with_logprobs);
   text +=
       stream.Translate(Chunk({{"tool_calls",
                                {{{"index", 0},
@@ -245,12 +258,15 @@ TEST(OpenAiResponsesTest, AChatStreamBecomesTheResponsesEventsInOrder) {
                           "response.completed"));
   EXPECT_EQ(events[0].second["response"]["status"], "in_progress");
   EXPECT_EQ(events[6].second["text"], "Hello");
+  EXPECT_EQ(events[5].second["logprobs"][0]["token"], "lo");
+  EXPECT_EQ(events[6].second["logprobs"].size(), 1u);
   EXPECT_EQ(events[9].second["output_index"], 1);
   EXPECT_EQ(events[11].second["arguments"], "{\"a\":1}");
   const Json& done = events.back().second["response"];
   EXPECT_EQ(done["status"], "completed");
   ASSERT_EQ(done["output"].size(), 2u);
   EXPECT_EQ(done["output"][0]["content"][0]["text"], "Hello");
+  EXPECT_EQ(done["output"][0]["content"][0]["logprobs"][0]["logprob"], -0.5);
   EXPECT_EQ(done["output"][1]["call_id"], "call_resp_9_0");
   EXPECT_EQ(done["usage"]["output_tokens"], 4);
 
