@@ -13,9 +13,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace convoy;
   if (size == 0) return 0;
-  constexpr OpenAiEndpoint kEndpoints[] = {OpenAiEndpoint::kChatCompletions,
-                                            OpenAiEndpoint::kCompletions,
-                                            OpenAiEndpoint::kResponses};
+  constexpr OpenAiEndpoint kEndpoints[] = {
+      OpenAiEndpoint::kChatCompletions, OpenAiEndpoint::kCompletions, OpenAiEndpoint::kResponses};
   const OpenAiEndpoint endpoint = kEndpoints[data[0] % 3];
   const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
   ParsedOpenAiRequest parsed = ParseOpenAiRequest(endpoint, body);

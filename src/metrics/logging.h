@@ -94,8 +94,8 @@ void LogWithFields(spdlog::logger* logger, spdlog::level::level_enum level,
 void LogEffectiveConfig(absl::string_view config_text, spdlog::logger* logger = nullptr);
 
 // One line when a request ends (info; warning for kFailed): id, outcome, reject_reason (for
-// kRejected when known), prompt_tokens, cached_prompt_tokens, generated_tokens, queue_ms, ttft_ms (null when unknown),
-// total_ms, and error (the status message, when not OK).
+// kRejected when known), prompt_tokens, cached_prompt_tokens, generated_tokens, queue_ms, ttft_ms
+// (null when unknown), total_ms, and error (the status message, when not OK).
 void LogRequestDone(const RequestSummary& summary, spdlog::logger* logger = nullptr);
 
 }  // namespace convoy
