@@ -47,12 +47,24 @@ if [ ! -f "$pristine/.convoy-complete" ]; then
   touch "$pristine/.convoy-complete"
 fi
 
-root=$(mktemp -d "${TMPDIR:-/tmp}/convoy-fresh.XXXXXX")
+if ! root=$(mktemp -d "${TMPDIR:-/tmp}/convoy-fresh.XXXXXX") || [ ! -d "$root" ]; then
+  cannot "mktemp -d under ${TMPDIR:-/tmp} failed"
+fi
 mounts=()
+# The root holds this machine's /dev (and the compiler cache) bound in: it is removed only once
+# nothing is mounted under it any more, and never across into another file system, so that a
+# mount that would not go cannot take the host's files with it.
+# shellcheck disable=SC2317 # run by the EXIT trap
 finish() {
   local i
   for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount -l "${mounts[i]}" 2>/dev/null; done
-  if [ -n "${CONVOY_FRESH_KEEP:-}" ]; then echo "fresh-root: kept $root" >&2; else rm -rf "$root"; fi
+  if [ -n "${CONVOY_FRESH_KEEP:-}" ]; then
+    echo "fresh-root: kept $root" >&2
+  elif awk -v r="$root/" 'index($2 "/", r) == 1 { found = 1 } END { exit !found }' /proc/mounts; then
+    echo "fresh-root: something is still mounted under $root; left in place" >&2
+  else
+    rm -rf --one-file-system "${root:?}"
+  fi
 }
 trap finish EXIT
 cp -a "$pristine/." "$root/" || cannot "copying the pristine root failed"

@@ -80,7 +80,10 @@ device() {
   # Logs gather in a scratch folder and come back as one archive (the device tool returns at most
   # eight files), beside the table.
   local final=${OUT:-/tmp/gpu-check-out} out
-  out=$(mktemp -d)
+  if ! out=$(mktemp -d) || [ ! -d "$out" ]; then
+    echo "gpu-check: mktemp -d failed" >&2
+    exit 1
+  fi
   # shellcheck disable=SC2064 # out is fixed now; the archive in $final keeps every log
   trap "rm -rf '$out'" EXIT
   mkdir -p "$final"
@@ -110,6 +113,7 @@ device() {
     exit 1
   }
 
+  case "$root" in /*/*) ;; *) fail_now "CONVOY_GPU_ROOT must be a folder below /, not '$root'" ;; esac
   rm -rf "$root" && mkdir -p "$root"
   tar -C "$root" -xJf "$bundle" || fail_now "no bundle at $bundle: run scripts/gpu-check.sh build here"
   local cublas_dir

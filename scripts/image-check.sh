@@ -133,6 +133,7 @@ if ! "${buildah[@]}" inspect --type image "$base_image" >/dev/null 2>&1; then
 
   ctr=$("${buildah[@]}" from --name convoy-image-check-base scratch)
   root=$("${buildah[@]}" mount "$ctr")
+  case "$root" in /*/*) ;; *) cannot "buildah mount gave no container root ('$root')" ;; esac
   if [ -f "$fresh_root/.convoy-complete" ]; then
     say "making $base_image from scripts/fresh-root.sh's debootstrap root ($fresh_root)"
     cp -a "$fresh_root/." "$root/"
@@ -273,6 +274,7 @@ say "ok: image config: user $image_uid, ports 50051 8000 8002, entrypoint '${ent
 
 ctr=$("${buildah[@]}" from --name "convoy-image-check-$$" --pull=never "$image")
 root=$("${buildah[@]}" mount "$ctr")
+case "$root" in /*/*) ;; *) cannot "buildah mount gave no container root ('$root')" ;; esac
 compilers=()
 IFS=: read -r -a path_dirs <"$work/path" || true  # no newline at its end
 for dir in "${path_dirs[@]}" /usr/bin /usr/local/cuda/bin; do

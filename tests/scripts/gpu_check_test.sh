@@ -4,8 +4,14 @@
 # exit status and the table, which must always be printed.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-work=$(mktemp -d -p "${TEST_TMPDIR:-${TMPDIR:-/tmp}}")
-trap 'rm -rf "$work"' EXIT
+# Every path below is under $work: a failed mktemp must stop the test, not leave $work empty (with
+# it empty, "rm -rf $work/tmp" once removed this machine's /tmp and gpu-check.sh's root /root).
+scratch=${TEST_TMPDIR:-${TMPDIR:-/tmp}}
+if ! mkdir -p "$scratch" || ! work=$(mktemp -d -p "$scratch") || [ ! -d "$work" ]; then
+  echo "cannot make a scratch folder under $scratch" >&2
+  exit 1
+fi
+trap 'rm -rf "${work:?}"' EXIT
 failures=0
 
 expect() {  # expect NAME CONDITION-DESCRIPTION COMMAND...
@@ -69,7 +75,7 @@ make_bundle
 check() {  # check NAME PARTS...; leaves the output in $work/log and the status in $rc
   local name=$1
   shift
-  rm -rf "$work/out" "$work/tmp" && mkdir -p "$work/out" "$work/tmp"
+  rm -rf "${work:?}/out" "${work:?}/tmp" && mkdir -p "$work/out" "$work/tmp"
   (cd "$repo" && PATH="$work/path:$PATH" OUT="$work/out" TMPDIR="$work/tmp" \
     CONVOY_GPU_BUNDLE="$work/bundle.tar.xz" \
     CONVOY_GPU_ROOT="$work/root" CONVOY_CUDA_HOME="$work/no-cuda" \
@@ -107,7 +113,7 @@ expect pass "says passed" grep -q "GPU CHECK PASSED" "$work/log"
 
 # The peer part alone makes the model, gives torch_peer a time limit inside its cap, and with bench
 # before it sets convoy's 1B decode beside the peer's.
-rm -rf "$work/model"
+rm -rf "${work:?}/model"
 CONVOY_GPU_MODEL_DIR="$work/model" check peer bench peer
 expect peer "exits 0" test "$rc" -eq 0
 expect peer "makes the model" test -f "$work/model/config.json"

@@ -14,8 +14,12 @@ set -uo pipefail
 cxx=$1
 src=$2/src
 include=$2/include
-view=$(mktemp -d -p "${TEST_TMPDIR:-${TMPDIR:-/tmp}}")
-trap 'rm -rf "$view"' EXIT
+scratch=${TEST_TMPDIR:-${TMPDIR:-/tmp}}
+if ! mkdir -p "$scratch" || ! view=$(mktemp -d -p "$scratch") || [ ! -d "$view" ]; then
+  echo "cannot make a scratch folder under $scratch" >&2
+  exit 1
+fi
+trap 'rm -rf "${view:?}"' EXIT
 
 # module: the modules of src/ it may include (itself first).
 declare -A allowed=(
