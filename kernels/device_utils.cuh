@@ -11,6 +11,7 @@
 
 #include "kernels/dependent_launch.cuh"
 #include "kernels/half_type.cuh"
+#include "kernels/silu_mul.cuh"
 
 namespace convoy::kernels {
 
@@ -113,6 +114,51 @@ __device__ __forceinline__ float BlockMax(float x, float* scratch) {
   __syncthreads();
   float total = lane < num_warps ? scratch[lane] : -FLT_MAX;
   return WarpMax(total);
+}
+
+// RMS norm, shared by kernels/rms_norm.cu and the GEMV's fused prologue (kernels/gemv.cu), which
+// must compute the same bits: a block of kNormThreads threads, thread t summing the squares of the
+// float4s t, t + kNormThreads, ... of the row in that order, then BlockSum; every rounding is
+// spelled out (__fmaf_rn and friends), so nvcc contracts nothing differently in either kernel.
+inline constexpr int kNormThreads = 256;
+
+__device__ __forceinline__ float SumSquares4(float sum, float4 v) {
+  return __fadd_rn(
+      sum, __fmaf_rn(v.w, v.w, __fmaf_rn(v.z, v.z, __fmaf_rn(v.y, v.y, __fmul_rn(v.x, v.x)))));
+}
+
+// rsqrt(mean of squares + eps) from the block's total of squares.
+__device__ __forceinline__ float InvRms(float total_squares, int64_t hidden, float eps) {
+  return rsqrtf(__fadd_rn(__fdiv_rn(total_squares, static_cast<float>(hidden)), eps));
+}
+
+// One normalized value: v * inv_rms * (weight_offset + weight), before rounding to the output type.
+__device__ __forceinline__ float NormedValue(float v, float inv_rms, float weight_offset,
+                                             float weight) {
+  return __fmul_rn(__fmul_rn(v, inv_rms), __fadd_rn(weight_offset, weight));
+}
+
+// The gate's activation (kernels/silu_mul.cuh), shared by the gating kernel and the GEMV's fused
+// epilogue, roundings spelled out for the same reason as the norm's.
+template <GateActivation kActivation>
+__device__ __forceinline__ float ActivateGate(float g) {
+  if constexpr (kActivation == GateActivation::kSilu) {
+    return __fdiv_rn(g, __fadd_rn(1.0f, __expf(-g)));
+  } else {
+    // 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))); sqrt(2 / pi) as PyTorch's kBeta; tanhf,
+    // not the fast approximation.
+    const float cube = __fmul_rn(__fmul_rn(g, g), g);
+    const float inner = __fmul_rn(0.7978845608028654f, __fmaf_rn(0.044715f, cube, g));
+    return __fmul_rn(__fmul_rn(0.5f, g), __fadd_rn(1.0f, tanhf(inner)));
+  }
+}
+
+// A gated output in T: act(gate) * up, where gate and up are the products rounded to T first (as
+// the gate/up product stores them).
+template <typename T, GateActivation kActivation>
+__device__ __forceinline__ T GatedValue(float gate, float up) {
+  return FromFloat<T>(
+      __fmul_rn(ActivateGate<kActivation>(ToFloat(FromFloat<T>(gate))), ToFloat(FromFloat<T>(up))));
 }
 
 }  // namespace convoy::kernels

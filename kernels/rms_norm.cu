@@ -4,7 +4,7 @@
 namespace convoy::kernels {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = kNormThreads;
 // Values per thread kept in registers between the two passes: hidden up to 8 * 4 * 256 = 8192.
 constexpr int kMaxVecsPerThread = 8;
 
@@ -33,10 +33,10 @@ __global__ void __launch_bounds__(kThreads) RmsNormKernel(RmsNormParams p) {
         residual[i] = v;
       }
       x[k] = v;
-      sum_sq += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+      sum_sq = SumSquares4(sum_sq, v);
     }
   }
-  const float inv_rms = rsqrtf(BlockSum(sum_sq, scratch) / static_cast<float>(p.hidden) + p.eps);
+  const float inv_rms = InvRms(BlockSum(sum_sq, scratch), p.hidden, p.eps);
   const T* weight = static_cast<const T*>(p.weight);
   const int64_t out_row = static_cast<int64_t>(blockIdx.x) * p.hidden;
   // Each thread writes only the values it read into x: out_f32 may be the residual itself.
@@ -47,7 +47,7 @@ __global__ void __launch_bounds__(kThreads) RmsNormKernel(RmsNormParams p) {
       const float vals[4] = {x[k].x, x[k].y, x[k].z, x[k].w};
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const float y = vals[j] * inv_rms * (p.weight_offset + ToFloat(weight[4 * i + j]));
+        const float y = NormedValue(vals[j], inv_rms, p.weight_offset, ToFloat(weight[4 * i + j]));
         if (p.out_f32 != nullptr) {
           p.out_f32[out_row + 4 * i + j] = y;
         } else {

@@ -22,15 +22,7 @@ __global__ void SiluMulKernel(SiluMulParams p) {
     Pack8<T> result;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const float g = ToFloat(gate.v[j]);
-      float a;
-      if constexpr (kActivation == GateActivation::kSilu) {
-        a = g / (1.0f + __expf(-g));
-      } else {
-        // sqrt(2 / pi), as PyTorch's kBeta; tanhf, not the fast approximation.
-        a = 0.5f * g * (1.0f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g)));
-      }
-      result.v[j] = FromFloat<T>(a * ToFloat(up.v[j]));
+      result.v[j] = GatedValue<T, kActivation>(ToFloat(gate.v[j]), ToFloat(up.v[j]));
     }
     reinterpret_cast<Pack8<T>*>(static_cast<T*>(p.out) + token * p.intermediate)[v] = result;
   }

@@ -176,6 +176,10 @@ device() {
         if command -v compute-sanitizer >/dev/null; then
           run_step memcheck_kernels 60 compute-sanitizer --tool memcheck --error-exitcode 1 \
             "$root/bin/kernels_test" --gtest_filter='PagedAttention*:SamplingKernel*'
+          # The GEMV's fusions index the normalized rows in shared memory and pair gate rows with
+          # up rows: out-of-bounds accesses in either show here, not in a wrong sum.
+          run_step memcheck_gemv_fusion 45 compute-sanitizer --tool memcheck --error-exitcode 1 \
+            "$root/bin/kernels_test" --gtest_filter='GemvFusion.*'
           # The tensor-core prefill kernel stages K and V through shared memory asynchronously,
           # two stages deep: racecheck looks for a read of a stage before its copy landed or a
           # copy over a stage still being read.

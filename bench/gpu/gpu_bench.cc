@@ -107,6 +107,7 @@ struct Variant {
   bool prefill_tensor_cores = true;
   bool gemv = true;
   bool dependent_launch = true;
+  bool fuse_small_batch = true;
 };
 
 std::unique_ptr<CudaExecutor> MakeExecutor(const ModelConfig& config, const BenchShape& shape,
@@ -115,6 +116,7 @@ std::unique_ptr<CudaExecutor> MakeExecutor(const ModelConfig& config, const Benc
   options.prefill_tensor_cores = variant.prefill_tensor_cores;
   if (!variant.gemv) options.gemv_max_rows = 0;
   options.dependent_launch = variant.dependent_launch;
+  options.fuse_small_batch = variant.fuse_small_batch;
   auto executor = CudaExecutor::CreateRandom(config, options, 1234);
   if (!executor.ok()) {
     std::fprintf(stderr, "CreateRandom: %s\n", executor.status().ToString().c_str());
@@ -350,6 +352,9 @@ int Main(int argc, char** argv) {
     Variant cublas_only;
     cublas_only.gemv = false;
     without("GEMV kernel (without: cuBLAS)", cublas_only);
+    Variant unfused;
+    unfused.fuse_small_batch = false;
+    without("GEMV fusions (norms, residual adds, gate)", unfused);
     Variant plain_launch;
     plain_launch.dependent_launch = false;
     without("dependent launch", plain_launch);

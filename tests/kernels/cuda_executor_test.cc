@@ -534,6 +534,84 @@ TEST_F(CudaExecutorParityTest, Gemma3GivesTheCpuExecutorsLogitsAndTokens) {
   EXPECT_GE(agreed_, compared_ * 9 / 10);
 }
 
+// Steps of 1 to 4 tokens take the GEMV's fusions (the norms into the following products, the
+// residual adds into the o and down products, the gate into the gate/up product) and give the
+// unfused steps' logits, log-probabilities and tokens bit for bit, in every family. Gemma 3's
+// sandwich norms keep their norm launches and fuse only the gate.
+TEST(CudaExecutorFusion, SmallStepsGiveTheUnfusedStepsBitsInEveryFamily) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  std::vector<ModelConfig> configs = ParityConfigs();
+  configs.insert(configs.begin(), SmallConfig());
+  for (const ModelConfig& config : configs) {
+    SCOPED_TRACE(config.architecture + " head_dim " + std::to_string(config.head_dim));
+    auto weights = ModelWeights::Load(WriteRandomModel(config));
+    ASSERT_OK(weights);
+    std::unique_ptr<CudaExecutor> executors[2];  // unfused, fused
+    for (int fuse = 0; fuse < 2; ++fuse) {
+      CudaExecutorOptions options;
+      options.kv_cache_bytes = int64_t{256} << 20;
+      options.max_tokens_per_step = 512;
+      options.max_rows_per_step = 16;
+      options.fuse_small_batch = fuse == 1;
+      auto executor = CudaExecutor::Create(**weights, options);
+      ASSERT_OK(executor);
+      executors[fuse] = std::move(*executor);
+    }
+    EXPECT_FALSE(executors[0]->FusionFor(1).gate);
+    for (int64_t t = 1; t <= 4; ++t) {
+      EXPECT_TRUE(executors[1]->FusionFor(t).gate) << t;
+      EXPECT_EQ(executors[1]->FusionFor(t).norms, !config.sandwich_norms) << t;
+    }
+    EXPECT_FALSE(executors[1]->FusionFor(5).gate);
+
+    // Runs `plan` on both; returns the unfused step's tokens by row.
+    auto run_both = [&](const StepPlan& plan, const std::string& what) {
+      auto unfused = executors[0]->Step(plan);
+      auto fused = executors[1]->Step(plan);
+      std::vector<int32_t> tokens;
+      EXPECT_TRUE(unfused.ok() && fused.ok()) << what;
+      if (!unfused.ok() || !fused.ok()) return tokens;
+      for (size_t r = 0; r < plan.rows.size(); ++r) {
+        const RowResult& a = unfused->rows[r];
+        const RowResult& b = fused->rows[r];
+        EXPECT_EQ(a.token, b.token) << what << " row " << r;
+        EXPECT_EQ(a.logprob, b.logprob) << what << " row " << r;
+        EXPECT_EQ(a.logits, b.logits) << what << " row " << r;
+        tokens.push_back(a.token);
+      }
+      return tokens;
+    };
+    StepPlan plan;
+    const int lengths[4] = {20, 9, 33, 5};
+    std::vector<int32_t> next, pos;
+    for (int s = 0; s < 4; ++s) {
+      plan.rows.push_back(Row(s, Tokens(lengths[s], 40 + s), 0, true, true));
+      pos.push_back(lengths[s]);
+    }
+    next = run_both(plan, "prompts");
+    ASSERT_EQ(next.size(), 4u);
+    // Decode steps of 4, 3, 2 and 1 rows with logits, then 4 and 2 without (graph replays).
+    const int rows_per_step[] = {4, 3, 2, 1, 4, 2};
+    for (int step = 0; step < 6; ++step) {
+      plan.rows.clear();
+      for (int s = 0; s < rows_per_step[step]; ++s) {
+        plan.rows.push_back(Row(s, {next[s]}, pos[s], true, step < 4));
+      }
+      const std::vector<int32_t> sampled = run_both(plan, "decode step " + std::to_string(step));
+      ASSERT_EQ(sampled.size(), plan.rows.size());
+      for (size_t s = 0; s < sampled.size(); ++s) {
+        next[s] = sampled[s];
+        ++pos[s];
+      }
+    }
+    // Three tokens from two rows: a two-token chunk beside a decode token.
+    plan.rows.clear();
+    plan.rows.push_back(Row(3, {next[3], 17}, pos[3], true, true));
+    plan.rows.push_back(Row(0, {next[0]}, pos[0], true, true));
+    run_both(plan, "chunk beside decode");
+  }
+}
+
 // The parity tests' models are what their configs say and run on the CPU executor (checked without
 // a GPU, so that a GPU session does not find a broken fixture).
 TEST(CudaExecutorParityModels, LoadAndRunOnTheCpu) {

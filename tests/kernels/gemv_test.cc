@@ -1,10 +1,13 @@
 // The GEMV kernel against a double-precision CPU reference on random inputs at odd sizes, outputs
-// poisoned; and Gemm::Linear with the kernel against Gemm::Linear through cuBLAS.
+// poisoned; its fused norm prologue and gated epilogue against the same reference and bit for bit
+// against the kernels they replace (LaunchRmsNorm, LaunchSiluMul); and Gemm::Linear with the kernel
+// against Gemm::Linear through cuBLAS.
 #include "kernels/gemv.cuh"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +16,8 @@
 #include "executor/cuda/gemm.h"
 #include "gtest/gtest.h"
 #include "kernels/gpu_test_util.h"
+#include "kernels/rms_norm.cuh"
+#include "kernels/silu_mul.cuh"
 
 namespace convoy {
 namespace {
@@ -137,6 +142,206 @@ TEST(GemvKernel, F16ToF16) {
   CheckGemv(HalfType::kF16, false);
 }
 
+// The fused GEMV's inputs: fp32 residual rows (more than m, so row_index can gather), the norm's
+// weight, w, and the fused product's options.
+struct FusedCase {
+  HalfType dtype = HalfType::kBF16;
+  int64_t m = 1, n = 8, k = 8;
+  bool norm = false;           // x is the RMS norm of residual rows
+  bool gather = false;         // ... of the rows row_index names
+  float weight_offset = 0.0f;  // Gemma-style 1 + w when 1
+  bool gate = false;
+  kernels::GateActivation activation = kernels::GateActivation::kSilu;
+  bool y_f32 = false;
+  std::string Name() const {
+    return std::string(convoy::Name(dtype)) + " m=" + std::to_string(m) +
+           " n=" + std::to_string(n) + " k=" + std::to_string(k) + (norm ? " norm" : "") +
+           (gather ? " gathered" : "") + (weight_offset != 0 ? " offset" : "") +
+           (gate ? (activation == kernels::GateActivation::kSilu ? " silu" : " gelu") : "") +
+           (y_f32 ? " f32" : "");
+  }
+};
+
+constexpr int64_t kResidualRows = 6;
+const int32_t kGather[4] = {5, 0, 3, 3};  // a repeat too
+
+double Activate(kernels::GateActivation a, double g) {
+  if (a == kernels::GateActivation::kSilu) return g / (1.0 + std::exp(-g));
+  return 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g)));
+}
+
+// Runs the case fused and unfused (the norm kernel into a buffer, the plain GEMV, the gating
+// kernel); expects the same bits from both, and both within `tolerance` of a double-precision
+// reference. Returns the fused output's error against the reference.
+double CheckFused(const FusedCase& f, uint64_t seed, double tolerance) {
+  const int64_t m = f.m, n = f.n, k = f.k, n_out = f.gate ? n / 2 : n;
+  const float eps = 1e-5f;
+  const std::vector<float> residual = Random(kResidualRows * k, ++seed, 3.0f);
+  const std::vector<uint16_t> x = ToHalf(Random(m * k, ++seed), f.dtype);
+  const std::vector<uint16_t> norm_w = ToHalf(Random(k, ++seed), f.dtype);
+  const std::vector<uint16_t> w = ToHalf(Random(n * k, ++seed, 0.5f), f.dtype);
+  const std::vector<float> xf = FromHalf(x, f.dtype), norm_wf = FromHalf(norm_w, f.dtype),
+                           wf = FromHalf(w, f.dtype);
+
+  // The reference: x (or the norm of the residual rows, not rounded), the product, the gate.
+  std::vector<double> x_ref(m * k);
+  for (int64_t i = 0; i < m; ++i) {
+    if (!f.norm) {
+      for (int64_t l = 0; l < k; ++l) x_ref[i * k + l] = xf[i * k + l];
+      continue;
+    }
+    const float* row = residual.data() + (f.gather ? kGather[i] : i) * k;
+    double sum_sq = 0.0;
+    for (int64_t l = 0; l < k; ++l) sum_sq += double{row[l]} * row[l];
+    const double inv = 1.0 / std::sqrt(sum_sq / k + eps);
+    for (int64_t l = 0; l < k; ++l) {
+      x_ref[i * k + l] = row[l] * inv * (double{f.weight_offset} + norm_wf[l]);
+    }
+  }
+  std::vector<float> want(m * n_out);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n_out; ++j) {
+      double sum[2] = {0.0, 0.0};
+      for (int part = 0; part < (f.gate ? 2 : 1); ++part) {
+        const float* w_row = wf.data() + (j + part * n_out) * k;
+        for (int64_t l = 0; l < k; ++l) sum[part] += x_ref[i * k + l] * w_row[l];
+      }
+      want[i * n_out + j] =
+          static_cast<float>(f.gate ? Activate(f.activation, sum[0]) * sum[1] : sum[0]);
+    }
+  }
+
+  DeviceArray<float> d_residual(residual);
+  DeviceArray<uint16_t> d_x(x), d_norm_w(norm_w), d_w(w);
+  DeviceArray<int32_t> d_gather(std::vector<int32_t>(kGather, kGather + 4));
+  const size_t y_bytes = f.y_f32 ? 4 : 2;
+  DeviceArray<float> d_y_fused(m * n_out), d_y_plain(m * n_out);  // poisoned; f32 or 16-bit
+  DeviceArray<uint16_t> d_normed(m * k), d_gate_up(m * n);
+
+  kernels::GemvParams p;
+  p.w = d_w.get();
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.dtype = f.dtype;
+  p.y_f32 = f.y_f32;
+  kernels::GemvParams fused = p;
+  fused.y = d_y_fused.get();
+  fused.gate = f.gate;
+  fused.activation = f.activation;
+  if (f.norm) {
+    fused.norm.residual = d_residual.get();
+    fused.norm.row_index = f.gather ? d_gather.get() : nullptr;
+    fused.norm.weight = d_norm_w.get();
+    fused.norm.eps = eps;
+    fused.norm.weight_offset = f.weight_offset;
+  } else {
+    fused.x = d_x.get();
+  }
+  EXPECT_EQ(kernels::LaunchGemv(fused, nullptr), cudaSuccess) << f.Name();
+
+  kernels::GemvParams plain = p;
+  plain.x = d_x.get();
+  if (f.norm) {
+    kernels::RmsNormParams rms;
+    rms.residual = d_residual.get();
+    rms.weight = d_norm_w.get();
+    rms.out = d_normed.get();
+    rms.row_index = f.gather ? d_gather.get() : nullptr;
+    rms.num_rows = m;
+    rms.hidden = k;
+    rms.eps = eps;
+    rms.weight_offset = f.weight_offset;
+    rms.dtype = f.dtype;
+    EXPECT_EQ(kernels::LaunchRmsNorm(rms, nullptr), cudaSuccess);
+    plain.x = d_normed.get();
+  }
+  plain.y = f.gate ? static_cast<void*>(d_gate_up.get()) : static_cast<void*>(d_y_plain.get());
+  if (f.gate) plain.y_f32 = false;
+  EXPECT_EQ(kernels::LaunchGemv(plain, nullptr), cudaSuccess);
+  if (f.gate) {
+    kernels::SiluMulParams gate;
+    gate.gate_up = d_gate_up.get();
+    gate.out = d_y_plain.get();
+    gate.num_tokens = m;
+    gate.intermediate = n_out;
+    gate.activation = f.activation;
+    gate.dtype = f.dtype;
+    EXPECT_EQ(kernels::LaunchSiluMul(gate, nullptr), cudaSuccess);
+  }
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+
+  const std::vector<float> fused_raw = d_y_fused.Download(), plain_raw = d_y_plain.Download();
+  EXPECT_EQ(std::memcmp(fused_raw.data(), plain_raw.data(), m * n_out * y_bytes), 0)
+      << "fused and unfused differ: " << f.Name();
+  std::vector<float> got(m * n_out);
+  if (f.y_f32) {
+    got = fused_raw;
+  } else {
+    std::vector<uint16_t> half(m * n_out);
+    std::memcpy(half.data(), fused_raw.data(), half.size() * 2);
+    got = FromHalf(half, f.dtype);
+  }
+  const double err = RelativeError(got, want);
+  EXPECT_LT(err, tolerance) << f.Name();
+  return err;
+}
+
+TEST(GemvFusion, NormPrologueIsTheNormKernelThenTheProductBitForBit) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  double worst = 0.0;
+  uint64_t seed = 5000;
+  for (HalfType dtype : {HalfType::kBF16, HalfType::kF16}) {
+    for (int64_t m = 1; m <= kernels::kGemvFusedMaxRows; ++m) {
+      // k up to the 40 KiB of normalized rows at m = 4; n small (k split across warps) to large.
+      for (const auto& [n, k] : {std::pair<int64_t, int64_t>{37, 64}, {4099, 2048}, {513, 5120}}) {
+        for (bool y_f32 : {true, false}) {
+          FusedCase f;
+          f.dtype = dtype;
+          f.m = m;
+          f.n = n;
+          f.k = k;
+          f.norm = true;
+          f.gather = m % 2 == 1;
+          f.weight_offset = y_f32 ? 0.0f : 1.0f;
+          f.y_f32 = y_f32;
+          worst = std::max(worst, CheckFused(f, seed += 10, y_f32 ? 1e-2 : 2e-2));
+        }
+      }
+    }
+  }
+  ReportError("gemv_norm_prologue", worst);
+}
+
+TEST(GemvFusion, GatedEpilogueIsTheProductThenTheGateBitForBit) {
+  CONVOY_SKIP_WITHOUT_GPU();
+  double worst = 0.0;
+  uint64_t seed = 6000;
+  for (HalfType dtype : {HalfType::kBF16, HalfType::kF16}) {
+    for (auto activation : {kernels::GateActivation::kSilu, kernels::GateActivation::kGeluTanh}) {
+      for (int64_t m = 1; m <= kernels::kGemvFusedMaxRows; ++m) {
+        // n / 2 a multiple of 8 (the gating kernel's terms), from a few rows to many.
+        for (const auto& [half_n, k] :
+             {std::pair<int64_t, int64_t>{8, 64}, {40, 2056}, {2056, 1024}}) {
+          for (bool norm : {false, true}) {
+            FusedCase f;
+            f.dtype = dtype;
+            f.m = m;
+            f.n = 2 * half_n;
+            f.k = k;
+            f.norm = norm;
+            f.gather = norm && m > 1;
+            f.gate = true;
+            f.activation = activation;
+            worst = std::max(worst, CheckFused(f, seed += 10, 2e-2));
+          }
+        }
+      }
+    }
+  }
+  ReportError("gemv_gated_epilogue", worst);
+}
+
 // Refused before any device work, so this runs without a GPU too.
 TEST(GemvKernel, RejectsBadParams) {
   // Aligned addresses that are never dereferenced.
@@ -181,6 +386,51 @@ TEST(GemvKernel, RejectsBadParams) {
     p.k = k;
     EXPECT_TRUE(refused(p)) << "k=" << k;
   }
+
+  // The fusions' terms.
+  kernels::GemvParams norm = good;
+  norm.x = nullptr;
+  norm.norm.residual = static_cast<const float*>(fake);
+  norm.norm.weight = fake;
+  p = norm;
+  p.x = fake;  // x and the norm both
+  EXPECT_TRUE(refused(p));
+  p = norm;
+  p.norm.weight = nullptr;
+  EXPECT_TRUE(refused(p));
+  p = norm;
+  p.norm.residual = reinterpret_cast<const float*>(static_cast<char*>(fake) + 4);
+  EXPECT_TRUE(refused(p));
+  for (const auto& [m, k] : {std::pair<int64_t, int64_t>{5, 64}, {4, 8192}, {3, 8192}}) {
+    p = norm;
+    p.m = m;
+    p.k = k;
+    EXPECT_TRUE(refused(p)) << "norm m=" << m << " k=" << k;
+  }
+  kernels::GemvParams gate = good;
+  gate.gate = true;
+  p = gate;
+  p.n = 15;
+  EXPECT_TRUE(refused(p));
+  p = gate;
+  p.y_f32 = true;
+  EXPECT_TRUE(refused(p));
+  p = gate;
+  p.accumulate = true;
+  EXPECT_TRUE(refused(p));
+  p = gate;
+  p.m = 5;
+  EXPECT_TRUE(refused(p));
+}
+
+// The norm prologue's shared memory: 40 KiB of normalized rows.
+TEST(GemvKernel, NormFitsUpTo40KiBOfRows) {
+  EXPECT_TRUE(kernels::GemvNormFits(4, 4096));  // Llama-3.1-8B
+  EXPECT_TRUE(kernels::GemvNormFits(4, 5120));
+  EXPECT_TRUE(kernels::GemvNormFits(2, 8192));  // Llama-3.1-70B
+  EXPECT_FALSE(kernels::GemvNormFits(3, 8192));
+  EXPECT_FALSE(kernels::GemvNormFits(5, 64));
+  EXPECT_FALSE(kernels::GemvNormFits(0, 64));
 }
 
 TEST(GemmGemv, RejectsBadMaxRows) {

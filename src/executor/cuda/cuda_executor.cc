@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <map>
 
@@ -18,6 +19,7 @@
 #include "executor/cuda/step_inputs.h"
 #include "kernels/dependent_launch.cuh"
 #include "kernels/embedding.cuh"
+#include "kernels/gemv.cuh"
 #include "kernels/paged_attention_decode.cuh"
 #include "kernels/paged_attention_prefill.cuh"
 #include "kernels/rms_norm.cuh"
@@ -118,6 +120,18 @@ struct CudaExecutor::Impl {
   int32_t scratch_block = 0;
   int64_t max_blocks_per_row = 0;
   int64_t partial_entries = 0;
+  // Whether small steps may take the GEMV's fusions: the gate's (every product 16-bit and
+  // 16-byte aligned), and the norms' and residual adds' (also no sandwich norms).
+  bool fusable_gate = false;
+  bool fusable_norms = false;
+  CudaExecutor::SmallStepFusion Fusion(int64_t tokens) const {
+    CudaExecutor::SmallStepFusion fusion;
+    fusion.gate = fusable_gate && tokens >= 1 && tokens <= options.gemv_max_rows &&
+                  tokens <= kernels::kGemvFusedMaxRows;
+    fusion.norms =
+        fusion.gate && fusable_norms && kernels::GemvNormFits(tokens, model->config().hidden_size);
+    return fusion;
+  }
 
   // Step buffers, sized for the capacities in `options`.
   DeviceBuffer kv_cache;
@@ -192,6 +206,21 @@ absl::Status CudaExecutor::Impl::Init(const CudaExecutorOptions& opts) {
   }
   ASSIGN_OR_RETURN(gemm, cuda::Gemm::Create(stream, opts.gemv_max_rows,
                                             packed ? opts.dequant_scratch_bytes : 0));
+  auto gemv_ready = [](const cuda::DeviceMatrix& w) {
+    return !w.packed() && reinterpret_cast<uintptr_t>(w.half) % 16 == 0;
+  };
+  fusable_gate =
+      opts.fuse_small_batch && opts.gemv_max_rows > 0 && gemv_ready(model->lm_head()) &&
+      c.hidden_size % 8 == 0 && c.intermediate_size % 8 == 0 && c.q_size() % 8 == 0 &&
+      std::all_of(model->layers().begin(), model->layers().end(), [&](const cuda::DeviceLayer& l) {
+        return gemv_ready(l.qkv) && gemv_ready(l.o_proj) && gemv_ready(l.gate_up) &&
+               gemv_ready(l.down_proj);
+      });
+  fusable_norms =
+      fusable_gate &&
+      std::none_of(model->layers().begin(), model->layers().end(), [](const cuda::DeviceLayer& l) {
+        return l.pre_ffn_norm != nullptr || l.post_ffn_norm != nullptr;
+      });
 
   const int64_t t = opts.max_tokens_per_step, h = c.hidden_size, lr = opts.max_logit_rows;
   const int64_t qkv_cols = c.q_size() + 2 * c.kv_size();
@@ -376,13 +405,41 @@ absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
                                                           : kernels::GateActivation::kSilu;
   silu.dtype = dt;
 
+  // Small steps fuse into the GEMV (CudaExecutorOptions::fuse_small_batch): the gate's activation
+  // always, and without sandwich norms the norms too, the residual adds going into the o and down
+  // products, which accumulate into the residual (the same fp32 add the norm kernel makes).
+  const CudaExecutor::SmallStepFusion fusion = Fusion(t);
+  const bool fuse_gate = fusion.gate, fuse_norms = fusion.norms;
+  kernels::GemvParams fused;
+  fused.m = t;
+  fused.k = h;
+  fused.dtype = dt;
+  fused.norm.eps = norm.eps;
+  fused.norm.weight_offset = norm.weight_offset;
+  fused.activation = silu.activation;
+  // y = norm(residual rows) . w^T (with the gate's epilogue when `gate`).
+  auto norm_product = [&](const void* norm_weight, const void* w, void* y, int64_t n, bool gate) {
+    kernels::GemvParams p = fused;
+    p.norm.residual = residual.as<float>();
+    p.norm.weight = norm_weight;
+    p.w = w;
+    p.y = y;
+    p.n = n;
+    p.gate = gate;
+    return kernels::LaunchGemv(p, stream);
+  };
+
   const int64_t layer_stride = int64_t{2} * cache_layout.v_offset;
   for (size_t l = 0; l < model->layers().size(); ++l) {
     const cuda::DeviceLayer& w = model->layers()[l];
-    norm.weight = w.input_norm;
-    norm.delta = l == 0 ? nullptr : delta.as<float>();
-    CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(norm, stream));
-    RETURN_IF_ERROR(Product(normed.get(), w.qkv, qkv.get(), t, qkv_cols, h, false));
+    if (fuse_norms) {
+      CUDA_RETURN_IF_ERROR(norm_product(w.input_norm, w.qkv.half, qkv.get(), qkv_cols, false));
+    } else {
+      norm.weight = w.input_norm;
+      norm.delta = l == 0 ? nullptr : delta.as<float>();
+      CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(norm, stream));
+      RETURN_IF_ERROR(Product(normed.get(), w.qkv, qkv.get(), t, qkv_cols, h, false));
+    }
     kernels::KvCacheLayout layer_cache = cache_layout;
     layer_cache.layer_offset = static_cast<int64_t>(l) * layer_stride;
     // The family's biases and per-head norms, the rotary embedding, then K and V into the cache,
@@ -400,6 +457,13 @@ absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
     attn.cache = layer_cache;
     attn.window = prefill.window;
     CUDA_RETURN_IF_ERROR(kernels::LaunchPagedAttentionDecode(attn, stream));
+    if (fuse_norms) {
+      RETURN_IF_ERROR(
+          Product(attn_out.get(), w.o_proj, residual.get(), t, h, c.q_size(), true, true));
+      CUDA_RETURN_IF_ERROR(norm_product(w.post_norm, w.gate_up.half, act.get(), 2 * in, true));
+      RETURN_IF_ERROR(Product(act.get(), w.down_proj, residual.get(), t, h, in, true, true));
+      continue;
+    }
     RETURN_IF_ERROR(Product(attn_out.get(), w.o_proj, delta.get(), t, h, c.q_size(), true));
     if (w.pre_ffn_norm != nullptr) {
       sandwich.weight = w.post_norm;
@@ -410,8 +474,18 @@ absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
     }
     norm.delta = delta.as<float>();
     CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(norm, stream));
-    RETURN_IF_ERROR(Product(normed.get(), w.gate_up, gate_up.get(), t, 2 * in, h, false));
-    CUDA_RETURN_IF_ERROR(kernels::LaunchSiluMul(silu, stream));
+    if (fuse_gate) {
+      kernels::GemvParams p = fused;
+      p.x = normed.get();
+      p.w = w.gate_up.half;
+      p.y = act.get();
+      p.n = 2 * in;
+      p.gate = true;
+      CUDA_RETURN_IF_ERROR(kernels::LaunchGemv(p, stream));
+    } else {
+      RETURN_IF_ERROR(Product(normed.get(), w.gate_up, gate_up.get(), t, 2 * in, h, false));
+      CUDA_RETURN_IF_ERROR(kernels::LaunchSiluMul(silu, stream));
+    }
     RETURN_IF_ERROR(Product(act.get(), w.down_proj, delta.get(), t, h, in, true));
     if (w.post_ffn_norm != nullptr) {
       sandwich.weight = w.post_ffn_norm;
@@ -421,15 +495,29 @@ absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
 
   const int64_t lr = layout.num_logit_rows;
   if (lr > 0) {
-    kernels::RmsNormParams final_norm = norm;
-    final_norm.weight = model->final_norm();
-    final_norm.delta = delta.as<float>();
-    final_norm.out = final_normed.get();
-    final_norm.row_index = logit_token;
-    final_norm.num_rows = lr;
-    CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(final_norm, stream));
-    RETURN_IF_ERROR(
-        Product(final_normed.get(), model->lm_head(), logits.get(), lr, c.vocab_size, h, true));
+    if (fuse_norms && Fusion(lr).norms) {
+      kernels::GemvParams p = fused;
+      p.m = lr;
+      p.norm.residual = residual.as<float>();
+      p.norm.row_index = logit_token;
+      p.norm.weight = model->final_norm();
+      p.w = model->lm_head().half;
+      p.y = logits.get();
+      p.n = c.vocab_size;
+      p.y_f32 = true;
+      CUDA_RETURN_IF_ERROR(kernels::LaunchGemv(p, stream));
+    } else {
+      kernels::RmsNormParams final_norm = norm;
+      final_norm.weight = model->final_norm();
+      // With the fused norms the last down product already went into the residual.
+      final_norm.delta = fuse_norms ? nullptr : delta.as<float>();
+      final_norm.out = final_normed.get();
+      final_norm.row_index = logit_token;
+      final_norm.num_rows = lr;
+      CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(final_norm, stream));
+      RETURN_IF_ERROR(
+          Product(final_normed.get(), model->lm_head(), logits.get(), lr, c.vocab_size, h, true));
+    }
     if (c.final_logit_softcapping > 0) {
       kernels::SoftCapParams cap;
       cap.values = logits.as<float>();
@@ -769,6 +857,10 @@ absl::Status CudaExecutor::Launch(const StepPlan& plan) {
       [this](const StepRow& row) { return TableOf(row); });
 }
 absl::StatusOr<StepResult> CudaExecutor::Collect() { return impl_->Collect(); }
+
+CudaExecutor::SmallStepFusion CudaExecutor::FusionFor(int64_t tokens) const {
+  return impl_->Fusion(tokens);
+}
 const ModelConfig& CudaExecutor::model_config() const { return impl_->model->config(); }
 const KvCacheSpec& CudaExecutor::kv_spec() const { return impl_->spec; }
 ExecutorLimits CudaExecutor::limits() const {

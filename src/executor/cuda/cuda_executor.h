@@ -55,6 +55,12 @@ struct CudaExecutorOptions {
   // 4: on an H200 (docs/perf/gpu.md, 2026-12-04) the kernel beat cuBLAS on a Llama layer's
   // products up to 4 rows and lost from 6, where the CUDA cores' multiply-adds start to count.
   int32_t gemv_max_rows = 4;
+  // Steps of up to min(gemv_max_rows, 4) tokens fuse into the GEMV (kernels/gemv.cuh) the RMS norms
+  // before the qkv, gate/up and lm_head products, the residual adds after the o and down products
+  // (they accumulate into the residual) and the gate's activation: three launches fewer per layer,
+  // the same values bit for bit. Needs 16-bit matrices (not native_weights' blocks); the norms'
+  // part also a family without sandwich norms (Gemma 3 keeps its norm launches). False: unfused.
+  bool fuse_small_batch = true;
   // Keep the projections and the lm_head of a quantized GGUF file in their blocks on the device
   // (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K; cuda::DeviceModel says what stays
   // 16-bit): products of up to 8 rows of activations take the quantized GEMV
@@ -107,6 +113,14 @@ class CudaExecutor final : public Executor {
 
   // Bytes of weights on the device (for bandwidth figures).
   int64_t weight_bytes() const;
+
+  // What a step of `tokens` tokens fuses into the GEMV kernel (CudaExecutorOptions::
+  // fuse_small_batch): the gate's activation, and the RMS norms with the residual adds.
+  struct SmallStepFusion {
+    bool gate = false;
+    bool norms = false;
+  };
+  SmallStepFusion FusionFor(int64_t tokens) const;
 
  private:
   struct Impl;
