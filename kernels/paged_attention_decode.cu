@@ -9,6 +9,29 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kTile = 64;  // keys per online-softmax step
 
+// Merges the splits of one (work item, query head): weights exp(lse_s - max lse). The splits were
+// written by other blocks of this launch: read past the L1.
+template <typename T>
+__device__ void CombineSplits(const PagedAttentionDecodeParams& p, int64_t item, int64_t query,
+                              int head, int head_dim) {
+  const int64_t first = (item * p.num_q_heads + head) * p.num_splits;
+  const float* lse = p.partial_lse + first;
+  float max_lse = -INFINITY;
+  for (int s = 0; s < p.num_splits; ++s) max_lse = fmaxf(max_lse, __ldcg(lse + s));
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float num = 0.0f, den = 0.0f;
+    for (int s = 0; s < p.num_splits; ++s) {
+      const float split_lse = __ldcg(lse + s);
+      if (split_lse == -INFINITY) continue;
+      const float w = __expf(split_lse - max_lse);
+      num += w * __ldcg(p.partial_out + (first + s) * head_dim + d);
+      den += w;
+    }
+    static_cast<T*>(p.out)[(query * p.num_q_heads + head) * head_dim + d] =
+        FromFloat<T>(den > 0.0f ? num / den : 0.0f);
+  }
+}
+
 template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(kThreads) DecodeKernel(PagedAttentionDecodeParams p) {
   GridDependencyWait();
@@ -169,39 +192,29 @@ __global__ void __launch_bounds__(kThreads) DecodeKernel(PagedAttentionDecodePar
     }
     __syncthreads();
   }
-}
+  if (p.num_splits == 1) return;
 
-// Merges the splits of one (query, head): weights exp(lse_s - max lse).
-template <typename T>
-__global__ void CombineKernel(PagedAttentionDecodeParams p, int head_dim) {
-  GridDependencyWait();
-  const int64_t item = blockIdx.x;  // (index in the kernel's queries) * num_q_heads + head
-  const int64_t z = item / p.num_q_heads, head = item % p.num_q_heads;
-  const int64_t query = p.query_list != nullptr ? p.query_list[z] : z;
-  const float* lse = p.partial_lse + item * p.num_splits;
-  float max_lse = -INFINITY;
-  for (int s = 0; s < p.num_splits; ++s) max_lse = fmaxf(max_lse, lse[s]);
-  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-    float num = 0.0f, den = 0.0f;
-    for (int s = 0; s < p.num_splits; ++s) {
-      if (lse[s] == -INFINITY) continue;
-      const float w = __expf(lse[s] - max_lse);
-      num += w * p.partial_out[(item * p.num_splits + s) * head_dim + d];
-      den += w;
-    }
-    static_cast<T*>(p.out)[(query * p.num_q_heads + head) * head_dim + d] =
-        FromFloat<T>(den > 0.0f ? num / den : 0.0f);
+  // The item's last split to finish merges them all (no second launch). Each thread's writes are
+  // made visible device-wide before the block takes its ticket; the last block resets the counter
+  // for the next launch (every other split has taken its ticket by then).
+  __shared__ bool last_s;
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    uint32_t* counter = p.split_counters + item * p.cache.num_kv_heads + kv_head;
+    last_s = atomicAdd(counter, 1u) == static_cast<uint32_t>(p.num_splits - 1);
+    if (last_s) *counter = 0;
   }
+  __syncthreads();
+  if (!last_s) return;
+  __threadfence();
+  for (int g = 0; g < group; ++g) CombineSplits<T>(p, item, query, kv_head * group + g, kHeadDim);
 }
 
 template <typename T, int kHeadDim>
 cudaError_t Launch(const PagedAttentionDecodeParams& p, cudaStream_t stream) {
   const dim3 grid(p.num_splits, p.cache.num_kv_heads, static_cast<unsigned>(p.num_queries));
-  const cudaError_t err =
-      LaunchKernel(DecodeKernel<T, kHeadDim>, grid, dim3(kThreads), 0, stream, p);
-  if (err != cudaSuccess || p.num_splits == 1) return err;
-  return LaunchKernel(CombineKernel<T>, dim3(static_cast<unsigned>(p.num_queries * p.num_q_heads)),
-                      dim3(kHeadDim), 0, stream, p, kHeadDim);
+  return LaunchKernel(DecodeKernel<T, kHeadDim>, grid, dim3(kThreads), 0, stream, p);
 }
 
 }  // namespace
@@ -225,8 +238,9 @@ cudaError_t LaunchPagedAttentionDecode(const PagedAttentionDecodeParams& params,
       p.num_splits > kMaxAttentionSplits || p.num_queries < 0 || p.num_queries > 65535) {
     return cudaErrorInvalidValue;
   }
-  if (p.num_splits > 1 && (p.partial_out == nullptr || p.partial_lse == nullptr ||
-                           p.partial_capacity < p.num_queries * p.num_q_heads * p.num_splits)) {
+  if (p.num_splits > 1 &&
+      (p.partial_out == nullptr || p.partial_lse == nullptr || p.split_counters == nullptr ||
+       p.partial_capacity < p.num_queries * p.num_q_heads * p.num_splits)) {
     return cudaErrorInvalidValue;
   }
   if (p.num_queries == 0) return cudaSuccess;

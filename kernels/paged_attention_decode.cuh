@@ -4,7 +4,8 @@
 // block table; block table entries wholly before a query's keys are never read. Every query head of
 // a GQA group shares the K and V it loads. With num_splits > 1 the context is cut into that many
 // chunks processed in parallel and merged by their log-sum-exp, so that a small batch still fills
-// the GPU. Used for decode rows; correct for any query whose own K and V are already in the cache.
+// the GPU; the last split of a work item to finish merges them, in the same launch. Used for decode
+// rows; correct for any query whose own K and V are already in the cache.
 #ifndef CONVOY_KERNELS_PAGED_ATTENTION_DECODE_CUH_
 #define CONVOY_KERNELS_PAGED_ATTENTION_DECODE_CUH_
 
@@ -41,6 +42,9 @@ struct PagedAttentionDecodeParams {
   float* partial_out = nullptr;  // [entries, head_dim]
   float* partial_lse = nullptr;  // [entries]
   int64_t partial_capacity = 0;  // entries the two buffers hold
+  // Also needed when num_splits > 1: one counter per work item and KV head
+  // ([num_queries * cache.num_kv_heads]), all zero before the launch; the launch leaves them zero.
+  uint32_t* split_counters = nullptr;
   HalfType dtype = HalfType::kBF16;
 };
 

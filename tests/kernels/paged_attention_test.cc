@@ -173,8 +173,17 @@ void CheckAttention(const AttentionCase& c) {
   p.partial_out = d_partial.get();
   p.partial_lse = d_lse.get();
   p.partial_capacity = entries;
-  CUDA_ASSERT_OK(kernels::LaunchPagedAttentionDecode(p, nullptr));
-  CUDA_ASSERT_OK(cudaDeviceSynchronize());
+  // The splits' counters start at zero and each launch leaves them so: launched twice, the output
+  // poisoned in between, the second launch's merge must happen as the first's did.
+  const std::vector<uint32_t> zeros(int64_t{queries} * c.kv_heads, 0);
+  DeviceArray<uint32_t> d_counters(zeros);
+  p.split_counters = d_counters.get();
+  for (int launch = 0; launch < 2; ++launch) {
+    CUDA_ASSERT_OK(cudaMemset(d_out.get(), 0xff, d_out.size() * sizeof(uint16_t)));
+    CUDA_ASSERT_OK(kernels::LaunchPagedAttentionDecode(p, nullptr));
+    CUDA_ASSERT_OK(cudaDeviceSynchronize());
+    EXPECT_EQ(d_counters.Download(), zeros) << "launch " << launch;
+  }
 
   const int group = c.q_heads / c.kv_heads;
   const std::vector<float> want =
@@ -322,8 +331,12 @@ void CheckPrefill(const AttentionCase& c, bool tensor_cores) {
   dp.partial_out = d_partial.get();
   dp.partial_lse = d_lse.get();
   dp.partial_capacity = entries;
+  const std::vector<uint32_t> zeros(decode_list.size() * c.kv_heads, 0);
+  DeviceArray<uint32_t> d_counters(zeros);
+  dp.split_counters = d_counters.get();
   CUDA_ASSERT_OK(kernels::LaunchPagedAttentionDecode(dp, nullptr));
   CUDA_ASSERT_OK(cudaDeviceSynchronize());
+  EXPECT_EQ(d_counters.Download(), zeros);
 
   const std::vector<float> want =
       ReferenceAttention(q, q_stride, cache, layout, positions, token_row, row_offset, block_ids,
@@ -428,6 +441,30 @@ TEST(PagedAttentionPrefillKernel, SharedMemoryOfATile) {
 TEST(PagedAttentionKernel, RejectsUnsupportedHeadDim) {
   kernels::PagedAttentionDecodeParams p;
   p.cache.head_dim = 96;
+  EXPECT_EQ(kernels::LaunchPagedAttentionDecode(p, nullptr), cudaErrorInvalidValue);
+}
+
+// Splits need their partial buffers and counters (refused before any device work).
+TEST(PagedAttentionKernel, SplitsWithoutTheirCountersAreRefused) {
+  void* const fake = reinterpret_cast<void*>(uintptr_t{1} << 20);
+  kernels::PagedAttentionDecodeParams p;
+  p.q = fake;
+  p.q_row_stride = 8 * 128;
+  p.out = fake;
+  p.positions = static_cast<const int32_t*>(fake);
+  p.token_row = static_cast<const int32_t*>(fake);
+  p.row_block_offset = static_cast<const int32_t*>(fake);
+  p.block_ids = static_cast<const int32_t*>(fake);
+  p.cache.base = fake;
+  p.cache.head_dim = 128;
+  p.cache.num_kv_heads = 2;
+  p.cache.block_size = 16;
+  p.num_q_heads = 8;
+  p.num_queries = 1;
+  p.num_splits = 4;
+  p.partial_out = static_cast<float*>(fake);
+  p.partial_lse = static_cast<float*>(fake);
+  p.partial_capacity = 32;
   EXPECT_EQ(kernels::LaunchPagedAttentionDecode(p, nullptr), cudaErrorInvalidValue);
 }
 

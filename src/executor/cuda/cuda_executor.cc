@@ -140,6 +140,7 @@ struct CudaExecutor::Impl {
   DeviceBuffer gate_up, act;              // 16-bit
   DeviceBuffer final_normed, logits;      // 16-bit [logit rows, hidden], f32 [logit rows, vocab]
   DeviceBuffer partial_out, partial_lse;  // attention splits
+  DeviceBuffer split_counters;            // the splits' counters, zero between launches
   DeviceBuffer inputs;                    // the staged step arrays
   DeviceBuffer samples;                   // kernels::SampleOutput [rows]
   PinnedBuffer staging;                   // host side of `inputs`
@@ -236,6 +237,9 @@ absl::Status CudaExecutor::Impl::Init(const CudaExecutorOptions& opts) {
   partial_entries = int64_t{4} * num_sms * kernels::kMaxGqaGroup;
   ASSIGN_OR_RETURN(partial_out, DeviceBuffer::Allocate(partial_entries * c.head_dim * 4));
   ASSIGN_OR_RETURN(partial_lse, DeviceBuffer::Allocate(partial_entries * 4));
+  // One per (query, KV head) of a split launch: fewer than the partial entries.
+  ASSIGN_OR_RETURN(split_counters, DeviceBuffer::Allocate(partial_entries * 4));
+  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(split_counters.get(), 0, partial_entries * 4, stream));
   const int64_t rows = opts.max_rows_per_step;
   ASSIGN_OR_RETURN(samples, DeviceBuffer::Allocate(rows * sizeof(kernels::SampleOutput)));
   ASSIGN_OR_RETURN(sample_staging, PinnedBuffer::Allocate(rows * sizeof(kernels::SampleOutput)));
@@ -379,6 +383,7 @@ absl::Status CudaExecutor::Impl::Forward(const cuda::StepLayout& layout) {
   attn.partial_out = partial_out.as<float>();
   attn.partial_lse = partial_lse.as<float>();
   attn.partial_capacity = partial_entries;
+  attn.split_counters = split_counters.as<uint32_t>();
   attn.dtype = dt;
 
   kernels::PagedAttentionPrefillParams prefill;
