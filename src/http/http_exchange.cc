@@ -137,7 +137,9 @@ absl::Status HttpExchange::Finish() {
   return absl::OkStatus();
 }
 
-size_t HttpExchange::queued_bytes() const { return queued_->load(); }
+// Once the connection has closed nothing more is written and what was queued is dropped: 0, even
+// while a Write's bytes are still on their way to the io thread (which discards them).
+size_t HttpExchange::queued_bytes() const { return connection_->closed() ? 0 : queued_->load(); }
 
 void HttpExchange::OnDrained(std::function<void()> callback) {
   connection_->SetOnDrained(id_, std::move(callback));

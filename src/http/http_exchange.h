@@ -68,7 +68,8 @@ class HttpExchange {
   // Ends the stream.
   absl::Status Finish();
 
-  // Bytes of this response queued and not yet taken by the connection (the socket's buffer).
+  // Bytes of this response queued and not yet taken by the connection (the socket's buffer); 0
+  // once the connection has closed (what was queued is dropped).
   size_t queued_bytes() const;
   // `callback` runs once, when queued_bytes() is 0: at once (on an io thread) when nothing is
   // queued, otherwise after the last queued byte was written. Never once the client has gone

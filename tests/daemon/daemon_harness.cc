@@ -259,6 +259,16 @@ std::optional<int> DaemonProcess::WaitForExit(absl::Duration timeout) {
 
 std::string DaemonProcess::Log() const { return ReadFile(dir_ + "/convoyd.log"); }
 
+std::string DaemonProcess::WaitForLog(absl::string_view text, absl::Duration timeout) const {
+  const absl::Time until = absl::Now() + timeout;
+  std::string log = Log();
+  while (!absl::StrContains(log, text) && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(20));
+    log = Log();
+  }
+  return log;
+}
+
 int DaemonProcess::metrics_port() const {
   const std::string log = Log();
   const size_t line = log.find("metrics at http://");

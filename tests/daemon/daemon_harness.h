@@ -89,6 +89,9 @@ class DaemonProcess {
   std::optional<int> WaitForExit(absl::Duration timeout);
   // The daemon's stdout and stderr so far.
   std::string Log() const;
+  // The log once it holds `text`, or as it is after `timeout`: convoyd writes its log lines from a
+  // thread of its own, so a line can come just after what it reports is visible elsewhere.
+  std::string WaitForLog(absl::string_view text, absl::Duration timeout = kLiveness) const;
 
  private:
   DaemonProcess(pid_t pid, std::string dir) : pid_(pid), dir_(std::move(dir)) {}

@@ -195,7 +195,8 @@ TEST(DaemonReloadTest, RefusedReloadsKeepTheConfigInForce) {
   EXPECT_THAT(refused->last_config_reload(), Not(HasSubstr("max_batch_size")));
   EXPECT_EQ(refused->config_hash(), before->config_hash());
   EXPECT_THAT(refused->effective_config(), HasSubstr("max_batch_size: 16\n"));
-  EXPECT_THAT(daemon->Log(), HasSubstr("refused, the config in force is kept"));
+  EXPECT_THAT(daemon->WaitForLog("refused, the config in force is kept"),
+              HasSubstr("refused, the config in force is kept"));
 
   // A gRPC port in the file: the command line's --port 0 still overrides it, so nothing a
   // restart needs changes; but a listen address is not overridden for the metrics.
@@ -239,7 +240,8 @@ TEST(DaemonReloadTest, AChangedFileIsReloadedWithoutASignal) {
   ASSERT_TRUE(reloaded);
   EXPECT_THAT(reloaded->effective_config(), HasSubstr("max_batch_size: 5\n"));
   EXPECT_THAT(reloaded->effective_config(), HasSubstr("preferred_batch_size: 4\n"));
-  EXPECT_THAT(daemon->Log(), HasSubstr("config reload (the config file changed): applied"));
+  EXPECT_THAT(daemon->WaitForLog("config reload (the config file changed): applied"),
+              HasSubstr("config reload (the config file changed): applied"));
   const absl::StatusOr<HttpResponse> metrics = HttpGet(daemon->metrics_port(), "/metrics");
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   EXPECT_THAT(metrics->body, HasSubstr(absl::StrCat("convoy_config_info{hash=\"",

@@ -75,7 +75,7 @@ TEST(DaemonTlsTest, ServesClientsThatTrustItsCaAndRefusesOthers) {
   const grpc::Status served = CallInfer(*daemon->inference(), MakeRequest({1, 2, 3}, 4), &response);
   ASSERT_TRUE(served.ok()) << served.error_message();
   EXPECT_EQ(response.token_ids_size(), 4);
-  EXPECT_THAT(daemon->Log(), HasSubstr("(TLS"));
+  EXPECT_THAT(daemon->WaitForLog("(TLS"), HasSubstr("(TLS"));
 
   const grpc::Status wrong_ca = HealthOver(*daemon, TlsCredentials(pki.other_ca_cert));
   EXPECT_EQ(wrong_ca.error_code(), grpc::StatusCode::UNAVAILABLE) << wrong_ca.error_message();
@@ -88,7 +88,7 @@ TEST(DaemonTlsTest, MutualTlsRequiresAClientCertificateFromTheCa) {
   auto daemon = StartWithTls(pki, /*mutual=*/true,
                              TlsCredentials(pki.ca_cert, pki.client_cert, pki.client_key));
   ASSERT_NE(daemon, nullptr);
-  EXPECT_THAT(daemon->Log(), HasSubstr("(mutual TLS"));
+  EXPECT_THAT(daemon->WaitForLog("(mutual TLS"), HasSubstr("(mutual TLS"));
   EXPECT_TRUE(
       HealthOver(*daemon, TlsCredentials(pki.ca_cert, pki.client_cert, pki.client_key)).ok());
   const grpc::Status no_cert = HealthOver(*daemon, TlsCredentials(pki.ca_cert));
@@ -124,7 +124,7 @@ TEST(DaemonTlsTest, HttpsServesTheHttpApiToClientsWithACertificateFromTheCa) {
                                                 "\" key_file: \"", pki.server_key,
                                                 "\" client_ca_file: \"", pki.ca_cert, "\" }")));
   ASSERT_NE(daemon, nullptr);
-  EXPECT_THAT(daemon->Log(), HasSubstr("HTTP at https://"));
+  EXPECT_THAT(daemon->WaitForLog("HTTP at https://"), HasSubstr("HTTP at https://"));
   absl::StatusOr<std::unique_ptr<HttpsTestClient>> client =
       HttpsTestClient::Connect(daemon->http_port(), pki.ca_cert, pki.client_cert, pki.client_key);
   ASSERT_TRUE(client.ok()) << client.status();
