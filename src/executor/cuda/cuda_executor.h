@@ -87,10 +87,10 @@ bool CudaDeviceAvailable();
 
 class CudaExecutor final : public Executor {
  public:
-  // Uploads `weights` (which may be released afterwards) and sizes the KV cache. Runs Llama's
-  // layout only: a family with QKV biases, per-head Q/K norms, a sliding window or fused
-  // projections (Qwen2, Qwen3, Mistral with a window, Phi-3) is UNIMPLEMENTED, naming its
-  // architecture, before any device is touched.
+  // Uploads `weights` (which may be released afterwards) and sizes the KV cache. Every family the
+  // CPU executor runs (Llama, Qwen2, Qwen3, Mistral, Phi-3, Gemma 3); a shape the kernels do not
+  // take (a head_dim other than 64, 96, 128 or 256, a GQA group over 8, a hidden size over 8192)
+  // is UNIMPLEMENTED, naming it and the architecture, before any device is touched.
   static absl::StatusOr<std::unique_ptr<CudaExecutor>> Create(const ModelWeights& weights,
                                                               const CudaExecutorOptions& options);
   // A model of this shape with random weights made on the device (benchmarks).
@@ -108,7 +108,8 @@ class CudaExecutor final : public Executor {
   const KvCacheSpec& kv_spec() const override;
   // The step capacities of the options; padding is never computed (tokens are packed).
   ExecutorLimits limits() const override;
-  // ValidateStepRow, and no allowed_tokens: the sampling kernel does not apply them yet.
+  // Executor::CheckRow; refuses prompt scoring, and the logits of a row with allowed tokens or
+  // logit adjustments (the sampling kernel rewrites that row's logits in place).
   absl::Status CheckRow(const StepRow& row) const override;
 
   // Bytes of weights on the device (for bandwidth figures).
