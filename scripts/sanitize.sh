@@ -52,7 +52,10 @@ debian_source() {
     apt-get "${apt_opts[@]}" source -qq "$package=$version") >&2
 }
 
+# The instrumented abseil and gRPC at -O1, as our own sanitized build (cmake/ConvoySanitizers.cmake):
+# Release's -O3 compiles them far more slowly under TSan, and they are built on every new machine.
 tsan_flags=(-DCMAKE_C_FLAGS="-fsanitize=thread -g1" -DCMAKE_CXX_FLAGS="-fsanitize=thread -g1"
+  -DCMAKE_C_FLAGS_RELEASE="-O1 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG"
   -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread)
 if command -v ccache >/dev/null; then
   tsan_flags+=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
