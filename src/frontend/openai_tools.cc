@@ -54,6 +54,14 @@ std::optional<ToolCall> CallOf(const Json& value) {
 
 Json Parse(absl::string_view text) { return Json::parse(text, nullptr, false); }
 
+// Whether object[key] is the string `want`. Json::value(key, "") would throw when the field holds
+// another type; a client's {"type": 2} is a bad field, not an exception.
+bool FieldIs(const Json& object, const char* key, absl::string_view want) {
+  if (!object.is_object()) return false;
+  const auto it = object.find(key);
+  return it != object.end() && it->is_string() && it->get_ref<const std::string&>() == want;
+}
+
 }  // namespace
 
 std::optional<ToolFieldError> ReadTools(const Json& body, v1::InferRequest* request,
@@ -78,7 +86,7 @@ std::optional<ToolFieldError> ReadTools(const Json& body, v1::InferRequest* requ
   for (size_t i = 0; i < tools->size(); ++i) {
     const Json& tool = (*tools)[i];
     const std::string param = absl::StrCat("tools[", i, "]");
-    if (!tool.is_object() || tool.value("type", "") != "function") {
+    if (!FieldIs(tool, "type", "function")) {
       return ToolFieldError{param + ".type", "only tools of type \"function\" are supported"};
     }
     if (!tool.contains("function") || !tool["function"].is_object()) {
@@ -114,8 +122,8 @@ std::optional<ToolFieldError> ReadTools(const Json& body, v1::InferRequest* requ
   } else if (*choice == "required") {
     *mode = OpenAiToolMode::kForced;
     for (const auto& f : functions) forced.push_back(&f);
-  } else if (choice->is_object() && choice->value("type", "") == "function" &&
-             choice->contains("function") && (*choice)["function"].is_object() &&
+  } else if (FieldIs(*choice, "type", "function") && choice->contains("function") &&
+             (*choice)["function"].is_object() &&
              (*choice)["function"].value("name", Json()).is_string()) {
     const std::string name = (*choice)["function"]["name"].get<std::string>();
     for (const auto& f : functions) {
@@ -174,6 +182,9 @@ std::optional<ToolFieldError> MessageToolFields(const Json& message, const std::
           return ToolFieldError{call_param + ".function.arguments",
                                 "expected a JSON object (as a string)"};
         }
+      }
+      if (call.contains("id") && !call["id"].is_string()) {
+        return ToolFieldError{call_param + ".id", "expected a string"};
       }
       out.push_back({{"id", call.value("id", "")},
                      {"type", "function"},

@@ -88,8 +88,8 @@ absl::StatusOr<std::optional<std::string>> LoadModelChatTemplateSource(
   const std::string where = (dir / "tokenizer_config.json").string();
   if (value.is_array()) {
     for (const nlohmann::json& entry : value) {
-      if (entry.is_object() && entry.value("name", "") == "default" && entry.contains("template") &&
-          entry["template"].is_string()) {
+      if (entry.is_object() && entry.contains("name") && entry["name"] == "default" &&
+          entry.contains("template") && entry["template"].is_string()) {
         return std::optional<std::string>(entry["template"].get<std::string>());
       }
     }
