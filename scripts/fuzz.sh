@@ -29,11 +29,12 @@ done
 
 scripts/setup.sh
 # As scripts/sanitize.sh installs it.
-if ! command -v clang++ >/dev/null; then
+if ! command -v clang++ >/dev/null || ! dpkg -s libomp-dev >/dev/null 2>&1; then
   sudo=""
   [ "$(id -u)" -ne 0 ] && sudo=sudo
-  echo "fuzz: installing clang" >&2
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends clang >/dev/null
+  echo "fuzz: installing clang and libomp-dev" >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+    clang libomp-dev >/dev/null
 fi
 jobs=${CONVOY_BUILD_JOBS:-$(nproc)}
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release \

@@ -31,12 +31,15 @@ configure() {
   cmake -S . -B "$dir" -G "$generator" "${common[@]}" "$@" >/dev/null
 }
 
+# clang and LLVM's OpenMP runtime (the CPU executor links OpenMP; clang's -fopenmp needs libomp,
+# which Debian's clang package does not pull in).
 need_clang() {
-  command -v clang++ >/dev/null && return
+  command -v clang++ >/dev/null && dpkg -s libomp-dev >/dev/null 2>&1 && return
   local sudo=""
   [ "$(id -u)" -ne 0 ] && sudo=sudo
-  echo "sanitize: installing clang" >&2
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends clang >/dev/null
+  echo "sanitize: installing clang and libomp-dev" >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+    clang libomp-dev >/dev/null
 }
 
 # debian_source PACKAGE VERSION DIR: unpacks the source package PACKAGE=VERSION (Debian's patches
