@@ -183,10 +183,12 @@ std::optional<ToolFieldError> MessageToolFields(const Json& message, const std::
                                 "expected a JSON object (as a string)"};
         }
       }
-      if (call.contains("id") && !call["id"].is_string()) {
+      // A missing or null id is empty; Json::value would throw on null as on a number.
+      const Json id = call.value("id", Json());
+      if (!id.is_null() && !id.is_string()) {
         return ToolFieldError{call_param + ".id", "expected a string"};
       }
-      out.push_back({{"id", call.value("id", "")},
+      out.push_back({{"id", id.is_string() ? id : Json("")},
                      {"type", "function"},
                      {"function", {{"name", function["name"]}, {"arguments", arguments}}}});
     }

@@ -478,6 +478,17 @@ TEST(OpenAiToolsTest, ToolsReachTheTemplateAndARequiredChoiceBecomesASchema) {
       "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "none"})");
   EXPECT_EQ(none.tool_mode, OpenAiToolMode::kNone);
   EXPECT_TRUE(none.request.tools_json().empty());
+
+  // A call whose id is null or missing reaches the template with an empty id.
+  const OpenAiRequest no_ids = Parse(kChat, R"({"messages": [{"role": "user", "content": "a"},
+      {"role": "assistant", "content": null, "tool_calls": [
+        {"id": null, "type": "function", "function": {"name": "f", "arguments": "{}"}},
+        {"type": "function", "function": {"name": "g", "arguments": "{}"}}]}]})");
+  const Json calls = Json::parse(no_ids.request.messages(1).extra_json())["tool_calls"];
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0]["id"], "");
+  EXPECT_EQ(calls[1]["id"], "");
+  EXPECT_EQ(calls[1]["function"]["name"], "g");
 }
 
 TEST(OpenAiToolsTest, CallsAreReadInEachFamilysSyntax) {
