@@ -156,12 +156,15 @@ TEST(OpenAiServiceTest, AClientGoneWhileItsRequestIsPreparedLeavesNothingBehind)
     absl::MutexLock lock(&mu);
     release = true;
   }
-  // A request prepared after it (refused at once) is answered once it has been handled: it
-  // never reached the engine, or the engine has been told to cancel it.
-  absl::StatusOr<HttpResponse> after =
-      HttpCall((*server)->port(), "POST", "/v1/completions", {}, "not JSON");
+  // A request prepared after it, and refused there (its token is outside the vocabulary), is
+  // answered once the first has been handled: that one never reached the engine, or the engine
+  // has been told to cancel it. (A body that does not parse is refused on the HTTP thread, before
+  // the first is handled; as the barrier here it let the test look at the engine too early.)
+  absl::StatusOr<HttpResponse> after = HttpCall((*server)->port(), "POST", "/v1/completions", {},
+                                                R"({"prompt": [500], "max_tokens": 4})");
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(after->status_code, 400);
+  EXPECT_NE(after->body.find("token id 500"), std::string::npos) << after->body;
   for (RequestId id : engine.AwaitSubmitted(0)) {
     EXPECT_TRUE(engine.AwaitCancelled(id)) << "request " << id << " ran on for a client gone";
     engine.Final(id, Outcome::kCancelled, absl::CancelledError("cancelled"), 0);

@@ -24,7 +24,8 @@ using ::testing::HasSubstr;
 
 constexpr absl::Duration kLiveness = absl::Minutes(1);
 
-// Collects every request's events, thread-safe.
+// Collects every request's events, thread-safe. Each test declares it before its loop, which calls
+// it until it is shut down: however the test ends, the loop goes first.
 class Collector {
  public:
   EngineLoop::EventCallback Callback() {
@@ -66,9 +67,9 @@ EngineLoopOptions LoopOptions() {
 
 TEST(EngineLoopTest, ServesRequestsFromManyThreads) {
   FakeExecutor executor(256, 4);
+  Collector collector;
   auto loop = EngineLoop::Create(&executor, LoopOptions());
   ASSERT_OK(loop);
-  Collector collector;
   std::vector<std::thread> clients;
   for (int t = 0; t < 4; ++t) {
     clients.emplace_back([&, t] {
@@ -91,45 +92,60 @@ TEST(EngineLoopTest, ServesRequestsFromManyThreads) {
   EXPECT_EQ((*loop)->stats().outcomes[static_cast<int>(Outcome::kCompleteLength)], 200);
 }
 
-TEST(EngineLoopTest, RefusesAtOnceAndTimesOutWhileAsleep) {
+TEST(EngineLoopTest, RefusesAtOnceWhenTheQueueIsFull) {
   FakeExecutor executor(256, 4);
   EngineLoopOptions options = LoopOptions();
-  options.scheduler.max_queue_delay = absl::Hours(1);  // nothing fires on its own
+  options.scheduler.max_queue_delay = absl::Hours(1);  // nothing leaves the queue on its own
   options.scheduler.default_queue_policy.max_queue_size = 2;
+  Collector collector;
   auto loop = EngineLoop::Create(&executor, options);
   ASSERT_OK(loop);
-  Collector collector;
-  Request soon = MakeRequest(1, 4, 1);
-  // Long enough that it cannot expire before the submits below on a loaded machine (at 20 ms it
-  // once did under ctest -j2, and request 3 found room).
-  soon.timeout = absl::Seconds(1);
-  ASSERT_OK((*loop)->Submit(soon, collector.Callback()));
+  ASSERT_OK((*loop)->Submit(MakeRequest(1, 4, 1), collector.Callback()));
   ASSERT_OK((*loop)->Submit(MakeRequest(2, 4, 1), collector.Callback()));
   EXPECT_THAT((*loop)->Submit(MakeRequest(3, 4, 1), collector.Callback()),
               StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("full")));
   EXPECT_THAT((*loop)->Submit(MakeRequest(4, 4, 1, 5), collector.Callback()),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("priority 5")));
-  // Nothing else happens: the loop must wake up for the deadline by itself.
-  ASSERT_TRUE(collector.WaitForFinals(1));
-  auto first = collector.finals();
-  ASSERT_EQ(first[1].size(), 1u);
-  EXPECT_EQ(first[1][0].outcome, Outcome::kTimedOut);
   (*loop)->Shutdown(/*drain=*/false);
+  // The two admitted ones end, cancelled; the refused ones have no events.
   auto finals = collector.finals();
   ASSERT_EQ(finals.size(), 2u);
-  ASSERT_EQ(finals[2].size(), 1u);
-  EXPECT_EQ(finals[2][0].outcome, Outcome::kCancelled);
+  for (RequestId id : {1, 2}) {
+    ASSERT_EQ(finals[id].size(), 1u) << id;
+    EXPECT_EQ(finals[id][0].outcome, Outcome::kCancelled) << id;
+  }
   EXPECT_THAT((*loop)->Submit(MakeRequest(5, 4, 1), collector.Callback()),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("shutting down")));
+}
+
+// The queue delay never fires, and nothing else is submitted: the loop must wake up for the
+// request's deadline by itself. (Once one test with the queue-full refusal above: under
+// ThreadSanitizer on a loaded machine even a 1 s deadline passed before the third submit.)
+TEST(EngineLoopTest, TimesOutWhileAsleep) {
+  FakeExecutor executor(256, 4);
+  EngineLoopOptions options = LoopOptions();
+  options.scheduler.max_queue_delay = absl::Hours(1);
+  Collector collector;
+  auto loop = EngineLoop::Create(&executor, options);
+  ASSERT_OK(loop);
+  Request soon = MakeRequest(1, 4, 1);
+  soon.timeout = absl::Milliseconds(20);
+  ASSERT_OK((*loop)->Submit(soon, collector.Callback()));
+  ASSERT_TRUE(collector.WaitForFinals(1));
+  auto finals = collector.finals();
+  ASSERT_EQ(finals[1].size(), 1u);
+  EXPECT_EQ(finals[1][0].outcome, Outcome::kTimedOut);
+  EXPECT_EQ(finals[1][0].status.code(), absl::StatusCode::kDeadlineExceeded);
+  (*loop)->Shutdown(/*drain=*/false);
 }
 
 TEST(EngineLoopTest, CancelsAndRejectsThroughEvents) {
   FakeExecutor executor(256, 4);
   EngineLoopOptions options = LoopOptions();
   options.scheduler.max_queue_delay = absl::Hours(1);  // 1 stays queued until cancelled
+  Collector collector;
   auto loop = EngineLoop::Create(&executor, options);
   ASSERT_OK(loop);
-  Collector collector;
   ASSERT_OK((*loop)->Submit(MakeRequest(1, 4, 10), collector.Callback()));
   // Refused by the scheduler, not by Submit: 1,501 tokens cannot fit 256 blocks of 4.
   ASSERT_OK((*loop)->Submit(MakeRequest(2, 1500, 1), collector.Callback()));
@@ -145,9 +161,9 @@ TEST(EngineLoopTest, CancelsAndRejectsThroughEvents) {
 
 TEST(EngineLoopTest, DrainFinishesWhatIsHeld) {
   FakeExecutor executor(256, 4);
+  Collector collector;
   auto loop = EngineLoop::Create(&executor, LoopOptions());
   ASSERT_OK(loop);
-  Collector collector;
   for (int id = 1; id <= 20; ++id) {
     ASSERT_OK((*loop)->Submit(MakeRequest(id, 5, 30), collector.Callback()));
   }
@@ -167,9 +183,9 @@ TEST(EngineLoopTest, OneBadRowFailsOnlyItsOwnRequest) {
   // others whatever the threads' timing.
   options.scheduler.max_batch_size = 3;
   options.scheduler.max_queue_delay = absl::Hours(1);
+  Collector collector;
   auto loop = EngineLoop::Create(&executor, options);
   ASSERT_OK(loop);
-  Collector collector;
   Request bad = MakeRequest(2, 6, 5);
   bad.prompt_tokens[3] = kFakeModelVocab + 7;
   ASSERT_OK((*loop)->Submit(MakeRequest(1, 6, 5), collector.Callback()));
@@ -363,10 +379,10 @@ TEST(EngineLoopTest, APreemptedSequenceTakesNoPlaceInTheQueueBound) {
   EngineLoopOptions options = LoopOptions();
   options.scheduler.num_blocks = 4;
   options.scheduler.default_queue_policy.max_queue_size = 1;
+  Collector collector;
   auto loop = EngineLoop::Create(&executor, options);
   ASSERT_OK(loop);
   absl::Cleanup open_gate = [&executor] { executor.Open(); };  // however the test ends
-  Collector collector;
   ASSERT_OK((*loop)->Submit(MakeRequest(1, 4, 8), collector.Callback()));
   ASSERT_TRUE(executor.WaitForArrivals(1));  // 1's prefill
   executor.Release();
