@@ -126,6 +126,25 @@ tsan_grpc() {
   echo "$prefix"
 }
 
+# reports_in DIR: an empty DIR/sanitizer-reports, its absolute path printed. Each sanitized process
+# writes its reports to a file of its own there (log_path: NAME.PID), so a report from a process
+# whose stderr a test discards (a client or daemon the test runs) is kept; .ci/run shows them.
+reports_in() {
+  rm -rf "$1/sanitizer-reports"
+  mkdir -p "$1/sanitizer-reports"
+  echo "$PWD/$1/sanitizer-reports"
+}
+# show_reports DIR: prints the reports under DIR, each file's first 80 lines.
+show_reports() {
+  local file
+  for file in "$1"/*; do
+    [ -f "$file" ] || continue
+    echo "=== sanitize: report $file" >&2
+    head -n 80 "$file" >&2
+  done
+}
+
+rc=0
 case "$mode" in
   asan)
     # clang: it compiles the instrumented sources in about 84% of gcc's time, gcc's precompiled
@@ -141,8 +160,11 @@ case "$mode" in
     scripts/fetch-llamacpp-vocab.sh >/dev/null ||
       echo "sanitize: llama.cpp's test vocabularies could not be fetched: their tests will fail" >&2
     # halt_on_error: the first report fails the test that caused it.
-    ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      ctest --test-dir build-asan --output-on-failure -j "$(nproc)" "$@"
+    reports=$(reports_in build-asan)
+    ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:log_path=$reports/asan \
+      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan \
+      ctest --test-dir build-asan --output-on-failure -j "$(nproc)" "$@" || rc=$?
+    show_reports "$reports"
     ;;
   tsan)
     absl_prefix=$(tsan_abseil)
@@ -157,10 +179,12 @@ case "$mode" in
     # model (minutes of one-thread arithmetic under TSan, no threads to judge).
     scripts/fetch-default-model.sh >/dev/null ||
       echo "sanitize: the default model could not be fetched: its tests will fail" >&2
+    reports=$(reports_in build-tsan)
     LD_LIBRARY_PATH="$grpc_prefix/lib:$absl_prefix/lib" OMP_THREAD_LIMIT=1 \
-      TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp" \
+      TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp:log_path=$reports/tsan" \
       ctest --test-dir build-tsan --output-on-failure -j "$(nproc)" -L threaded \
-      -E 'GreedyDeterminismTest.*/default_' "$@"
+      -E 'GreedyDeterminismTest.*/default_' "$@" || rc=$?
+    show_reports "$reports"
     ;;
   thread-safety)
     need_clang
@@ -175,3 +199,4 @@ case "$mode" in
     exit 2
     ;;
 esac
+exit "$rc"
