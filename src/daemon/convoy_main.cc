@@ -12,6 +12,7 @@
 //   convoy health --addr HOST:PORT [--service NAME]    exit 0 only when SERVING
 //   convoy info --addr HOST:PORT                       model and server information as JSON
 // Exit codes: 0 success, 1 the call failed (the status is printed on stderr), 2 bad usage.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -238,11 +239,26 @@ std::shared_ptr<grpc::ChannelCredentials> Credentials() {
   return grpc::SslCredentials(ssl);
 }
 
+// A channel to --addr, connected first: a connection attempt that fails is tried again, every
+// 100 ms at first, for up to a second (or --timeout-ms, when shorter). One process makes one call,
+// and a call made on an unconnected channel fails at the first failed attempt; gRPC 1.51 (Debian
+// 12's) can report a connect still in progress as failed, with an unrelated errno ("No such file
+// or directory"; grpc/grpc#35064, fixed in later versions). When it does not connect, the call
+// still goes, and fails with gRPC's own account of why (connection refused, ...).
 std::shared_ptr<grpc::Channel> Connect() {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
-  return grpc::CreateCustomChannel(absl::GetFlag(FLAGS_addr), Credentials(), args);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(absl::GetFlag(FLAGS_addr), Credentials(), args);
+  int64_t connect_ms = 1000;
+  if (absl::GetFlag(FLAGS_timeout_ms) > 0) {
+    connect_ms = std::min(connect_ms, absl::GetFlag(FLAGS_timeout_ms));
+  }
+  channel->WaitForConnected(std::chrono::system_clock::now() +
+                            std::chrono::milliseconds(connect_ms));
+  return channel;
 }
 
 // The call's deadline (--timeout-ms, or `default_ms`; 0: none) and API key.
