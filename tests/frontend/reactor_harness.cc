@@ -103,6 +103,10 @@ void ReactorFixture::SetUp() {
   ASSERT_NE(server_, nullptr);
   channel_ =
       grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+  // Connected before any test's call: a call on an unconnected channel fails at the first failed
+  // attempt, and Debian's gRPC 1.51 can report a connect in progress as failed (grpc/grpc#35064);
+  // connecting here tries again until it is up.
+  ASSERT_TRUE(channel_->WaitForConnected(absl::ToChronoTime(absl::Now() + kLiveness)));
 }
 
 void ReactorFixture::TearDown() {
