@@ -333,8 +333,12 @@ TEST(DaemonMetricsTest, AStreamWhoseClientNeverReadsIsCancelledAndCounted) {
   args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 * 1024);
   args.SetMaxReceiveMessageSize(64 << 20);
-  auto slow_stub = v1::Inference::NewStub(
-      grpc::CreateCustomChannel(daemon->address(), grpc::InsecureChannelCredentials(), args));
+  auto slow_channel =
+      grpc::CreateCustomChannel(daemon->address(), grpc::InsecureChannelCredentials(), args);
+  // Connected before the call: a call on an unconnected channel fails at the first failed attempt,
+  // and Debian's gRPC 1.51 can take a connect still in progress as failed (grpc/grpc#35064).
+  ASSERT_TRUE(slow_channel->WaitForConnected(absl::ToChronoTime(absl::Now() + kLiveness)));
+  auto slow_stub = v1::Inference::NewStub(slow_channel);
 
   // Big messages (20 top logprobs a token) that this client never reads: the server's writes stop
   // completing once the stream's flow-control window is full.
