@@ -218,6 +218,7 @@ void EngineLoop::Run() {
   bool stop_noticed = false;  // a drain sleeps until deadlines like any other pass
   while (true) {
     std::vector<std::pair<Request, EventCallback>> inbox;
+    std::vector<int64_t> handed_per_level;  // of those, per level: still counted in the inbox
     std::vector<RequestId> cancels;
     bool stopping = false;
     bool drain = true;
@@ -237,7 +238,9 @@ void EngineLoop::Run() {
       }
       inbox.swap(inbox_);
       cancels.swap(cancels_);
-      std::fill(inbox_per_level_.begin(), inbox_per_level_.end(), 0);
+      // The requests taken stay counted in the inbox until the scheduler's counts published
+      // below include them: a Submit in between must not find their places free.
+      if (!inbox.empty()) handed_per_level = inbox_per_level_;
       stopping = stopping_;
       drain = drain_;
       stop_noticed = stopping_;
@@ -264,8 +267,11 @@ void EngineLoop::Run() {
       rejected.status = status.ok() ? absl::AlreadyExistsError("duplicate request id") : status;
       callback(rejected);
     }
-    if (!inbox.empty()) {  // what the inbox held now waits in the scheduler
+    if (!inbox.empty()) {  // what the inbox held now waits in the scheduler (or was rejected)
       absl::MutexLock lock(&mu_);
+      for (size_t l = 0; l < handed_per_level.size(); ++l) {
+        inbox_per_level_[l] -= handed_per_level[l];
+      }
       PublishWaiting();
     }
     for (RequestId id : cancels) scheduler_->Cancel(id, now).IgnoreError();

@@ -157,9 +157,10 @@ class EngineLoop final : public RequestEngine {
   mutable absl::Mutex mu_;
   std::vector<std::pair<Request, EventCallback>> inbox_ ABSL_GUARDED_BY(mu_);
   std::vector<RequestId> cancels_ ABSL_GUARDED_BY(mu_);
-  // Per level: requests in the inbox, waiting in the scheduler, and of those the ones never
-  // started (what max_queue_size bounds), as of the last pass (refreshed after the inbox is
-  // handed to the scheduler, when a step is planned and after each step).
+  // Per level: requests in the inbox (or taken from it and not yet in the published scheduler
+  // counts), waiting in the scheduler, and of those the ones never started (what max_queue_size
+  // bounds), as of the last pass (refreshed after the inbox is handed to the scheduler, when a
+  // step is planned and after each step).
   std::vector<int64_t> inbox_per_level_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> waiting_per_level_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> new_waiting_per_level_ ABSL_GUARDED_BY(mu_);
