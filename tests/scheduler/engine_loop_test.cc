@@ -3,6 +3,7 @@
 // only waits are liveness bounds (a minute), never timing assertions.
 #include "engine/engine_loop.h"
 
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <thread>
@@ -43,6 +44,15 @@ class Collector {
     absl::MutexLock lock(&mu_);
     auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return finals_.size() >= n; };
     return mu_.AwaitWithTimeout(absl::Condition(&done), kLiveness);
+  }
+  // Exactly `ids` ended, once each, cancelled.
+  void ExpectOnlyCancelled(std::initializer_list<RequestId> ids) {
+    auto ended = finals();
+    ASSERT_EQ(ended.size(), ids.size());
+    for (RequestId id : ids) {
+      ASSERT_EQ(ended[id].size(), 1u) << id;
+      EXPECT_EQ(ended[id][0].outcome, Outcome::kCancelled) << id;
+    }
   }
   std::map<RequestId, std::vector<int32_t>> tokens() {
     absl::MutexLock lock(&mu_);
@@ -109,12 +119,7 @@ TEST(EngineLoopTest, RefusesAtOnceWhenTheQueueIsFull) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("priority 5")));
   (*loop)->Shutdown(/*drain=*/false);
   // The two admitted ones end, cancelled; the refused ones have no events.
-  auto finals = collector.finals();
-  ASSERT_EQ(finals.size(), 2u);
-  for (RequestId id : {1, 2}) {
-    ASSERT_EQ(finals[id].size(), 1u) << id;
-    EXPECT_EQ(finals[id][0].outcome, Outcome::kCancelled) << id;
-  }
+  collector.ExpectOnlyCancelled({1, 2});
   EXPECT_THAT((*loop)->Submit(MakeRequest(5, 4, 1), collector.Callback()),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("shutting down")));
 }
@@ -184,12 +189,7 @@ TEST(EngineLoopTest, RequestsBeingHandedToTheSchedulerStillFillTheQueue) {
               StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("full")));
   clock.Open();
   (*loop)->Shutdown(/*drain=*/false);
-  auto finals = collector.finals();
-  ASSERT_EQ(finals.size(), 2u);
-  for (RequestId id : {1, 2}) {
-    ASSERT_EQ(finals[id].size(), 1u) << id;
-    EXPECT_EQ(finals[id][0].outcome, Outcome::kCancelled) << id;
-  }
+  collector.ExpectOnlyCancelled({1, 2});
 }
 
 // The queue delay never fires, and nothing else is submitted: the loop must wake up for the
